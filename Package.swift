@@ -1,0 +1,80 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "entitle",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "entitle", targets: ["entitle"]),
+        .library(name: "RedisClient", targets: ["RedisClient"]),
+        .library(name: "JobQueue", targets: ["JobQueue"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.0"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.0"),
+    ],
+    targets: [
+        /// The C library hiredis (Debian's libhiredis-dev), through a module map.
+        .systemLibrary(
+            name: "CHiredis",
+            pkgConfig: "hiredis",
+            providers: [.apt(["libhiredis-dev"])]
+        ),
+        /// A Redis client over hiredis: connection actors on their own threads, a pool, scripts.
+        .target(
+            name: "RedisClient",
+            dependencies: [
+                "CHiredis",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ]
+        ),
+        /// The reliable job queue on Redis lists and the actor-based worker runtime.
+        .target(
+            name: "JobQueue",
+            dependencies: [
+                "RedisClient",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        /// The `entitle` command: worker, enqueue, queues, jobs, dead.
+        .executableTarget(
+            name: "entitle",
+            dependencies: [
+                "RedisClient",
+                "JobQueue",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+            ]
+        ),
+        /// Starts a private redis-server for tests when the test command did not give one.
+        .target(
+            name: "RedisTestSupport",
+            dependencies: ["RedisClient"],
+            path: "Tests/RedisTestSupport"
+        ),
+        .testTarget(
+            name: "RedisClientTests",
+            dependencies: ["RedisClient", "RedisTestSupport"]
+        ),
+        .testTarget(
+            name: "JobQueueTests",
+            dependencies: ["JobQueue", "RedisClient", "RedisTestSupport"],
+            resources: [.copy("Fixtures")]
+        ),
+        .testTarget(
+            name: "EntitleCLITests",
+            dependencies: ["JobQueue", "RedisClient", "RedisTestSupport"]
+        ),
+    ]
+)

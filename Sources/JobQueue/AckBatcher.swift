@@ -1,0 +1,90 @@
+import Logging
+import RedisClient
+
+/// Records finished jobs for one consumer, many per `finish` script call: while one call
+/// is on the wire, the outcomes that arrive wait and go together in the next (group
+/// commit), so a busy consumer pays one round trip per batch, an idle one no extra wait.
+actor AckBatcher {
+    struct Outcome: Sendable {
+        enum Kind: String, Sendable { case ok, retry, dead }
+        var id: String
+        var lease: String
+        var type: String
+        var kind: Kind
+        /// The result JSON (ok) or the error text (retry, dead).
+        var data: String
+        var retryAt: Int64 = 0
+    }
+
+    private let connection: RedisConnection
+    private let keys: QueueKeys
+    private let activeKey: String
+    private let configuration: JobQueueConfiguration
+    private let logger: Logger
+    private var waiting: [(Outcome, CheckedContinuation<Bool, Never>)] = []
+    private var flushing = false
+    static let maxBatch = 256
+
+    init(connection: RedisConnection, keys: QueueKeys, consumer: String, configuration: JobQueueConfiguration, logger: Logger) {
+        self.connection = connection
+        self.keys = keys
+        self.activeKey = keys.active(consumer)
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    /// Records the outcome; returns `false` when the lease was lost (the job was reaped or
+    /// requeued, and someone else owns it now).
+    func record(_ outcome: Outcome) async -> Bool {
+        await withCheckedContinuation { continuation in
+            waiting.append((outcome, continuation))
+            if !flushing {
+                flushing = true
+                Task { await self.flush() }
+            }
+        }
+    }
+
+    private func flush() async {
+        while !waiting.isEmpty {
+            let batch = Array(waiting.prefix(Self.maxBatch))
+            waiting.removeFirst(batch.count)
+            var arguments = [
+                String(JobQueue.nowMilliseconds()), String(configuration.resultTTL.milliseconds),
+                String(configuration.deadTTL.milliseconds), keys.jobPrefix,
+            ]
+            arguments.reserveCapacity(4 + batch.count * 6)
+            for (outcome, _) in batch {
+                arguments.append(contentsOf: [outcome.id, outcome.lease, outcome.type, outcome.kind.rawValue, outcome.data, String(outcome.retryAt)])
+            }
+            let replies = await write(arguments)
+            for (index, (_, continuation)) in batch.enumerated() {
+                continuation.resume(returning: replies.map { index < $0.count && $0[index].int == 1 } ?? false)
+            }
+        }
+        flushing = false
+    }
+
+    /// Writes one batch, retrying through connection failures for up to a minute; after that
+    /// the jobs stay in the active list, where shutdown or the reaper finds them.
+    private func write(_ arguments: [String]) async -> [RedisReply]? {
+        let clock = ContinuousClock()
+        let giveUp = clock.now + .seconds(60)
+        var delay = Duration.milliseconds(10)
+        while true {
+            do {
+                return try await connection.run(
+                    QueueScripts.finish, keys: [activeKey, keys.scheduled, keys.dead, keys.stats], arguments: arguments
+                ).array
+            } catch {
+                guard clock.now < giveUp else {
+                    logger.error("could not record finished jobs", metadata: ["error": "\(error)"])
+                    return nil
+                }
+                logger.warning("recording finished jobs failed; retrying", metadata: ["error": "\(error)"])
+                try? await Task.sleep(for: delay)
+                delay = min(delay * 2, .seconds(1))
+            }
+        }
+    }
+}

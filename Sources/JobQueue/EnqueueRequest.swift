@@ -1,0 +1,71 @@
+import Foundation
+
+/// What a producer asks the queue to run.
+public struct EnqueueRequest: Sendable, Hashable {
+    public var type: String
+    /// JSON text; `{}` when the job needs nothing.
+    public var payload: String
+    public var queue: String
+    /// A second request with the same key (on the same queue, within the idempotency TTL)
+    /// returns the first job's id instead of making another job.
+    public var idempotencyKey: String?
+    /// Run no earlier than this long from now.
+    public var delay: Duration?
+    /// 0 takes the job type's retry policy.
+    public var maxAttempts: Int
+    /// A caller-chosen id; a random one when `nil`.
+    public var id: String?
+
+    public init(
+        type: String, payload: String = "{}", queue: String = "default", idempotencyKey: String? = nil,
+        delay: Duration? = nil, maxAttempts: Int = 0, id: String? = nil
+    ) {
+        self.type = type
+        self.payload = payload
+        self.queue = queue
+        self.idempotencyKey = idempotencyKey
+        self.delay = delay
+        self.maxAttempts = maxAttempts
+        self.id = id
+    }
+
+    /// Throws `JobQueueError.invalidJob` naming the first thing wrong.
+    public func validate() throws {
+        try Self.validateName(type, what: "job type")
+        try Self.validateName(queue, what: "queue name")
+        if let id { try Self.validateName(id, what: "job id") }
+        if let idempotencyKey, idempotencyKey.isEmpty || idempotencyKey.utf8.count > 256 {
+            throw JobQueueError(.invalidJob, "an idempotency key must have 1 to 256 bytes")
+        }
+        guard (0...1000).contains(maxAttempts) else {
+            throw JobQueueError(.invalidJob, "maxAttempts must be between 0 (the type's default) and 1000")
+        }
+        if let delay, delay < .zero { throw JobQueueError(.invalidJob, "a delay cannot be negative") }
+        guard let data = payload.data(using: .utf8),
+            (try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])) != nil
+        else { throw JobQueueError(.invalidJob, "the payload is not valid JSON") }
+    }
+
+    /// Names go into Redis keys: letters, digits and `-_.:` only, at most 128 of them.
+    static func validateName(_ name: String, what: String) throws {
+        let allowed = name.utf8.allSatisfy { byte in
+            (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+                || byte == 0x2D || byte == 0x5F || byte == 0x2E || (byte == 0x3A && what != "queue name")
+        }
+        guard !name.isEmpty, name.utf8.count <= 128, allowed else {
+            throw JobQueueError(.invalidJob, "a \(what) must be 1 to 128 of A-Z a-z 0-9 - _ .\(what == "queue name" ? "" : " :"), got '\(name.prefix(64))'")
+        }
+    }
+}
+
+/// The answer to an enqueue: the job's id, and whether this call made it.
+public struct EnqueueResult: Sendable, Hashable, Codable {
+    public var id: String
+    /// `false` when an idempotency key matched an earlier job, whose id this is.
+    public var created: Bool
+
+    public init(id: String, created: Bool) {
+        self.id = id
+        self.created = created
+    }
+}

@@ -1,0 +1,108 @@
+import Logging
+import RedisClient
+
+/// Runs jobs of one type. Handlers must be idempotent: delivery is at least once.
+public protocol JobHandler: Sendable {
+    /// Does the job's work and returns its result as JSON text (or `nil`).
+    /// Throw `JobFailure` to choose between retry and dead; any other error is retried.
+    /// Handlers are cancelled at their timeout and on a forced shutdown: honour cancellation.
+    func handle(_ job: JobContext) async throws -> String?
+}
+
+/// What a handler knows about the job it runs.
+public struct JobContext: Sendable {
+    public let id: String
+    public let type: String
+    public let queue: String
+    /// JSON text.
+    public let payload: String
+    /// 1 for the first run.
+    public let attempt: Int
+    public let maxAttempts: Int
+    /// Carries job id, type and attempt as metadata; never log payload contents with it.
+    public let logger: Logger
+    /// For handlers that keep their effects in Redis.
+    public let redis: RedisConnectionPool
+    public let keys: QueueKeys
+}
+
+/// A handler's failure, saying whether another attempt may succeed.
+public struct JobFailure: Error, Sendable, Hashable, CustomStringConvertible {
+    public let code: String
+    public let message: String
+    public let isRetryable: Bool
+    /// When another attempt makes sense, if the handler knows (e.g. Apple's Retry-After).
+    public let retryAfter: Duration?
+
+    public static func retryable(_ code: String, _ message: String, after: Duration? = nil) -> JobFailure {
+        JobFailure(code: code, message: message, isRetryable: true, retryAfter: after)
+    }
+
+    public static func permanent(_ code: String, _ message: String) -> JobFailure {
+        JobFailure(code: code, message: message, isRetryable: false, retryAfter: nil)
+    }
+
+    public var description: String { "\(code): \(message)" }
+}
+
+/// When to try a failed job again, and how often at most.
+public struct RetryPolicy: Sendable, Hashable {
+    public var base: Duration
+    public var cap: Duration
+    public var maxAttempts: Int
+
+    public init(base: Duration = .seconds(2), cap: Duration = .seconds(3600), maxAttempts: Int = 10) {
+        self.base = base
+        self.cap = cap
+        self.maxAttempts = maxAttempts
+    }
+
+    /// The wait after failed attempt `attempt` (1-based): `min(cap, base * 2^(attempt-1))`
+    /// with equal jitter, i.e. uniformly between half of it and all of it.
+    public func delay(afterAttempt attempt: Int, using generator: inout some RandomNumberGenerator) -> Duration {
+        let exponent = Double(min(max(attempt - 1, 0), 40))
+        let ceiling = min(cap.seconds, base.seconds * pow2(exponent))
+        let seconds = ceiling / 2 + Double.random(in: 0...(ceiling / 2), using: &generator)
+        return .milliseconds(Int64(seconds * 1000))
+    }
+
+    private func pow2(_ exponent: Double) -> Double {
+        var value = 1.0
+        for _ in 0..<Int(exponent) { value *= 2 }
+        return value
+    }
+}
+
+/// How a worker runs one job type.
+public struct JobRegistration: Sendable {
+    public var handler: any JobHandler
+    public var retryPolicy: RetryPolicy
+    /// The longest one attempt may run before it is cancelled and retried.
+    public var timeout: Duration
+
+    public init(handler: any JobHandler, retryPolicy: RetryPolicy = .init(), timeout: Duration = .seconds(60)) {
+        self.handler = handler
+        self.retryPolicy = retryPolicy
+        self.timeout = timeout
+    }
+}
+
+/// The handlers a worker knows, keyed by job type.
+public struct JobHandlerRegistry: Sendable {
+    public private(set) var registrations: [String: JobRegistration] = [:]
+
+    public init() {}
+
+    /// A registry with the built-in `noop` type.
+    public static func builtIn() -> JobHandlerRegistry {
+        var registry = JobHandlerRegistry()
+        registry.register("noop", JobRegistration(handler: NoopHandler(), retryPolicy: RetryPolicy(base: .milliseconds(200), cap: .seconds(30), maxAttempts: 5)))
+        return registry
+    }
+
+    public mutating func register(_ type: String, _ registration: JobRegistration) {
+        registrations[type] = registration
+    }
+
+    public subscript(type: String) -> JobRegistration? { registrations[type] }
+}

@@ -1,0 +1,37 @@
+/// Settings shared by producers, workers and operators of one deployment.
+public struct JobQueueConfiguration: Sendable, Hashable {
+    /// Prefix of every key, `entitle` by default.
+    public var prefix: String
+    /// How long a finished job's record (status and result) stays readable.
+    public var resultTTL: Duration
+    /// How long an idempotency key maps to its job.
+    public var idempotencyTTL: Duration
+    /// How long a dead job stays in the dead set (and its record with it).
+    public var deadTTL: Duration
+    /// The most jobs the dead set keeps; the oldest drop out first.
+    public var deadMaxCount: Int
+    /// Attempts for jobs enqueued without `maxAttempts` whose type has no retry policy.
+    public var defaultMaxAttempts: Int
+
+    public init(
+        prefix: String = "entitle", resultTTL: Duration = .seconds(86_400), idempotencyTTL: Duration = .seconds(86_400),
+        deadTTL: Duration = .seconds(7 * 86_400), deadMaxCount: Int = 10_000, defaultMaxAttempts: Int = 10
+    ) {
+        self.prefix = prefix
+        self.resultTTL = resultTTL
+        self.idempotencyTTL = idempotencyTTL
+        self.deadTTL = deadTTL
+        self.deadMaxCount = deadMaxCount
+        self.defaultMaxAttempts = defaultMaxAttempts
+    }
+
+    public func keys(_ queue: String) -> QueueKeys { QueueKeys(prefix: prefix, queue: queue) }
+}
+
+extension Duration {
+    /// Whole milliseconds, as Redis takes them.
+    var milliseconds: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
+    }
+}

@@ -1,0 +1,24 @@
+/// An error from the job queue, with a code.
+public struct JobQueueError: Error, Sendable, Hashable, CustomStringConvertible {
+    public struct Code: RawRepresentable, Sendable, Hashable, CustomStringConvertible {
+        public let rawValue: String
+        public init(rawValue: String) { self.rawValue = rawValue }
+        /// A job type, queue name, payload or option that cannot be used.
+        public static let invalidJob = Code(rawValue: "invalidJob")
+        /// No job with that id (never existed, or its record expired).
+        public static let jobNotFound = Code(rawValue: "jobNotFound")
+        /// Redis answered with something the scripts never return.
+        public static let unexpectedReply = Code(rawValue: "unexpectedReply")
+        public var description: String { rawValue }
+    }
+
+    public let code: Code
+    public let message: String
+
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { "\(code): \(message)" }
+}

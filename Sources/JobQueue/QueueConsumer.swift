@@ -1,0 +1,257 @@
+import Foundation
+import Logging
+import RedisClient
+import Metrics
+import Synchronization
+
+/// Consumes one queue for one worker process with up to `concurrency` jobs at a time.
+///
+/// It claims with BLMOVE into its own active list (so a crash loses nothing: the reaper
+/// puts the list back), starts jobs with a lease, runs them as child tasks and records
+/// outcomes through an `AckBatcher`. When there is a backlog, one `start` call claims as
+/// many jobs as there are free slots.
+public final class QueueConsumer: Sendable {
+    public struct Settings: Sendable, Hashable {
+        public var concurrency: Int
+        /// How long one BLMOVE waits on the server before the loop looks around again.
+        public var blockTimeout: Duration = .seconds(1)
+        /// How often the consumer tells Redis it is alive.
+        public var heartbeatInterval: Duration = .seconds(1)
+        /// After this long without a heartbeat, any process may reap the consumer's jobs.
+        public var heartbeatTTL: Duration = .seconds(5)
+        /// The most jobs one `start` call claims.
+        public var maxClaim = 64
+
+        public init(concurrency: Int) { self.concurrency = max(1, concurrency) }
+    }
+
+    public let queue: String
+    /// Unique per process and queue: `host:pid:queue:random`, as registered in `consumers`.
+    public let consumerID: String
+    let settings: Settings
+    let jobQueue: JobQueue
+    let registry: JobHandlerRegistry
+    let keys: QueueKeys
+    let logger: Logger
+    let gate: SlotGate
+    private let fetchConnection: RedisConnection
+    private let acks: AckBatcher
+    private let leaseCounter = Atomic<Int>(0)
+
+    public init(queue: String, settings: Settings, jobQueue: JobQueue, registry: JobHandlerRegistry, logger: Logger) {
+        self.queue = queue
+        self.settings = settings
+        self.jobQueue = jobQueue
+        self.registry = registry
+        self.keys = jobQueue.configuration.keys(queue)
+        let host = ProcessInfo.processInfo.hostName.prefix(32).filter { $0 != ":" && $0 != "{" && $0 != "}" }
+        self.consumerID = "\(host):\(getpid()):\(queue):\(JobQueue.makeID().prefix(8))"
+        var logger = logger
+        logger[metadataKey: "queue"] = "\(queue)"
+        self.logger = logger
+        self.gate = SlotGate(capacity: settings.concurrency)
+        self.fetchConnection = jobQueue.redis.makeDedicatedConnection(name: "fetch-\(queue)")
+        self.acks = AckBatcher(
+            connection: jobQueue.redis.makeDedicatedConnection(name: "ack-\(queue)"), keys: keys, consumer: consumerID,
+            configuration: jobQueue.configuration, logger: logger
+        )
+    }
+
+    /// Stops claiming; `run` then waits for in-flight jobs up to its deadline.
+    public func stopClaiming() { gate.stop() }
+
+    /// Runs until `stopClaiming`, then drains for at most `shutdownTimeout` and gives back
+    /// (requeues, attempt refunded) whatever is still running.
+    public func run(shutdownTimeout: Duration) async {
+        logger.info("consumer started", metadata: ["consumer": "\(consumerID)", "concurrency": "\(settings.concurrency)"])
+        await heartbeat()
+        await withDiscardingTaskGroup { group in
+            group.addTask { await self.heartbeatLoop() }
+            while true {
+                let slots = await gate.take(upTo: settings.maxClaim)
+                if slots == 0 { break }
+                let jobs = await claim(upTo: slots)
+                gate.give(slots - jobs.count)
+                for job in jobs {
+                    group.addTask {
+                        await self.execute(job)
+                        self.gate.give()
+                    }
+                }
+            }
+            let drained = await withTaskGroup(of: Bool.self) { race in
+                race.addTask { await self.gate.waitUntilIdle(); return true }
+                race.addTask { try? await Task.sleep(for: shutdownTimeout); return false }
+                let first = await race.next() ?? false
+                race.cancelAll()
+                return first
+            }
+            if !drained {
+                logger.warning("shutdown deadline reached; requeueing running jobs", metadata: ["running": "\(gate.busy)"])
+                await giveBack()
+                group.cancelAll()
+            }
+        }
+        await giveBack()
+        logger.info("consumer stopped", metadata: ["consumer": "\(consumerID)"])
+    }
+
+    /// Requeues this consumer's active list (attempts refunded) and deregisters it.
+    private func giveBack() async {
+        do {
+            let moved = try await jobQueue.release(consumer: consumerID, queue: queue, onlyIfExpired: false)
+            if moved > 0 { logger.info("requeued unfinished jobs", metadata: ["jobs": "\(moved)"]) }
+        } catch {
+            logger.error("could not requeue on shutdown; the reaper will", metadata: ["error": "\(error)"])
+        }
+    }
+
+    private func heartbeatLoop() async {
+        while !gate.isStopped {
+            try? await Task.sleep(for: settings.heartbeatInterval)
+            await heartbeat()
+        }
+    }
+
+    private func heartbeat() async {
+        let deadline = JobQueue.nowMilliseconds() + settings.heartbeatTTL.milliseconds
+        do {
+            try await jobQueue.redis.send(["ZADD", keys.consumers, String(deadline), consumerID])
+        } catch {
+            logger.warning("heartbeat failed", metadata: ["error": "\(error)"])
+        }
+    }
+
+    // MARK: Claiming
+
+    struct ClaimedJob: Sendable {
+        var id, type, payload, lease: String
+        var attempt, maxAttempts: Int
+        var enqueuedAt: Int64
+    }
+
+    /// Claims up to `limit` jobs: at once when there is a backlog, else blocks in BLMOVE for
+    /// up to `blockTimeout`. Returns no jobs on a timeout or a Redis failure.
+    private func claim(upTo limit: Int) async -> [ClaimedJob] {
+        do {
+            let started = try await start(extra: limit, moved: [])
+            if !started.isEmpty { return started }
+            if gate.isStopped { return [] }
+            let reply = try await fetchConnection.send(
+                ["BLMOVE", keys.pending, keys.active(consumerID), "RIGHT", "LEFT", String(settings.blockTimeout.seconds)],
+                timeout: settings.blockTimeout + jobQueue.redis.configuration.commandTimeout
+            )
+            guard let id = reply.string else { return [] }
+            return try await start(extra: limit - 1, moved: [id])
+        } catch {
+            logger.warning("claiming failed; backing off", metadata: ["error": "\(error)"])
+            try? await Task.sleep(for: .milliseconds(200))
+            return []
+        }
+    }
+
+    private func start(extra: Int, moved: [String]) async throws -> [ClaimedJob] {
+        let lease = "\(consumerID):\(leaseCounter.add(1, ordering: .relaxed).newValue)"
+        let reply = try await fetchConnection.run(
+            QueueScripts.start, keys: [keys.pending, keys.active(consumerID), keys.dead, keys.stats],
+            arguments: [
+                String(JobQueue.nowMilliseconds()), String(extra), lease, keys.jobPrefix,
+                String(jobQueue.configuration.defaultMaxAttempts), String(jobQueue.configuration.deadTTL.milliseconds),
+            ] + moved
+        )
+        let values = reply.array ?? []
+        var jobs: [ClaimedJob] = []
+        jobs.reserveCapacity(values.count / 6)
+        var index = 0
+        while index + 5 < values.count {
+            jobs.append(ClaimedJob(
+                id: values[index].string ?? "", type: values[index + 1].string ?? "", payload: values[index + 2].string ?? "{}",
+                lease: lease, attempt: values[index + 3].int ?? 1, maxAttempts: values[index + 4].int ?? 1,
+                enqueuedAt: Int64(values[index + 5].int ?? 0)
+            ))
+            index += 6
+        }
+        return jobs
+    }
+
+    // MARK: Running
+
+    private func execute(_ job: ClaimedJob) async {
+        let registration = registry[job.type]
+        let metrics = QueueMetrics.shared.forJob(queue: queue, type: registration == nil ? "unregistered" : job.type)
+        var logger = self.logger
+        logger[metadataKey: "job"] = "\(job.id)"
+        logger[metadataKey: "type"] = "\(job.type)"
+        logger[metadataKey: "attempt"] = "\(job.attempt)"
+        let startedAt = JobQueue.nowMilliseconds()
+        metrics.started.increment()
+        metrics.waitTime.recordMilliseconds(max(0, startedAt - job.enqueuedAt))
+        let clock = ContinuousClock()
+        let began = clock.now
+
+        var outcome = AckBatcher.Outcome(id: job.id, lease: job.lease, type: job.type, kind: .ok, data: "null")
+        let policy = registration?.retryPolicy ?? RetryPolicy(maxAttempts: jobQueue.configuration.defaultMaxAttempts)
+        do {
+            guard let registration else {
+                throw JobFailure.retryable("unknownJobType", "this worker has no handler for job type '\(job.type)'")
+            }
+            let context = JobContext(
+                id: job.id, type: job.type, queue: queue, payload: job.payload, attempt: job.attempt,
+                maxAttempts: job.maxAttempts, logger: logger, redis: jobQueue.redis, keys: keys
+            )
+            outcome.data = try await Self.run(registration.handler, context, timeout: registration.timeout) ?? "null"
+        } catch {
+            let failure = (error as? JobFailure)
+                ?? (error is CancellationError
+                    ? .retryable("interrupted", "the attempt was cancelled")
+                    : .retryable("error", String(describing: error)))
+            outcome.data = failure.description
+            if failure.isRetryable && job.attempt < job.maxAttempts {
+                var generator = SystemRandomNumberGenerator()
+                let delay = failure.retryAfter ?? policy.delay(afterAttempt: job.attempt, using: &generator)
+                outcome.kind = .retry
+                outcome.retryAt = JobQueue.nowMilliseconds() + delay.milliseconds
+                logger.notice("job failed; will retry", metadata: ["error": "\(failure.code)", "retryInMs": "\(delay.milliseconds)"])
+            } else {
+                outcome.kind = .dead
+                logger.error("job failed for good", metadata: ["error": "\(failure.code)"])
+            }
+        }
+        metrics.runTime.record(duration: clock.now - began)
+        let recorded = await acks.record(outcome)
+        guard recorded else {
+            metrics.fenced.increment()
+            logger.warning("lease lost before the job finished; its outcome was not recorded")
+            return
+        }
+        switch outcome.kind {
+        case .ok: metrics.succeeded.increment()
+        case .retry: metrics.retried.increment()
+        case .dead: metrics.dead.increment()
+        }
+    }
+
+    /// Runs the handler; at `timeout` it is cancelled and the attempt fails (retryable).
+    private static func run(_ handler: any JobHandler, _ context: JobContext, timeout: Duration) async throws -> String? {
+        try await withThrowingTaskGroup(of: String?.self) { group in
+            group.addTask { try await handler.handle(context) }
+            group.addTask {
+                try await Task.sleep(for: timeout)
+                throw JobFailure.retryable("timeout", "the attempt ran longer than \(timeout)")
+            }
+            defer { group.cancelAll() }
+            return try await group.next() ?? nil
+        }
+    }
+}
+
+extension Metrics.Timer {
+    func recordMilliseconds(_ milliseconds: Int64) { recordNanoseconds(milliseconds * 1_000_000) }
+}
+
+extension Metrics.Timer {
+    func record(duration: Duration) {
+        let (seconds, attoseconds) = duration.components
+        recordNanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+}

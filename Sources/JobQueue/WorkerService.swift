@@ -1,0 +1,88 @@
+import Logging
+import ServiceLifecycle
+
+/// A worker process's engine: one `QueueConsumer` per queue, plus the maintenance loop
+/// that promotes due jobs, reaps lost consumers (of any process), trims the dead set and
+/// refreshes the queue gauges.
+///
+/// As a `Service`, it stops claiming on graceful shutdown (SIGTERM/SIGINT through a
+/// `ServiceGroup`), lets running jobs finish within `shutdownTimeout`, and requeues the rest.
+public final class WorkerService: Service, Sendable {
+    public struct Configuration: Sendable {
+        /// Queue name -> settings (concurrency and timings).
+        public var queues: [String: QueueConsumer.Settings]
+        public var shutdownTimeout: Duration = .seconds(25)
+        public var promoteInterval: Duration = .milliseconds(100)
+        public var reapInterval: Duration = .seconds(1)
+        public var statsInterval: Duration = .seconds(5)
+
+        public init(queues: [String: QueueConsumer.Settings]) { self.queues = queues }
+
+        /// The same concurrency for each queue, other settings default.
+        public init(concurrency: [String: Int]) {
+            self.queues = concurrency.mapValues { QueueConsumer.Settings(concurrency: $0) }
+        }
+    }
+
+    public let configuration: Configuration
+    public let jobQueue: JobQueue
+    public let consumers: [QueueConsumer]
+    private let logger: Logger
+
+    public init(configuration: Configuration, jobQueue: JobQueue, registry: JobHandlerRegistry, logger: Logger) {
+        self.configuration = configuration
+        self.jobQueue = jobQueue
+        self.logger = logger
+        self.consumers = configuration.queues.keys.sorted().map { queue in
+            QueueConsumer(queue: queue, settings: configuration.queues[queue]!, jobQueue: jobQueue, registry: registry, logger: logger)
+        }
+    }
+
+    public func run() async throws {
+        let queues = consumers.map(\.queue)
+        if !queues.isEmpty {
+            try await jobQueue.redis.send(["SADD", QueueKeys.registry(prefix: jobQueue.configuration.prefix)] + queues)
+        }
+        await withGracefulShutdownHandler {
+            await withDiscardingTaskGroup { group in
+                for consumer in consumers {
+                    group.addTask { await consumer.run(shutdownTimeout: self.configuration.shutdownTimeout) }
+                }
+                group.addTask { await self.maintain(queues) }
+            }
+        } onGracefulShutdown: {
+            self.stop()
+        }
+    }
+
+    /// Stops claiming everywhere; `run` returns once consumers have drained or requeued.
+    public func stop() {
+        logger.info("worker stopping: no new claims")
+        for consumer in consumers { consumer.stopClaiming() }
+    }
+
+    private var stopping: Bool { consumers.allSatisfy { $0.gate.isStopped } }
+
+    private func maintain(_ queues: [String]) async {
+        let clock = ContinuousClock()
+        var nextReap = clock.now
+        var nextStats = clock.now
+        var nextTrim = clock.now
+        while !stopping {
+            for queue in queues {
+                do {
+                    try await jobQueue.promoteDueJobs(queue: queue)
+                    if clock.now >= nextReap { try await jobQueue.reapExpiredConsumers(queue: queue) }
+                    if clock.now >= nextTrim { try await jobQueue.trimDeadJobs(queue: queue) }
+                    if clock.now >= nextStats { QueueMetrics.shared.record(try await jobQueue.stats(queue: queue)) }
+                } catch {
+                    logger.warning("queue maintenance failed", metadata: ["queue": "\(queue)", "error": "\(error)"])
+                }
+            }
+            if clock.now >= nextReap { nextReap = clock.now + configuration.reapInterval }
+            if clock.now >= nextStats { nextStats = clock.now + configuration.statsInterval }
+            if clock.now >= nextTrim { nextTrim = clock.now + .seconds(60) }
+            try? await Task.sleep(for: configuration.promoteInterval)
+        }
+    }
+}

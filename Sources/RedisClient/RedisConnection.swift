@@ -1,0 +1,266 @@
+import CHiredis
+import Foundation
+import Logging
+
+/// One connection to Redis over hiredis.
+///
+/// The actor's executor is a thread of its own: hiredis blocks in `read`/`write`, and only
+/// this actor's synchronous methods touch the `redisContext`, so no blocking call ever
+/// runs on the cooperative pool. Every call has a socket timeout; after any error on the
+/// socket the context is dropped and the next call reconnects, with backoff.
+public actor RedisConnection {
+    private let executor: ThreadExecutor
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { executor.asUnownedSerialExecutor() }
+
+    public nonisolated let configuration: RedisConfiguration
+    public nonisolated let name: String
+    private let logger: Logger
+    private let metrics: RedisClientMetrics
+    private var context: UnsafeMutablePointer<redisContext>?
+    private var currentTimeout: Duration?
+    private var consecutiveFailures = 0
+    private var lastFailure: ContinuousClock.Instant?
+
+    /// - Parameters:
+    ///   - name: shown as the thread name and as `CLIENT SETNAME`, to find the connection in `CLIENT LIST`.
+    public init(
+        configuration: RedisConfiguration, name: String = "entitle", logger: Logger,
+        metrics: RedisClientMetrics = .shared
+    ) {
+        self.configuration = configuration
+        self.name = name
+        self.logger = logger
+        self.metrics = metrics
+        self.executor = ThreadExecutor(name: "redis-\(name)")
+    }
+
+    isolated deinit {
+        if let context { redisFree(context) }
+        executor.shutdown()
+    }
+
+    /// Runs one command; an error reply is thrown as `RedisError` with code `.serverError`.
+    /// - Parameter timeout: longest wait for the reply, for blocking commands; the configured
+    ///   command timeout otherwise.
+    @discardableResult
+    public func send(_ command: [String], timeout: Duration? = nil) throws -> RedisReply {
+        let reply = try roundTrip([command], timeout: timeout)[0]
+        if case .error(let message) = reply { throw RedisError(.serverError, message) }
+        return reply
+    }
+
+    /// Sends every command, then reads every reply: one round trip. Error replies come back
+    /// in place as `.error`; a broken connection throws (some commands may have run).
+    public func pipeline(_ commands: [[String]], timeout: Duration? = nil) throws -> [RedisReply] {
+        try roundTrip(commands, timeout: timeout)
+    }
+
+    /// Runs a script by EVALSHA, loading it on NOSCRIPT (which means nothing ran) and
+    /// running it again.
+    @discardableResult
+    public func run(_ script: RedisScript, keys: [String], arguments: [String]) throws -> RedisReply {
+        try runPipelined(script, calls: [(keys, arguments)])[0].get()
+    }
+
+    /// Runs several calls of one script in one round trip; each result is its reply or its error.
+    public func runPipelined(
+        _ script: RedisScript, calls: [(keys: [String], arguments: [String])]
+    ) throws -> [Result<RedisReply, RedisError>] {
+        var replies = try roundTrip(calls.map { script.command(keys: $0.keys, arguments: $0.arguments) }, timeout: nil)
+        let missing = replies.indices.filter { if case .error(let m) = replies[$0] { return m.hasPrefix("NOSCRIPT") } else { return false } }
+        if !missing.isEmpty {
+            logger.debug("loading script", metadata: ["script": "\(script.name)"])
+            _ = try send(["SCRIPT", "LOAD", script.source])
+            let again = try roundTrip(missing.map { script.command(keys: calls[$0].keys, arguments: calls[$0].arguments) }, timeout: nil)
+            for (slot, reply) in zip(missing, again) { replies[slot] = reply }
+        }
+        return replies.map { reply in
+            if case .error(let message) = reply {
+                return .failure(RedisError(.serverError, "\(script.name): \(message)"))
+            }
+            return .success(reply)
+        }
+    }
+
+    /// Closes the socket; the next command opens a new one.
+    public func disconnect() {
+        if let context {
+            redisFree(context)
+            self.context = nil
+        }
+    }
+
+    /// Whether a socket is open now (it may still have been closed by the server).
+    public var isConnected: Bool { context != nil }
+
+    // MARK: - hiredis
+
+    private func roundTrip(_ commands: [[String]], timeout: Duration?) throws -> [RedisReply] {
+        let context = try connectedContext()
+        let wanted = timeout ?? configuration.commandTimeout
+        if wanted != currentTimeout {
+            guard redisSetTimeout(context, timeval(wanted)) == REDIS_OK else { throw fail(context, stage: "set timeout") }
+            currentTimeout = wanted
+        }
+        for command in commands {
+            guard Self.append(command, to: context) == REDIS_OK else { throw fail(context, stage: "append") }
+        }
+        var replies: [RedisReply] = []
+        replies.reserveCapacity(commands.count)
+        for _ in commands {
+            var raw: UnsafeMutableRawPointer?
+            guard redisGetReply(context, &raw) == REDIS_OK, let raw else { throw fail(context, stage: "read") }
+            let reply = raw.assumingMemoryBound(to: redisReply.self)
+            replies.append(Self.convert(reply))
+            freeReplyObject(raw)
+        }
+        metrics.commands.increment(by: Int64(commands.count))
+        return replies
+    }
+
+    /// Drops a context that hiredis marked failed and turns its error into a `RedisError`.
+    private func fail(_ context: UnsafeMutablePointer<redisContext>, stage: String) -> RedisError {
+        let errorCode = context.pointee.err
+        let text = withUnsafeBytes(of: context.pointee.errstr) { raw in
+            String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+        }
+        redisFree(context)
+        self.context = nil
+        let code: RedisError.Code
+        switch errorCode {
+        case REDIS_ERR_PROTOCOL, REDIS_ERR_OOM: code = .protocolError
+        case REDIS_ERR_IO where text.contains("temporarily unavailable") || text.contains("timed out"): code = .timeout
+        default: code = .connectionLost
+        }
+        metrics.errors(code).increment()
+        logger.warning("redis connection dropped", metadata: ["stage": "\(stage)", "code": "\(code)", "error": "\(text)"])
+        return RedisError(code, "\(text.isEmpty ? "connection closed" : text) (\(stage))")
+    }
+
+    private func connectedContext() throws -> UnsafeMutablePointer<redisContext> {
+        if let context { return context }
+        let clock = ContinuousClock()
+        let deadline = clock.now + configuration.reconnectTimeout
+        while true {
+            // Back off after failures so a dead server is not hammered.
+            if consecutiveFailures > 0, let lastFailure {
+                let backoff = Duration.milliseconds(min(1000, 10 << min(consecutiveFailures - 1, 7)))
+                let wait = lastFailure + backoff - clock.now
+                if wait > .zero { Thread.sleep(forTimeInterval: wait.seconds) }
+            }
+            do {
+                let context = try openContext()
+                if consecutiveFailures > 0 { metrics.reconnects.increment() }
+                consecutiveFailures = 0
+                self.context = context
+                return context
+            } catch let error as RedisError {
+                consecutiveFailures += 1
+                lastFailure = clock.now
+                if clock.now >= deadline || error.code == .serverError {
+                    metrics.errors(.connectionFailed).increment()
+                    throw RedisError(.connectionFailed, "\(configuration.displayAddress): \(error.message)")
+                }
+            }
+        }
+    }
+
+    private func openContext() throws -> UnsafeMutablePointer<redisContext> {
+        guard let context = redisConnectWithTimeout(configuration.host, Int32(configuration.port), timeval(configuration.connectTimeout)) else {
+            throw RedisError(.connectionFailed, "cannot allocate a hiredis context")
+        }
+        if context.pointee.err != 0 {
+            let text = withUnsafeBytes(of: context.pointee.errstr) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            redisFree(context)
+            throw RedisError(.connectionFailed, text)
+        }
+        self.context = context
+        currentTimeout = nil
+        do {
+            var setup: [[String]] = []
+            if let password = configuration.password {
+                setup.append(configuration.username.map { ["AUTH", $0, password] } ?? ["AUTH", password])
+            }
+            if configuration.database != 0 { setup.append(["SELECT", String(configuration.database)]) }
+            setup.append(["CLIENT", "SETNAME", name.filter { !$0.isWhitespace }])
+            for reply in try roundTrip(setup, timeout: configuration.connectTimeout) {
+                if case .error(let message) = reply {
+                    disconnect()
+                    // The message never echoes the password.
+                    throw RedisError(.serverError, message)
+                }
+            }
+        } catch let error as RedisError {
+            disconnect()
+            throw error
+        }
+        self.context = nil
+        return context
+    }
+
+    /// Appends one command with the argv API: arguments are binary-safe, never formatted.
+    private static func append(_ command: [String], to context: UnsafeMutablePointer<redisContext>) -> Int32 {
+        var buffer: [UInt8] = []
+        var lengths: [Int] = []
+        lengths.reserveCapacity(command.count)
+        for argument in command {
+            let start = buffer.count
+            buffer.append(contentsOf: argument.utf8)
+            lengths.append(buffer.count - start)
+        }
+        buffer.append(0)  // never empty, so the base address is never nil
+        return buffer.withUnsafeBufferPointer { bytes in
+            let base = UnsafeRawPointer(bytes.baseAddress!).assumingMemoryBound(to: CChar.self)
+            var argv: [UnsafePointer<CChar>?] = []
+            argv.reserveCapacity(command.count)
+            var offset = 0
+            for length in lengths {
+                argv.append(base + offset)
+                offset += length
+            }
+            return argv.withUnsafeMutableBufferPointer { argvPointer in
+                lengths.withUnsafeBufferPointer { lengthPointer in
+                    redisAppendCommandArgv(context, Int32(command.count), argvPointer.baseAddress, lengthPointer.baseAddress)
+                }
+            }
+        }
+    }
+
+    private static func convert(_ reply: UnsafeMutablePointer<redisReply>) -> RedisReply {
+        let value = reply.pointee
+        switch value.type {
+        case REDIS_REPLY_STRING:
+            return .bulk(value.str.map { Array(UnsafeRawBufferPointer(start: $0, count: Int(value.len))) } ?? [])
+        case REDIS_REPLY_STATUS:
+            return .status(value.str.map { String(decoding: UnsafeRawBufferPointer(start: $0, count: Int(value.len)), as: UTF8.self) } ?? "")
+        case REDIS_REPLY_ERROR:
+            return .error(value.str.map { String(decoding: UnsafeRawBufferPointer(start: $0, count: Int(value.len)), as: UTF8.self) } ?? "")
+        case REDIS_REPLY_INTEGER:
+            return .integer(value.integer)
+        case REDIS_REPLY_ARRAY:
+            var elements: [RedisReply] = []
+            elements.reserveCapacity(Int(value.elements))
+            for index in 0..<Int(value.elements) {
+                if let element = value.element[index] { elements.append(convert(element)) } else { elements.append(.null) }
+            }
+            return .array(elements)
+        default:
+            return .null
+        }
+    }
+}
+
+extension timeval {
+    init(_ duration: Duration) {
+        let (seconds, attoseconds) = duration.components
+        self.init(tv_sec: Int(seconds), tv_usec: Int(attoseconds / 1_000_000_000_000))
+    }
+}
+
+extension Duration {
+    /// The duration in seconds, as a floating-point number.
+    public var seconds: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}

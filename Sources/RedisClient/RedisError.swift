@@ -1,0 +1,50 @@
+/// An error from the Redis client, with a code saying what kind of failure it was.
+public struct RedisError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What kind of failure this was.
+    public struct Code: Sendable, Hashable, CustomStringConvertible {
+        fileprivate enum Base: String, Sendable, Hashable {
+            case connectionFailed, connectionLost, timeout, protocolError, serverError, invalidURL
+            case unexpectedReply, poolClosed
+        }
+        fileprivate let base: Base
+        /// Could not connect, authenticate or select the database.
+        public static let connectionFailed = Code(base: .connectionFailed)
+        /// An established connection broke (reset, closed by the server, `CLIENT KILL`).
+        public static let connectionLost = Code(base: .connectionLost)
+        /// No reply within the command timeout; the connection is dropped.
+        public static let timeout = Code(base: .timeout)
+        /// hiredis could not parse what the server sent.
+        public static let protocolError = Code(base: .protocolError)
+        /// The server answered with an error reply; `message` holds its text.
+        public static let serverError = Code(base: .serverError)
+        /// A `redis://` URL that cannot be used.
+        public static let invalidURL = Code(base: .invalidURL)
+        /// A reply of a shape the caller did not expect.
+        public static let unexpectedReply = Code(base: .unexpectedReply)
+        /// The pool was closed.
+        public static let poolClosed = Code(base: .poolClosed)
+        public var description: String { base.rawValue }
+    }
+
+    public let code: Code
+    /// A human-readable explanation. Never contains command arguments (they may be secrets).
+    public let message: String
+
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    /// Whether running the same command again later may succeed. Server errors are permanent,
+    /// except for the transient states Redis names (LOADING, BUSY, TRYAGAIN, MASTERDOWN).
+    public var isRetryable: Bool {
+        switch code.base {
+        case .connectionFailed, .connectionLost, .timeout, .poolClosed: return true
+        case .serverError:
+            return ["LOADING", "BUSY", "TRYAGAIN", "MASTERDOWN", "CLUSTERDOWN"].contains { message.hasPrefix($0) }
+        default: return false
+        }
+    }
+
+    public var description: String { "RedisError(\(code)): \(message)" }
+}

@@ -1,0 +1,60 @@
+import ArgumentParser
+import JobQueue
+
+/// `entitle enqueue TYPE`: adds jobs and prints their ids.
+struct EnqueueCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "enqueue", abstract: "Enqueue jobs and print their ids, one a line.")
+
+    @OptionGroup var options: RedisOptions
+
+    @Argument(help: "The job type, e.g. noop.")
+    var type: String
+
+    @Option(help: "The payload, JSON.")
+    var payload: String = "{}"
+
+    @Option(help: "How many identical jobs to enqueue (in bulk).")
+    var count: Int = 1
+
+    @Option(help: "Idempotency key: a repeat returns the first job's id.")
+    var idempotencyKey: String?
+
+    @Option(help: "Run no earlier than this many seconds from now.")
+    var delay: Double?
+
+    @Option(help: "The queue.")
+    var queue: String = "default"
+
+    @Option(help: "Attempts before the job goes dead (0: the job type's default).")
+    var maxAttempts: Int = 0
+
+    func validate() throws {
+        guard (1...10_000_000).contains(count) else { throw ValidationError("--count must be 1-10000000") }
+        if idempotencyKey != nil && count > 1 { throw ValidationError("--idempotency-key names one job; it cannot go with --count above 1") }
+        do {
+            try request.validate()
+        } catch let error as JobQueueError {
+            throw ValidationError(error.message)
+        }
+    }
+
+    var request: EnqueueRequest {
+        EnqueueRequest(
+            type: type, payload: payload, queue: queue, idempotencyKey: idempotencyKey,
+            delay: delay.map { .milliseconds(Int64($0 * 1000)) }, maxAttempts: maxAttempts
+        )
+    }
+
+    func run() async throws {
+        let logger = options.makeLogger("entitle.enqueue")
+        let jobQueue = try options.makeJobQueue(logger: logger)
+        defer { jobQueue.redis.close() }
+        var remaining = count
+        while remaining > 0 {
+            let chunk = min(remaining, 10_000)
+            let results = try await jobQueue.enqueue(batch: Array(repeating: request, count: chunk))
+            print(results.map(\.id).joined(separator: "\n"))
+            remaining -= chunk
+        }
+    }
+}

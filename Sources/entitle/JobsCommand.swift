@@ -1,0 +1,61 @@
+import ArgumentParser
+import Foundation
+import JobQueue
+
+/// `entitle jobs show ID`.
+struct JobsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "jobs", abstract: "Inspect jobs.", subcommands: [Show.self])
+
+    struct Show: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Show one job's status and result.")
+
+        @OptionGroup var options: RedisOptions
+
+        @Argument(help: "The job id.")
+        var id: String
+
+        @Option(help: "The job's queue (default: look in every known queue).")
+        var queue: String?
+
+        @Flag(help: "Print JSON.")
+        var json = false
+
+        func run() async throws {
+            let logger = options.makeLogger("entitle.jobs")
+            let jobQueue = try options.makeJobQueue(logger: logger)
+            defer { jobQueue.redis.close() }
+            guard let job = try await jobQueue.job(id: id, queue: queue) else {
+                throw CommandFailure("no job \(id) (never enqueued, or its record expired)")
+            }
+            if json {
+                print(JSONOutput.line(Self.object(job)))
+            } else {
+                print(Self.text(job))
+            }
+        }
+
+        static func object(_ job: JobRecord) -> [String: Any] {
+            var object: [String: Any] = [
+                "id": job.id, "type": job.type, "queue": job.queue, "status": job.status.rawValue, "attempt": job.attempt,
+                "maxAttempts": job.maxAttempts, "createdAt": job.createdAt, "enqueuedAt": job.enqueuedAt,
+                "payload": JSONOutput.embed(job.payload), "result": JSONOutput.embed(job.result),
+            ]
+            object["idempotencyKey"] = job.idempotencyKey
+            object["startedAt"] = job.startedAt
+            object["finishedAt"] = job.finishedAt
+            object["retryAt"] = job.retryAt
+            object["lastError"] = job.lastError
+            return object
+        }
+
+        static func text(_ job: JobRecord) -> String {
+            var lines = [
+                "id:        \(job.id)", "type:      \(job.type)", "queue:     \(job.queue)", "status:    \(job.status.rawValue)",
+                "attempt:   \(job.attempt) of \(job.maxAttempts == 0 ? "type default" : String(job.maxAttempts))",
+            ]
+            if let error = job.lastError { lines.append("lastError: \(error)") }
+            if let result = job.result { lines.append("result:    \(result)") }
+            return lines.joined(separator: "\n")
+        }
+    }
+}

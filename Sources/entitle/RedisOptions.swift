@@ -1,0 +1,72 @@
+import ArgumentParser
+import Foundation
+import JobQueue
+import Logging
+import RedisClient
+
+/// Options every command that talks to Redis takes.
+struct RedisOptions: ParsableArguments {
+    @Option(name: .long, help: "Redis URL, redis://[[user]:password@]host[:port][/db] (default: $ENTITLE_REDIS_URL or redis://127.0.0.1:6379).")
+    var redis: String?
+
+    @Option(name: .long, help: "Key prefix (default: $ENTITLE_PREFIX or entitle).")
+    var prefix: String?
+
+    @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error (default: $ENTITLE_LOG_LEVEL or info).")
+    var logLevel: String?
+
+    var redisURL: String {
+        redis ?? ProcessInfo.processInfo.environment["ENTITLE_REDIS_URL"] ?? "redis://127.0.0.1:6379"
+    }
+
+    func validate() throws {
+        do {
+            _ = try RedisConfiguration(url: redisURL)
+        } catch let error as RedisError {
+            throw ValidationError("bad Redis URL: \(error.message)")
+        }
+        if let level = logLevel, Logger.Level(rawValue: level) == nil {
+            throw ValidationError("unknown log level '\(level)'")
+        }
+        let prefix = keyPrefix
+        guard !prefix.isEmpty, !prefix.contains("{"), !prefix.contains("}") else {
+            throw ValidationError("a key prefix must be non-empty and hold no braces")
+        }
+    }
+
+    var keyPrefix: String { prefix ?? ProcessInfo.processInfo.environment["ENTITLE_PREFIX"] ?? "entitle" }
+
+    func makeLogger(_ label: String) -> Logger {
+        var logger = Logger(label: label)
+        let level = logLevel ?? ProcessInfo.processInfo.environment["ENTITLE_LOG_LEVEL"] ?? "info"
+        logger.logLevel = Logger.Level(rawValue: level) ?? .info
+        return logger
+    }
+
+    func makeJobQueue(logger: Logger, connections: Int = 4) throws -> JobQueue {
+        let pool = RedisConnectionPool(configuration: try RedisConfiguration(url: redisURL), maximumConnections: connections, logger: logger)
+        return JobQueue(redis: pool, configuration: JobQueueConfiguration(prefix: keyPrefix), logger: logger)
+    }
+}
+
+/// Prints to standard error and exits 1: for failures after the arguments were accepted.
+struct CommandFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+enum JSONOutput {
+    /// One JSON document on a line, keys sorted.
+    static func line(_ object: Any) -> String {
+        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) else {
+            return "{}"
+        }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// JSON text parsed for embedding; the text itself when it does not parse.
+    static func embed(_ text: String?) -> Any {
+        guard let text else { return NSNull() }
+        return (try? JSONSerialization.jsonObject(with: Data(text.utf8), options: [.fragmentsAllowed])) ?? text
+    }
+}
