@@ -69,8 +69,7 @@ let package = Package(
         ),
         .testTarget(
             name: "JobQueueTests",
-            dependencies: ["JobQueue", "RedisClient", "RedisTestSupport"],
-            resources: [.copy("Fixtures")]
+            dependencies: ["JobQueue", "RedisClient", "RedisTestSupport"]
         ),
         .testTarget(
             name: "EntitleCLITests",

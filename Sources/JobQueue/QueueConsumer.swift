@@ -37,6 +37,7 @@ public final class QueueConsumer: Sendable {
     private let fetchConnection: RedisConnection
     private let acks: AckBatcher
     private let leaseCounter = Atomic<Int>(0)
+    private let running = Atomic<Int>(0)
 
     public init(queue: String, settings: Settings, jobQueue: JobQueue, registry: JobHandlerRegistry, logger: Logger) {
         self.queue = queue
@@ -57,6 +58,9 @@ public final class QueueConsumer: Sendable {
         )
     }
 
+    /// Jobs running now.
+    public var runningJobs: Int { running.load(ordering: .relaxed) }
+
     /// Stops claiming; `run` then waits for in-flight jobs up to its deadline.
     public func stopClaiming() { gate.stop() }
 
@@ -65,8 +69,9 @@ public final class QueueConsumer: Sendable {
     public func run(shutdownTimeout: Duration) async {
         logger.info("consumer started", metadata: ["consumer": "\(consumerID)", "concurrency": "\(settings.concurrency)"])
         await heartbeat()
+        // Heartbeats go on while running jobs drain, and end with them.
+        let heartbeats = Task { await self.heartbeatLoop() }
         await withDiscardingTaskGroup { group in
-            group.addTask { await self.heartbeatLoop() }
             while true {
                 let slots = await gate.take(upTo: settings.maxClaim)
                 if slots == 0 { break }
@@ -87,11 +92,12 @@ public final class QueueConsumer: Sendable {
                 return first
             }
             if !drained {
-                logger.warning("shutdown deadline reached; requeueing running jobs", metadata: ["running": "\(gate.busy)"])
+                logger.warning("shutdown deadline reached; requeueing running jobs", metadata: ["running": "\(runningJobs)"])
                 await giveBack()
                 group.cancelAll()
             }
         }
+        heartbeats.cancel()
         await giveBack()
         logger.info("consumer stopped", metadata: ["consumer": "\(consumerID)"])
     }
@@ -107,8 +113,12 @@ public final class QueueConsumer: Sendable {
     }
 
     private func heartbeatLoop() async {
-        while !gate.isStopped {
-            try? await Task.sleep(for: settings.heartbeatInterval)
+        while true {
+            do {
+                try await Task.sleep(for: settings.heartbeatInterval)
+            } catch {
+                return
+            }
             await heartbeat()
         }
     }
@@ -177,6 +187,8 @@ public final class QueueConsumer: Sendable {
     // MARK: Running
 
     private func execute(_ job: ClaimedJob) async {
+        running.add(1, ordering: .relaxed)
+        defer { running.subtract(1, ordering: .relaxed) }
         let registration = registry[job.type]
         let metrics = QueueMetrics.shared.forJob(queue: queue, type: registration == nil ? "unregistered" : job.type)
         var logger = self.logger

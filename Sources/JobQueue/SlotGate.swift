@@ -72,15 +72,23 @@ final class SlotGate: Sendable {
     var isStopped: Bool { state.withLock { $0.stopped } }
     var busy: Int { state.withLock { capacity - $0.free } }
 
-    /// Returns when every slot is free.
+    /// Returns when every slot is free, or when the task is cancelled.
     func waitUntilIdle() async {
-        await withCheckedContinuation { continuation in
-            let idle = state.withLock { state in
-                if state.free == capacity { return true }
-                state.idleWaiter = continuation
-                return false
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let resumeNow = state.withLock { state in
+                    if state.free == capacity || Task.isCancelled { return true }
+                    state.idleWaiter = continuation
+                    return false
+                }
+                if resumeNow { continuation.resume() }
             }
-            if idle { continuation.resume() }
+        } onCancel: {
+            let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                defer { state.idleWaiter = nil }
+                return state.idleWaiter
+            }
+            waiter?.resume()
         }
     }
 }

@@ -36,7 +36,6 @@ public actor RedisConnection {
 
     isolated deinit {
         if let context { redisFree(context) }
-        executor.shutdown()
     }
 
     /// Runs one command; an error reply is thrown as `RedisError` with code `.serverError`.
@@ -55,8 +54,8 @@ public actor RedisConnection {
         try roundTrip(commands, timeout: timeout)
     }
 
-    /// Runs a script by EVALSHA, loading it on NOSCRIPT (which means nothing ran) and
-    /// running it again.
+    /// Runs a script by EVALSHA; on NOSCRIPT (which means nothing ran) runs it again by
+    /// EVAL, which also puts it back in the server's script cache.
     @discardableResult
     public func run(_ script: RedisScript, keys: [String], arguments: [String]) throws -> RedisReply {
         try runPipelined(script, calls: [(keys, arguments)])[0].get()
@@ -69,9 +68,8 @@ public actor RedisConnection {
         var replies = try roundTrip(calls.map { script.command(keys: $0.keys, arguments: $0.arguments) }, timeout: nil)
         let missing = replies.indices.filter { if case .error(let m) = replies[$0] { return m.hasPrefix("NOSCRIPT") } else { return false } }
         if !missing.isEmpty {
-            logger.debug("loading script", metadata: ["script": "\(script.name)"])
-            _ = try send(["SCRIPT", "LOAD", script.source])
-            let again = try roundTrip(missing.map { script.command(keys: calls[$0].keys, arguments: calls[$0].arguments) }, timeout: nil)
+            logger.debug("script not cached by the server; sending its source", metadata: ["script": "\(script.name)"])
+            let again = try roundTrip(missing.map { script.command(keys: calls[$0].keys, arguments: calls[$0].arguments, bySource: true) }, timeout: nil)
             for (slot, reply) in zip(missing, again) { replies[slot] = reply }
         }
         return replies.map { reply in

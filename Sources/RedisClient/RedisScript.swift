@@ -1,6 +1,6 @@
 /// A Lua script run by EVALSHA. Its SHA1 is computed here, so every connection can run it
 /// without a round trip; when the server does not know it (NOSCRIPT, after a restart or
-/// `SCRIPT FLUSH`) the connection loads it once and runs it again.
+/// `SCRIPT FLUSH`) the connection runs it once by EVAL, which caches it again.
 public struct RedisScript: Sendable, Hashable {
     public let name: String
     public let source: String
@@ -12,9 +12,9 @@ public struct RedisScript: Sendable, Hashable {
         self.sha1 = SHA1.hexDigest(Array(source.utf8))
     }
 
-    /// The EVALSHA command for these keys and arguments.
-    public func command(keys: [String], arguments: [String]) -> [String] {
-        var command = ["EVALSHA", sha1, String(keys.count)]
+    /// The EVALSHA command (or EVAL, `bySource`) for these keys and arguments.
+    public func command(keys: [String], arguments: [String], bySource: Bool = false) -> [String] {
+        var command = bySource ? ["EVAL", source, String(keys.count)] : ["EVALSHA", sha1, String(keys.count)]
         command.reserveCapacity(3 + keys.count + arguments.count)
         command.append(contentsOf: keys)
         command.append(contentsOf: arguments)

@@ -1,49 +1,52 @@
 import Foundation
 
-/// A serial executor that runs every job on one dedicated OS thread.
+/// A serial executor that runs every job on a dedicated OS thread.
 ///
 /// Connection actors use it so that hiredis' blocking socket calls never run on the
 /// cooperative thread pool (two threads on a two-core machine: one blocked call would
-/// halve the whole process).
+/// halve the whole process). The thread ends after `idleTimeout` without work and a new
+/// one starts with the next job, so idle connections hold no thread and never keep a
+/// finished process alive.
 final class ThreadExecutor: SerialExecutor, @unchecked Sendable {
-    // @unchecked Sendable: `jobs` and `stopped` are only touched with `condition` held.
+    // @unchecked Sendable: `jobs` and `threadRunning` are only touched with `condition` held.
     private let condition = NSCondition()
     private var jobs: [UnownedJob] = []
-    private var stopped = false
+    private var threadRunning = false
+    private let name: String
+    private let idleTimeout: TimeInterval
 
-    init(name: String) {
-        let thread = Thread { [self] in self.run() }
-        thread.name = name
-        thread.stackSize = 1 << 20
-        thread.start()
+    init(name: String, idleTimeout: TimeInterval = 1) {
+        self.name = name
+        self.idleTimeout = idleTimeout
     }
 
     func enqueue(_ job: consuming ExecutorJob) {
         let unowned = UnownedJob(job)
         condition.lock()
         jobs.append(unowned)
+        let start = !threadRunning
+        threadRunning = true
         condition.signal()
         condition.unlock()
+        if start {
+            let thread = Thread { [self] in self.run() }
+            thread.name = name
+            thread.stackSize = 1 << 20
+            thread.start()
+        }
     }
 
     func asUnownedSerialExecutor() -> UnownedSerialExecutor {
         UnownedSerialExecutor(ordinary: self)
     }
 
-    /// Lets the thread finish the jobs it has and exit.
-    func shutdown() {
-        condition.lock()
-        stopped = true
-        condition.signal()
-        condition.unlock()
-    }
-
     private func run() {
         var batch: [UnownedJob] = []
         while true {
             condition.lock()
-            while jobs.isEmpty && !stopped { condition.wait() }
-            if jobs.isEmpty && stopped {
+            if jobs.isEmpty { _ = condition.wait(until: Date(timeIntervalSinceNow: idleTimeout)) }
+            if jobs.isEmpty {
+                threadRunning = false
                 condition.unlock()
                 return
             }

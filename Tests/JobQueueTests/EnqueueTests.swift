@@ -1,0 +1,98 @@
+import Foundation
+import JobQueue
+import RedisClient
+import RedisTestSupport
+import Testing
+
+@Suite struct EnqueueTests {
+    @Test func enqueueWritesTheEnvelopeAndPendingList() async throws {
+        let h = try await QueueHarness("enqueue")
+        let before = JobQueueNow.milliseconds
+        let id = try await h.enqueue("noop", payload: #"{"sleepMs":1}"#, maxAttempts: 3)
+        let job = try #require(try await h.job(id))
+        #expect(job.id == id)
+        #expect(job.type == "noop")
+        #expect(job.queue == h.name)
+        #expect(job.payload == #"{"sleepMs":1}"#)
+        #expect(job.status == .queued)
+        #expect(job.attempt == 0)
+        #expect(job.maxAttempts == 3)
+        #expect(job.createdAt >= before && job.enqueuedAt == job.createdAt)
+        #expect(try await h.redis.send(["LRANGE", h.keys.pending, "0", "-1"]).array?.compactMap(\.string) == [id])
+        let stats = try await h.queue.stats(queue: h.name)
+        #expect(stats.pending == 1)
+        #expect(stats.counters["enqueued:noop"] == 1)
+        #expect(try await h.queue.knownQueues().contains(h.name))
+    }
+
+    @Test func idempotentEnqueueUnderConcurrencyMakesOneJob() async throws {
+        let h = try await QueueHarness("idem")
+        let results = try await withThrowingTaskGroup(of: EnqueueResult.self) { group in
+            for _ in 0..<50 { group.addTask { try await h.queue.enqueue(h.request(idempotencyKey: "purchase-42")) } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        #expect(Set(results.map(\.id)).count == 1)
+        #expect(results.filter(\.created).count == 1)
+        #expect(try await h.redis.send(["LLEN", h.keys.pending]).int == 1)
+        let ttl = try await h.redis.send(["PTTL", h.keys.idempotency("purchase-42")]).int ?? -1
+        #expect(ttl > 0 && ttl <= 86_400_000)
+    }
+
+    @Test func bulkEnqueueMakesDistinctJobsInOrder() async throws {
+        let h = try await QueueHarness("bulk")
+        let requests = (0..<1234).map { h.request(payload: #"{"n":\#($0)}"#) }
+        let results = try await h.queue.enqueue(batch: requests)
+        #expect(results.count == 1234)
+        #expect(Set(results.map(\.id)).count == 1234)
+        #expect(results.allSatisfy { $0.created })
+        #expect(try await h.redis.send(["LLEN", h.keys.pending]).int == 1234)
+        // FIFO: the first enqueued is the next to be taken (the right end).
+        #expect(try await h.redis.send(["LINDEX", h.keys.pending, "-1"]).string == results[0].id)
+    }
+
+    @Test func bulkWithARepeatedKeyReturnsTheFirstJob() async throws {
+        let h = try await QueueHarness("bulkidem")
+        let results = try await h.queue.enqueue(batch: [h.request(idempotencyKey: "k"), h.request(), h.request(idempotencyKey: "k")])
+        #expect(results[0].created && results[1].created && !results[2].created)
+        #expect(results[2].id == results[0].id)
+    }
+
+    @Test func delayedJobsWaitInTheScheduledSetUntilDue() async throws {
+        let h = try await QueueHarness("delay")
+        let id = try await h.queue.enqueue(h.request(delay: .milliseconds(300))).id
+        #expect(try await h.job(id)?.status == .scheduled)
+        #expect(try await h.queue.promoteDueJobs(queue: h.name) == 0)
+        #expect(try await h.redis.send(["LLEN", h.keys.pending]).int == 0)
+        try await Task.sleep(for: .milliseconds(320))  // the delay itself is what is tested
+        #expect(try await h.queue.promoteDueJobs(queue: h.name) == 1)
+        #expect(try await h.redis.send(["LRANGE", h.keys.pending, "0", "-1"]).array?.compactMap(\.string) == [id])
+        #expect(try await h.redis.send(["ZCARD", h.keys.scheduled]).int == 0)
+    }
+
+    @Test(arguments: [
+        EnqueueRequest(type: "", queue: "q"),
+        EnqueueRequest(type: "bad type", queue: "q"),
+        EnqueueRequest(type: "noop", queue: "{q}"),
+        EnqueueRequest(type: "noop", queue: "a:b"),
+        EnqueueRequest(type: "noop", payload: "{not json", queue: "q"),
+        EnqueueRequest(type: "noop", queue: "q", idempotencyKey: ""),
+        EnqueueRequest(type: "noop", queue: "q", delay: .seconds(-1)),
+        EnqueueRequest(type: "noop", queue: "q", maxAttempts: -1),
+    ])
+    func badRequestsAreRefusedAndNothingIsQueued(_ bad: EnqueueRequest) async throws {
+        let h = try await QueueHarness("bad")
+        var good = h.request()
+        good.id = "good-one"
+        var bad = bad
+        if bad.queue == "q" { bad.queue = h.name }
+        let error = try await #require(throws: JobQueueError.self) { try await h.queue.enqueue(batch: [good, bad]) }
+        #expect(error.code == .invalidJob)
+        #expect(!error.message.isEmpty)
+        #expect(try await h.redis.send(["LLEN", h.keys.pending]).int == 0)
+        #expect(try await h.job("good-one") == nil)
+    }
+}
+
+enum JobQueueNow {
+    static var milliseconds: Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+}

@@ -1,0 +1,193 @@
+import Foundation
+import JobQueue
+import RedisClient
+import RedisTestSupport
+import Testing
+
+@Suite struct ReliabilityTests {
+    /// A handler that waits until the test lets it go, and says when it started.
+    final class Gate: @unchecked Sendable {
+        // @unchecked Sendable: `continuations` is only touched with `lock` held.
+        private let lock = NSLock()
+        private var continuations: [CheckedContinuation<Void, Never>] = []
+        private var open = false
+
+        func wait() async {
+            await withCheckedContinuation { continuation in
+                lock.lock()
+                if open {
+                    lock.unlock()
+                    continuation.resume()
+                } else {
+                    continuations.append(continuation)
+                    lock.unlock()
+                }
+            }
+        }
+
+        func release() {
+            lock.lock()
+            open = true
+            let waiting = continuations
+            continuations = []
+            lock.unlock()
+            waiting.forEach { $0.resume() }
+        }
+    }
+
+    @Test func aReapedConsumerCanNeitherCompleteNorOverwrite() async throws {
+        let h = try await QueueHarness("fence")
+        let gate = Gate()
+        let started = Box(false)
+        var slowRegistry = JobHandlerRegistry()
+        slowRegistry.register("work", JobRegistration(handler: ClosureHandler { _ in
+            started.update { $0 = true }
+            await gate.wait()
+            return #""from A""#
+        }))
+        var fastRegistry = JobHandlerRegistry()
+        fastRegistry.register("work", JobRegistration(handler: ClosureHandler { _ in #""from B""# }))
+
+        let id = try await h.enqueue("work")
+        // A heartbeats rarely, so the test decides when its lease is considered lost; its one
+        // slot stays busy, so it cannot claim the job again itself.
+        let workerA = h.worker(concurrency: 1, registry: slowRegistry, heartbeatInterval: .seconds(60), heartbeatTTL: .seconds(60))
+        let consumerA = workerA.consumers[0].consumerID
+        try await h.whileRunning(workerA) {
+            try await eventually("A to start the job") { started.current }
+            // A looks dead: its heartbeat deadline is in the past. The reaper requeues its job.
+            try await h.redis.send(["ZADD", h.keys.consumers, "1", consumerA])
+            #expect(try await h.queue.reapExpiredConsumers(queue: h.name) == 1)
+            #expect(try await h.job(id)?.status == .queued)
+            // B takes the job over and finishes it.
+            try await h.whileRunning(h.worker(registry: fastRegistry)) { _ = try await h.waitForStatus(id, .succeeded) }
+            // Now A finishes too: its outcome must be refused.
+            gate.release()
+            try await eventually("A's handler to finish") { workerA.consumers[0].runningJobs == 0 }
+        }
+        let job = try #require(try await h.job(id))
+        #expect(job.status == .succeeded)
+        #expect(job.result == #""from B""#)
+        #expect(job.attempt == 2)
+        let stats = try await h.queue.stats(queue: h.name)
+        #expect(stats.counters["succeeded:work"] == 1)
+        #expect(stats.counters["reaped"] == 1)
+    }
+
+    @Test func gracefulShutdownRequeuesWhatDidNotFinishWithoutSpendingAnAttempt() async throws {
+        let h = try await QueueHarness("shutdown")
+        let running = Box(0)
+        var registry = JobHandlerRegistry()
+        registry.register("long", JobRegistration(handler: ClosureHandler { _ in
+            running.update { $0 += 1 }
+            try await Task.sleep(for: .seconds(60))
+            return nil
+        }))
+        let ids = try await h.queue.enqueue(batch: (0..<5).map { _ in h.request("long") }).map(\.id)
+        let worker = h.worker(concurrency: 3, registry: registry, shutdownTimeout: .milliseconds(300))
+        let consumer = worker.consumers[0].consumerID
+        try await h.whileRunning(worker) {
+            try await eventually("3 jobs to run") { running.current == 3 }
+        }
+        // Three were running and went back; two never started. None failed, none lost.
+        #expect(try await h.redis.send(["LLEN", h.keys.pending]).int == 5)
+        #expect(try await h.redis.send(["LLEN", h.keys.active(consumer)]).int == 0)
+        #expect(try await h.redis.send(["ZSCORE", h.keys.consumers, consumer]).isNull)
+        for id in ids {
+            let job = try #require(try await h.job(id))
+            #expect(job.status == .queued)
+            #expect(job.attempt == 0)
+        }
+        let stats = try await h.queue.stats(queue: h.name)
+        #expect(stats.dead == 0 && stats.scheduled == 0 && stats.counters["reaped"] == nil)
+    }
+
+    @Test func gracefulShutdownLetsRunningJobsFinishWithinTheDeadline() async throws {
+        let h = try await QueueHarness("drain")
+        let running = Box(0)
+        var registry = JobHandlerRegistry()
+        registry.register("short", JobRegistration(handler: ClosureHandler { _ in
+            running.update { $0 += 1 }
+            try await Task.sleep(for: .milliseconds(300))
+            return #""done""#
+        }))
+        let ids = try await h.queue.enqueue(batch: (0..<2).map { _ in h.request("short") }).map(\.id)
+        try await h.whileRunning(h.worker(concurrency: 2, registry: registry, shutdownTimeout: .seconds(10))) {
+            try await eventually("both jobs to run") { running.current == 2 }
+        }
+        for id in ids { #expect(try await h.job(id)?.status == .succeeded) }
+    }
+
+    @Test func theReaperRequeuesALostConsumersJobs() async throws {
+        let h = try await QueueHarness("reap")
+        let ids = try await h.queue.enqueue(batch: (0..<3).map { _ in h.request() }).map(\.id)
+        // A consumer that claimed three jobs and died: its heartbeat deadline has passed.
+        let ghost = "ghost-host:1:\(h.name):dead"
+        for _ in ids { try await h.redis.send(["LMOVE", h.keys.pending, h.keys.active(ghost), "RIGHT", "LEFT"]) }
+        try await h.redis.send(["ZADD", h.keys.consumers, String(JobQueueNow.milliseconds - 1), ghost])
+        // A live consumer is left alone.
+        let alive = "live-host:2:\(h.name):alive"
+        try await h.redis.send(["ZADD", h.keys.consumers, String(JobQueueNow.milliseconds + 60_000), alive])
+        #expect(try await h.queue.release(consumer: alive, queue: h.name, onlyIfExpired: true) == -1)
+
+        #expect(try await h.queue.reapExpiredConsumers(queue: h.name) == 3)
+        #expect(try await h.redis.send(["LLEN", h.keys.pending]).int == 3)
+        #expect(try await h.redis.send(["EXISTS", h.keys.active(ghost)]).int == 0)
+        #expect(try await h.redis.send(["ZRANGE", h.keys.consumers, "0", "-1"]).array?.compactMap(\.string) == [alive])
+        // Then a worker runs them.
+        try await h.whileRunning(h.worker()) {
+            for id in ids { _ = try await h.waitForStatus(id, .succeeded) }
+        }
+    }
+
+    @Test func aJobThatKeepsKillingItsWorkersEndsDead() async throws {
+        let h = try await QueueHarness("poison")
+        let id = try await h.enqueue("noop", maxAttempts: 2)
+        // Two claims by consumers that then vanished, as the start script counts them.
+        try await h.redis.send(["HSET", h.keys.job(id), "attempt", "2"])
+        try await h.whileRunning(h.worker()) { _ = try await h.waitForStatus(id, .failed) }
+        #expect(try await h.job(id)?.lastError?.contains("workers were lost") == true)
+    }
+
+    @Test func workersSurviveTheirConnectionsBeingKilledMidRun() async throws {
+        let h = try await QueueHarness("kill")
+        let ids = try await h.queue.enqueue(batch: (0..<2000).map { _ in h.request(payload: #"{"effect":"e","sleepMs":1}"#) }).map(\.id)
+        let admin = RedisConnection(configuration: try await TestRedis.configuration(), name: "admin", logger: TestRedis.logger)
+        var kills = 0
+        try await h.whileRunning(h.worker(concurrency: 8)) {
+            try await eventually("jobs to flow") { try await h.queue.stats(queue: h.name).total("succeeded") > 100 }
+            // Kill this worker's fetch and ack connections (and the pool's) three times mid-run.
+            for _ in 0..<3 {
+                let clients = try await admin.send(["CLIENT", "LIST", "TYPE", "normal"]).string ?? ""
+                for line in clients.split(separator: "\n") where line.contains("name=fetch-\(h.name)") || line.contains("name=ack-\(h.name)") {
+                    if let id = line.split(separator: " ").first(where: { $0.hasPrefix("id=") })?.dropFirst(3) {
+                        _ = try? await admin.send(["CLIENT", "KILL", "ID", String(id)])
+                        kills += 1
+                    }
+                }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            try await eventually("every job to succeed", timeout: .seconds(60)) {
+                try await h.queue.stats(queue: h.name).total("succeeded") == 2000
+            }
+        }
+        #expect(kills >= 3)
+        #expect(try await h.redis.send(["HGET", h.keys.effects("e"), "applied"]).int == 2000)
+        for id in ids.prefix(50) { #expect(try await h.job(id)?.status == .succeeded) }
+    }
+
+    @Test func theDeadSetIsCappedByCount() async throws {
+        var configuration = JobQueueConfiguration()
+        configuration.deadMaxCount = 5
+        let h = try await QueueHarness("cap", configuration: configuration)
+        let ids = try await h.queue.enqueue(batch: (0..<8).map { _ in h.request(payload: #"{"sleepMs":"x"}"#) }).map(\.id)
+        try await h.whileRunning(h.worker()) {
+            try await eventually("8 dead jobs") { try await h.queue.stats(queue: h.name).dead == 8 }
+        }
+        #expect(try await h.queue.trimDeadJobs(queue: h.name) == 3)
+        #expect(try await h.queue.stats(queue: h.name).dead == 5)
+        var remaining = 0
+        for id in ids where try await h.job(id) != nil { remaining += 1 }
+        #expect(remaining == 5)
+    }
+}

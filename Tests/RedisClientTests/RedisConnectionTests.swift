@@ -1,0 +1,176 @@
+import Foundation
+import RedisClient
+import RedisTestSupport
+import Testing
+
+@Suite struct RedisConnectionTests {
+    func connection(_ name: String = "test") async throws -> RedisConnection {
+        RedisConnection(configuration: try await TestRedis.configuration(), name: name, logger: TestRedis.logger)
+    }
+
+    @Test func typedReplies() async throws {
+        let redis = try await connection()
+        let key = TestRedis.uniquePrefix("typed")
+        #expect(try await redis.send(["SET", key, "hello"]) == .status("OK"))
+        #expect(try await redis.send(["GET", key]).string == "hello")
+        #expect(try await redis.send(["INCR", key + ":n"]) == .integer(1))
+        #expect(try await redis.send(["GET", key + ":missing"]).isNull)
+        try await redis.send(["RPUSH", key + ":list", "a", "b", "c"])
+        #expect(try await redis.send(["LRANGE", key + ":list", "0", "-1"]).array?.compactMap(\.string) == ["a", "b", "c"])
+        try await redis.send(["DEL", key, key + ":n", key + ":list"])
+    }
+
+    @Test func argumentsAreBinarySafe() async throws {
+        let redis = try await connection()
+        let key = TestRedis.uniquePrefix("binary")
+        let value = "a\u{0}b \"quoted\" %s %d\r\n ünïcødé 🎟"
+        try await redis.send(["SET", key, value])
+        #expect(try await redis.send(["GET", key]).string == value)
+        #expect(try await redis.send(["STRLEN", key]).int == value.utf8.count)
+        try await redis.send(["SET", key, ""])
+        #expect(try await redis.send(["GET", key]) == .bulk([]))
+        try await redis.send(["DEL", key])
+    }
+
+    @Test func errorRepliesAreThrownWithTheServerText() async throws {
+        let redis = try await connection()
+        let key = TestRedis.uniquePrefix("wrongtype")
+        try await redis.send(["SET", key, "x"])
+        let error = try await #require(throws: RedisError.self) { try await redis.send(["LPUSH", key, "y"]) }
+        #expect(error.code == .serverError)
+        #expect(error.message.hasPrefix("WRONGTYPE"))
+        #expect(!error.isRetryable)
+        // The connection stays usable after an error reply.
+        #expect(try await redis.send(["GET", key]).string == "x")
+        try await redis.send(["DEL", key])
+    }
+
+    @Test func pipelineIsOneRoundTripWithErrorsInPlace() async throws {
+        let redis = try await connection()
+        let key = TestRedis.uniquePrefix("pipe")
+        let before = try await redis.send(["INFO", "stats"]).string ?? ""
+        var commands = (0..<100).map { ["RPUSH", key, String($0)] }
+        commands.append(["HGET", key, "field"])  // wrong type: an error in place
+        commands.append(["LLEN", key])
+        let replies = try await redis.pipeline(commands)
+        #expect(replies.count == 102)
+        #expect(replies[99] == .integer(100))
+        if case .error(let message) = replies[100] { #expect(message.hasPrefix("WRONGTYPE")) } else { Issue.record("expected an error reply") }
+        #expect(replies[101] == .integer(100))
+        #expect(!before.isEmpty)
+        try await redis.send(["DEL", key])
+    }
+
+    @Test func scriptsRunByShaAndReloadAfterFlush() async throws {
+        let redis = try await connection()
+        let key = TestRedis.uniquePrefix("script")
+        let script = RedisScript(name: "incrTwice", source: "redis.call('INCR', KEYS[1]); return redis.call('INCRBY', KEYS[1], ARGV[1]) -- \(key)")
+        // Redis names scripts by SHA1 of their text: ours must agree.
+        let serverSHA = try await redis.send(["SCRIPT", "LOAD", script.source]).string
+        #expect(serverSHA == script.sha1)
+        try await redis.send(["SCRIPT", "FLUSH"])
+        #expect(try await redis.run(script, keys: [key], arguments: ["10"]) == .integer(11))
+        #expect(try await redis.send(["SCRIPT", "EXISTS", script.sha1]).array == [.integer(1)])
+        #expect(try await redis.run(script, keys: [key], arguments: ["10"]) == .integer(22))
+        try await redis.send(["DEL", key])
+    }
+
+    @Test func timeoutDropsTheConnectionAndTheNextCallReconnects() async throws {
+        let redis = try await connection("timeout")
+        let key = TestRedis.uniquePrefix("timeout")
+        let error = try await #require(throws: RedisError.self) {
+            try await redis.send(["BLPOP", key, "5"], timeout: .milliseconds(200))
+        }
+        #expect(error.code == .timeout)
+        #expect(error.isRetryable)
+        #expect(try await redis.send(["PING"]) == .status("PONG"))
+    }
+
+    @Test func reconnectsAfterClientKill() async throws {
+        let redis = try await connection("killed")
+        let killer = try await connection("killer")
+        let firstID = try #require(try await redis.send(["CLIENT", "ID"]).int)
+        try await killer.send(["CLIENT", "KILL", "ID", String(firstID)])
+        // The first command after the kill finds the socket closed; it fails as retryable…
+        do {
+            _ = try await redis.send(["PING"])
+        } catch let error as RedisError {
+            #expect(error.code == .connectionLost)
+            #expect(error.isRetryable)
+        }
+        // …and the next one runs on a new connection.
+        let secondID = try #require(try await redis.send(["CLIENT", "ID"]).int)
+        #expect(secondID != firstID)
+    }
+
+    @Test func authenticatesAndSelectsTheDatabaseFromTheURL() async throws {
+        let admin = try await connection()
+        let base = try await TestRedis.configuration()
+        let user = TestRedis.uniquePrefix("user")
+        try await admin.send(["ACL", "SETUSER", user, "on", ">s3cret-pass", "~*", "+@all"])
+        defer { Task { try? await admin.send(["ACL", "DELUSER", user]) } }
+
+        let configuration = try RedisConfiguration(url: "redis://\(user):s3cret-pass@\(base.host):\(base.port)/3")
+        let redis = RedisConnection(configuration: configuration, logger: TestRedis.logger)
+        let info = try await redis.send(["CLIENT", "INFO"]).string ?? ""
+        #expect(info.contains("db=3"))
+        #expect(info.contains("user=\(user)"))
+
+        var wrong = configuration
+        wrong.password = "not-the-password"
+        wrong.reconnectTimeout = .zero
+        let error = try await #require(throws: RedisError.self) {
+            try await RedisConnection(configuration: wrong, logger: TestRedis.logger).send(["PING"])
+        }
+        #expect(error.code == .connectionFailed)
+        #expect(!error.message.contains("not-the-password"))
+    }
+
+    @Test func urlParsing() throws {
+        let full = try RedisConfiguration(url: "redis://alice:p%40ss@example.org:6380/2")
+        #expect(full.host == "example.org")
+        #expect(full.port == 6380)
+        #expect(full.username == "alice")
+        #expect(full.password == "p@ss")
+        #expect(full.database == 2)
+        #expect(!full.displayAddress.contains("p@ss"))
+        let passwordOnly = try RedisConfiguration(url: "redis://:secret@localhost")
+        #expect(passwordOnly.username == nil)
+        #expect(passwordOnly.password == "secret")
+        #expect(passwordOnly.port == 6379)
+        #expect(throws: RedisError.self) { try RedisConfiguration(url: "http://localhost:6379") }
+        #expect(throws: RedisError.self) { try RedisConfiguration(url: "redis://localhost/notanumber") }
+    }
+
+    @Test func blockingCallsDoNotStarveTheCooperativePool() async throws {
+        // Four connections block in BLPOP at once: more than the cooperative pool has
+        // threads on this machine. If blocking ran on the pool, the LPUSHes below could not
+        // run until the BLPOPs timed out, and they would return nil.
+        let prefix = TestRedis.uniquePrefix("blocking")
+        let waiters = try await (0..<4).asyncMap { try await connection("blocker-\($0)") }
+        let pusher = try await connection("pusher")
+        try await withThrowingTaskGroup(of: String?.self) { group in
+            for (index, waiter) in waiters.enumerated() {
+                group.addTask { try await waiter.send(["BLPOP", "\(prefix):\(index)", "10"], timeout: .seconds(12)).array?.last?.string }
+            }
+            for index in 0..<4 {
+                try await eventually("BLPOP \(index) to block") {
+                    let clients = try await pusher.send(["CLIENT", "LIST", "TYPE", "normal"]).string ?? ""
+                    return clients.components(separatedBy: "\n").filter { $0.contains("name=blocker-") && $0.contains("cmd=blpop") }.count >= 4
+                }
+                try await pusher.send(["LPUSH", "\(prefix):\(index)", "value-\(index)"])
+            }
+            var values: [String?] = []
+            for try await value in group { values.append(value) }
+            #expect(Set(values.compactMap { $0 }) == ["value-0", "value-1", "value-2", "value-3"])
+        }
+    }
+}
+
+extension Sequence where Element: Sendable {
+    func asyncMap<T>(_ transform: (Element) async throws -> T) async rethrows -> [T] {
+        var result: [T] = []
+        for element in self { result.append(try await transform(element)) }
+        return result
+    }
+}

@@ -1,0 +1,101 @@
+import Foundation
+
+/// A child process for CLI tests: the built `entitle` binary or any other program.
+///
+/// Spawned with `posix_spawn` and an empty signal mask: Foundation's `Process` passes on
+/// the spawning thread's blocked signals, and these tests send SIGTERM and SIGKILL.
+public final class ChildProcess: @unchecked Sendable {
+    // @unchecked Sendable: `pid` is set once in init; the output file is only read.
+    public let pid: pid_t
+    public let outputPath: String
+    public let errorPath: String
+
+    /// The `entitle` executable built next to the test bundle.
+    public static var entitleExecutable: String {
+        let bundle = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        return bundle.appendingPathComponent("entitle").path
+    }
+
+    public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws {
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent("entitle-child-\(UUID().uuidString.prefix(8))").path
+        outputPath = base + ".out"
+        errorPath = base + ".err"
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_addopen(&actions, 2, errorPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        var empty = sigset_t()
+        sigemptyset(&empty)
+        posix_spawnattr_setsigmask(&attributes, &empty)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        sigaddset(&defaults, SIGTERM)
+        sigaddset(&defaults, SIGINT)
+        sigaddset(&defaults, SIGPIPE)
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+
+        var merged = ProcessInfo.processInfo.environment
+        for (key, value) in environment { merged[key] = value }
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        let envp = merged.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer {
+            argv.forEach { free($0) }
+            envp.forEach { free($0) }
+        }
+        var pid: pid_t = 0
+        let status = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
+        guard status == 0 else { throw SpawnError(message: "posix_spawn \(executable): \(String(cString: strerror(status)))") }
+        self.pid = pid
+    }
+
+    public func signal(_ signal: Int32) { kill(pid, signal) }
+
+    /// Waits for the process to exit and returns its exit status (128+N for signal N).
+    public func wait(timeout: Duration = .seconds(60)) async throws -> Int32 {
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            var status: Int32 = 0
+            let result = waitpid(pid, &status, WNOHANG)
+            if result == pid {
+                let signal = status & 0x7f
+                return signal == 0 ? (status >> 8) & 0xff : 128 + signal
+            }
+            if ContinuousClock.now >= deadline {
+                kill(pid, SIGKILL)
+                throw SpawnError(message: "process \(pid) did not exit in time; output:\n\(output)\n\(errors)")
+            }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
+    /// Runs to completion and returns (exit status, standard output, standard error).
+    public static func run(
+        _ executable: String = entitleExecutable, _ arguments: [String], environment: [String: String] = [:],
+        timeout: Duration = .seconds(60)
+    ) async throws -> (status: Int32, output: String, errors: String) {
+        let child = try ChildProcess(executable, arguments, environment: environment)
+        let status = try await child.wait(timeout: timeout)
+        return (status, child.output, child.errors)
+    }
+
+    /// What the process wrote to standard output so far.
+    public var output: String { (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "" }
+    /// What the process wrote to standard error (its logs) so far.
+    public var errors: String { (try? String(contentsOfFile: errorPath, encoding: .utf8)) ?? "" }
+
+    deinit {
+        try? FileManager.default.removeItem(atPath: outputPath)
+        try? FileManager.default.removeItem(atPath: errorPath)
+    }
+}
+
+public struct SpawnError: Error, CustomStringConvertible {
+    public let message: String
+    public var description: String { message }
+}
