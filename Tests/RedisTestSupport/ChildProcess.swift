@@ -97,5 +97,6 @@ public final class ChildProcess: @unchecked Sendable {
 
 public struct SpawnError: Error, CustomStringConvertible {
     public let message: String
+    public init(message: String) { self.message = message }
     public var description: String { message }
 }
