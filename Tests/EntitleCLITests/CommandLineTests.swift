@@ -70,7 +70,7 @@ import FoundationNetworking
         let cli = try await CLI("bad")
         // A test that brings its own --redis must not get the harness's appended after it.
         let result = arguments.contains("--redis")
-            ? try await ChildProcess.run(arguments + ["--prefix", cli.prefix]) : try await cli.run(arguments)
+            ? try await ChildProcess.run(ChildProcess.entitleExecutable, arguments + ["--prefix", cli.prefix]) : try await cli.run(arguments)
         #expect(result.status != 0)
         #expect((result.output + result.errors).contains(message), "\(result.errors)")
         // Nothing was queued.
