@@ -79,7 +79,10 @@ public final class JobQueue: Sendable {
                 }
             }
         }
-        return results.map { $0! }
+        return try results.map { result in
+            guard let result else { throw JobQueueError(.unexpectedReply, "enqueue returned fewer jobs than it was given") }
+            return result
+        }
     }
 
     // MARK: Reading jobs

@@ -7,6 +7,8 @@ import RedisClient
 /// sleeps N ms; fails its first K attempts with a retryable error; with `effect`, applies
 /// an effect at most once per job id (counted in `PREFIX:{Q}:effects:NAME`, fields
 /// `applied` and `runs`), which is how the crash test proves exactly-once effects.
+/// The result is `{"ok": true, "startedUs": T}` (plus `"applied"` with an effect), T being
+/// when the handler began, in µs since the epoch, for pickup-latency benchmarks.
 public struct NoopHandler: JobHandler {
     struct Payload: Decodable {
         var sleepMs: Int?
@@ -17,6 +19,8 @@ public struct NoopHandler: JobHandler {
     public init() {}
 
     public func handle(_ job: JobContext) async throws -> String? {
+        // When the handler began, in µs since the epoch: benchmarks read pickup latency from it.
+        let startedMicros = Int64(Date().timeIntervalSince1970 * 1_000_000)
         let payload: Payload
         do {
             payload = try JSONDecoder().decode(Payload.self, from: Data(job.payload.utf8))
@@ -33,6 +37,7 @@ public struct NoopHandler: JobHandler {
             let hash = job.keys.effects(effect)
             applied = try await job.redis.run(QueueScripts.applyEffectOnce, keys: [hash, hash + ":" + job.id], arguments: ["604800000"]).int == 1
         }
-        return payload.effect == nil ? #"{"ok":true}"# : #"{"ok":true,"applied":\#(applied)}"#
+        let effect = payload.effect == nil ? "" : #","applied":\#(applied)"#
+        return #"{"ok":true\#(effect),"startedUs":\#(startedMicros)}"#
     }
 }

@@ -36,8 +36,13 @@ public final class QueueConsumer: Sendable {
     let gate: SlotGate
     private let fetchConnection: RedisConnection
     private let acks: AckBatcher
+    /// The start script's limit for jobs lost by crashed workers when the job names none:
+    /// the most any registered type allows, so no type loses attempts it is owed.
+    private let mostAttempts: Int
     private let leaseCounter = Atomic<Int>(0)
     private let running = Atomic<Int>(0)
+    /// Ids this consumer claimed and has not finished recording.
+    private let inFlight = Mutex<Set<String>>([])
 
     public init(queue: String, settings: Settings, jobQueue: JobQueue, registry: JobHandlerRegistry, logger: Logger) {
         self.queue = queue
@@ -51,6 +56,8 @@ public final class QueueConsumer: Sendable {
         logger[metadataKey: "queue"] = "\(queue)"
         self.logger = logger
         self.gate = SlotGate(capacity: settings.concurrency)
+        self.mostAttempts = registry.registrations.values.map(\.retryPolicy.maxAttempts)
+            .reduce(jobQueue.configuration.defaultMaxAttempts, max)
         self.fetchConnection = jobQueue.redis.makeDedicatedConnection(name: "fetch-\(queue)")
         self.acks = AckBatcher(
             connection: jobQueue.redis.makeDedicatedConnection(name: "ack-\(queue)"), keys: keys, consumer: consumerID,
@@ -77,9 +84,11 @@ public final class QueueConsumer: Sendable {
                 if slots == 0 { break }
                 let jobs = await claim(upTo: slots)
                 gate.give(slots - jobs.count)
+                inFlight.withLock { ids in for job in jobs { ids.insert(job.id) } }
                 for job in jobs {
                     group.addTask {
                         await self.execute(job)
+                        _ = self.inFlight.withLock { $0.remove(job.id) }
                         self.gate.give()
                     }
                 }
@@ -156,7 +165,27 @@ public final class QueueConsumer: Sendable {
         } catch {
             logger.warning("claiming failed; backing off", metadata: ["error": "\(error)"])
             try? await Task.sleep(for: .milliseconds(200))
+            await requeueOrphans()
             return []
+        }
+    }
+
+    /// After a failed claim, Redis may have moved or started jobs whose reply never came:
+    /// they sit in this consumer's active list with nobody running them, and the reaper
+    /// leaves a live consumer alone. Put them back. Only the fetch loop claims, so while it
+    /// is here no new id can appear that is not yet in `inFlight`.
+    private func requeueOrphans() async {
+        do {
+            let listed = try await fetchConnection.send(["LRANGE", keys.active(consumerID), "0", "-1"]).array?.compactMap(\.string) ?? []
+            let running = inFlight.withLock { $0 }
+            let orphans = listed.filter { !running.contains($0) }
+            guard !orphans.isEmpty else { return }
+            let moved = try await fetchConnection.run(
+                QueueScripts.requeueOrphans, keys: [keys.active(consumerID), keys.pending], arguments: [keys.jobPrefix] + orphans
+            ).int ?? 0
+            logger.notice("requeued jobs whose claim reply was lost", metadata: ["jobs": "\(moved)"])
+        } catch {
+            logger.warning("could not check for lost claims; will on the next failure", metadata: ["error": "\(error)"])
         }
     }
 
@@ -166,7 +195,7 @@ public final class QueueConsumer: Sendable {
             QueueScripts.start, keys: [keys.pending, keys.active(consumerID), keys.dead, keys.stats],
             arguments: [
                 String(JobQueue.nowMilliseconds()), String(extra), lease, keys.jobPrefix,
-                String(jobQueue.configuration.defaultMaxAttempts), String(jobQueue.configuration.deadTTL.milliseconds),
+                String(mostAttempts), String(jobQueue.configuration.deadTTL.milliseconds),
             ] + moved
         )
         let values = reply.array ?? []
@@ -203,13 +232,15 @@ public final class QueueConsumer: Sendable {
 
         var outcome = AckBatcher.Outcome(id: job.id, lease: job.lease, type: job.type, kind: .ok, data: "null")
         let policy = registration?.retryPolicy ?? RetryPolicy(maxAttempts: jobQueue.configuration.defaultMaxAttempts)
+        // 0 on the job: its type's policy decides.
+        let maxAttempts = job.maxAttempts > 0 ? job.maxAttempts : policy.maxAttempts
         do {
             guard let registration else {
                 throw JobFailure.retryable("unknownJobType", "this worker has no handler for job type '\(job.type)'")
             }
             let context = JobContext(
                 id: job.id, type: job.type, queue: queue, payload: job.payload, attempt: job.attempt,
-                maxAttempts: job.maxAttempts, logger: logger, redis: jobQueue.redis, keys: keys
+                maxAttempts: maxAttempts, logger: logger, redis: jobQueue.redis, keys: keys
             )
             outcome.data = try await Self.run(registration.handler, context, timeout: registration.timeout) ?? "null"
         } catch {
@@ -218,7 +249,7 @@ public final class QueueConsumer: Sendable {
                     ? .retryable("interrupted", "the attempt was cancelled")
                     : .retryable("error", String(describing: error)))
             outcome.data = failure.description
-            if failure.isRetryable && job.attempt < job.maxAttempts {
+            if failure.isRetryable && job.attempt < maxAttempts {
                 var generator = SystemRandomNumberGenerator()
                 let delay = failure.retryAfter ?? policy.delay(afterAttempt: job.attempt, using: &generator)
                 outcome.kind = .retry

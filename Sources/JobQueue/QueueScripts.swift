@@ -59,9 +59,10 @@ public enum QueueScripts {
     /// active list, then gives each id in the active list that it names a lease.
     ///
     /// KEYS: pending, active:{W}, dead, stats.
-    /// ARGV: nowMs, extra, lease token, jobPrefix, defaultMaxAttempts, deadTTLms, then ids
-    /// already moved by BLMOVE.
-    /// Returns per started job: id, type, payload, attempt, maxAttempts, enqueuedAt.
+    /// ARGV: nowMs, extra, lease token, jobPrefix, defaultMaxAttempts (for jobs enqueued
+    /// with 0, in the lost-worker check only), deadTTLms, then ids already moved by BLMOVE.
+    /// Returns per started job: id, type, payload, attempt, maxAttempts (as stored: 0 means
+    /// the type's policy), enqueuedAt.
     /// Ids whose record is gone or finished are dropped; a job lost by crashed workers more
     /// often than it may run goes dead.
     public static let start = RedisScript(
@@ -100,7 +101,7 @@ public enum QueueScripts {
                   out[#out + 1] = f[1]
                   out[#out + 1] = f[2]
                   out[#out + 1] = attempt
-                  out[#out + 1] = max
+                  out[#out + 1] = f[4]
                   out[#out + 1] = f[5]
                 end
               end
@@ -201,6 +202,32 @@ public enum QueueScripts {
             end
             redis.call('ZREM', KEYS[1], consumer)
             if n > 0 and refund ~= '1' then redis.call('HINCRBY', KEYS[4], 'reaped', n) end
+            return n
+            """
+    )
+
+    /// Puts ids that a live consumer claimed without knowing it (the reply to BLMOVE or
+    /// `start` was lost with its connection) back at the head of pending. An id already
+    /// gone from the active list is left alone; a started job gets its attempt back.
+    ///
+    /// KEYS: active:{W}, pending. ARGV: jobPrefix, ids. Returns how many moved.
+    public static let requeueOrphans = RedisScript(
+        name: "requeueOrphans",
+        source: """
+            local n = 0
+            for i = 2, #ARGV do
+              local id = ARGV[i]
+              if redis.call('LREM', KEYS[1], -1, id) == 1 then
+                local key = ARGV[1] .. id
+                if redis.call('HGET', key, 'status') == 'processing' then
+                  redis.call('HINCRBY', key, 'attempt', -1)
+                  redis.call('HSET', key, 'status', 'queued')
+                  redis.call('HDEL', key, 'lease')
+                end
+                redis.call('RPUSH', KEYS[2], id)
+                n = n + 1
+              end
+            end
             return n
             """
     )

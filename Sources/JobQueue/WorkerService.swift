@@ -33,8 +33,8 @@ public final class WorkerService: Service, Sendable {
         self.configuration = configuration
         self.jobQueue = jobQueue
         self.logger = logger
-        self.consumers = configuration.queues.keys.sorted().map { queue in
-            QueueConsumer(queue: queue, settings: configuration.queues[queue]!, jobQueue: jobQueue, registry: registry, logger: logger)
+        self.consumers = configuration.queues.sorted { $0.key < $1.key }.map { queue, settings in
+            QueueConsumer(queue: queue, settings: settings, jobQueue: jobQueue, registry: registry, logger: logger)
         }
     }
 

@@ -208,7 +208,8 @@ public actor RedisConnection {
         }
         buffer.append(0)  // never empty, so the base address is never nil
         return buffer.withUnsafeBufferPointer { bytes in
-            let base = UnsafeRawPointer(bytes.baseAddress!).assumingMemoryBound(to: CChar.self)
+            guard let start = bytes.baseAddress else { return REDIS_ERR }
+            let base = UnsafeRawPointer(start).assumingMemoryBound(to: CChar.self)
             var argv: [UnsafePointer<CChar>?] = []
             argv.reserveCapacity(command.count)
             var offset = 0

@@ -1,5 +1,7 @@
 import ArgumentParser
+import Foundation
 import JobQueue
+import RedisClient
 
 /// `entitle enqueue TYPE`: adds jobs and prints their ids.
 struct EnqueueCommand: AsyncParsableCommand {
@@ -28,6 +30,9 @@ struct EnqueueCommand: AsyncParsableCommand {
     @Option(help: "Attempts before the job goes dead (0: the job type's default).")
     var maxAttempts: Int = 0
 
+    @Flag(help: "Print no ids; print the count and enqueue rate to standard error instead.")
+    var quiet = false
+
     func validate() throws {
         guard (1...10_000_000).contains(count) else { throw ValidationError("--count must be 1-10000000") }
         if idempotencyKey != nil && count > 1 { throw ValidationError("--idempotency-key names one job; it cannot go with --count above 1") }
@@ -49,12 +54,18 @@ struct EnqueueCommand: AsyncParsableCommand {
         let logger = options.makeLogger("entitle.enqueue")
         let jobQueue = try options.makeJobQueue(logger: logger)
         defer { jobQueue.redis.close() }
+        let clock = ContinuousClock()
+        let began = clock.now
         var remaining = count
         while remaining > 0 {
             let chunk = min(remaining, 10_000)
             let results = try await jobQueue.enqueue(batch: Array(repeating: request, count: chunk))
-            print(results.map(\.id).joined(separator: "\n"))
+            if !quiet { print(results.map(\.id).joined(separator: "\n")) }
             remaining -= chunk
+        }
+        if quiet {
+            let seconds = (clock.now - began).seconds
+            FileHandle.standardError.write(Data(String(format: "enqueued %d jobs in %.6f s (%.0f jobs/s)\n", count, seconds, Double(count) / seconds).utf8))
         }
     }
 }

@@ -40,6 +40,16 @@ struct RunCommand: AsyncParsableCommand {
             print("started a private redis-server at \(server.url) (AOF on, data in \(server.directory.path))")
         }
 
+        do {
+            try await serve(redisURL: redisURL, logger: logger)
+        } catch {
+            await privateRedis?.stop()
+            throw error
+        }
+        await privateRedis?.stop()
+    }
+
+    private func serve(redisURL: String, logger: Logger) async throws {
         let pool = RedisConnectionPool(configuration: try RedisConfiguration(url: redisURL), maximumConnections: 4, logger: logger)
         let jobQueue = JobQueue(redis: pool, configuration: JobQueueConfiguration(prefix: options.keyPrefix), logger: logger)
         let worker = WorkerService(
@@ -63,7 +73,6 @@ struct RunCommand: AsyncParsableCommand {
             try await tasks.waitForAll()
         }
         pool.close()
-        await privateRedis?.stop()
     }
 
     /// Enqueues noop jobs (a few of which fail once and retry) and prints progress until
