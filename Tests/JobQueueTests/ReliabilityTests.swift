@@ -177,6 +177,32 @@ import Testing
         for id in ids.prefix(50) { #expect(try await h.job(id)?.status == .succeeded) }
     }
 
+    @Test func jobsWhoseClaimReplyWasLostAreRequeuedByTheLiveConsumer() async throws {
+        let h = try await QueueHarness("orphan")
+        // A long heartbeat TTL: the reaper cannot be what rescues the job.
+        let worker = h.worker(concurrency: 2, heartbeatInterval: .seconds(1), heartbeatTTL: .seconds(120))
+        let consumer = worker.consumers[0].consumerID
+        let admin = RedisConnection(configuration: try await TestRedis.configuration(), name: "admin", logger: TestRedis.logger)
+        try await h.whileRunning(worker) {
+            var fetchID: String?
+            try await eventually("the consumer to block in BLMOVE") {
+                let clients = try await admin.send(["CLIENT", "LIST", "TYPE", "normal"]).string ?? ""
+                let line = clients.split(separator: "\n").first { $0.contains("name=fetch-\(h.name)") && $0.contains("cmd=blmove") }
+                fetchID = line?.split(separator: " ").first { $0.hasPrefix("id=") }.map { String($0.dropFirst(3)) }
+                return fetchID != nil
+            }
+            // Redis moved a job into the consumer's active list, but the reply never arrived:
+            // as if BLMOVE had run just before its connection died.
+            let id = try await h.queue.enqueue(h.request(delay: .seconds(3600))).id
+            try await h.redis.send(["ZREM", h.keys.scheduled, id])
+            try await h.redis.send(["LPUSH", h.keys.active(consumer), id])
+            try await admin.send(["CLIENT", "KILL", "ID", try #require(fetchID)])
+            let job = try await h.waitForStatus(id, .succeeded, timeout: .seconds(10))
+            #expect(job.attempt == 1)
+        }
+        #expect(try await h.queue.stats(queue: h.name).counters["reaped"] == nil)
+    }
+
     @Test func theDeadSetIsCappedByCount() async throws {
         var configuration = JobQueueConfiguration()
         configuration.deadMaxCount = 5
