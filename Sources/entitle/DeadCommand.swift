@@ -19,7 +19,7 @@ struct DeadCommand: AsyncParsableCommand {
             let jobQueue = try options.makeJobQueue(logger: logger)
             defer { jobQueue.redis.close() }
             var jobs: [JobRecord] = []
-            for name in try await queues(queue, jobQueue) { jobs += try await jobQueue.deadJobs(queue: name, limit: limit) }
+            for name in try await DeadCommand.queues(queue, jobQueue) { jobs += try await jobQueue.deadJobs(queue: name, limit: limit) }
             if json {
                 print(JSONOutput.line(["jobs": jobs.map(JobsCommand.Show.object)]))
             } else {
@@ -36,15 +36,7 @@ struct DeadCommand: AsyncParsableCommand {
         @OptionGroup var selection: Selection
 
         func run() async throws {
-            let logger = options.makeLogger("entitle.dead")
-            let jobQueue = try options.makeJobQueue(logger: logger)
-            defer { jobQueue.redis.close() }
-            var total = 0
-            for name in try await queues(selection.queue, jobQueue) {
-                total += try await jobQueue.retryDead(queue: name, ids: selection.all ? nil : selection.ids)
-            }
-            print("requeued \(total) dead job(s)")
-            if total == 0 && !selection.all { throw CommandFailure("no such dead job") }
+            try await selection.apply(options, done: "requeued") { try await $0.retryDead(queue: $1, ids: $2) }
         }
     }
 
@@ -54,15 +46,7 @@ struct DeadCommand: AsyncParsableCommand {
         @OptionGroup var selection: Selection
 
         func run() async throws {
-            let logger = options.makeLogger("entitle.dead")
-            let jobQueue = try options.makeJobQueue(logger: logger)
-            defer { jobQueue.redis.close() }
-            var total = 0
-            for name in try await queues(selection.queue, jobQueue) {
-                total += try await jobQueue.purgeDead(queue: name, ids: selection.all ? nil : selection.ids)
-            }
-            print("purged \(total) dead job(s)")
-            if total == 0 && !selection.all { throw CommandFailure("no such dead job") }
+            try await selection.apply(options, done: "purged") { try await $0.purgeDead(queue: $1, ids: $2) }
         }
     }
 
@@ -74,14 +58,22 @@ struct DeadCommand: AsyncParsableCommand {
         func validate() throws {
             if all == !ids.isEmpty { throw ValidationError("name dead job ids, or --all (not both)") }
         }
+
+        /// Runs `action` on the selected dead jobs of each selected queue and reports the total.
+        func apply(
+            _ options: RedisOptions, done: String, _ action: (JobQueue, String, [String]?) async throws -> Int
+        ) async throws {
+            let jobQueue = try options.makeJobQueue(logger: options.makeLogger("entitle.dead"))
+            defer { jobQueue.redis.close() }
+            var total = 0
+            for name in try await DeadCommand.queues(queue, jobQueue) { total += try await action(jobQueue, name, all ? nil : ids) }
+            print("\(done) \(total) dead job(s)")
+            if total == 0 && !all { throw CommandFailure("no such dead job") }
+        }
     }
 
     static func queues(_ queue: String?, _ jobQueue: JobQueue) async throws -> [String] {
         if let queue { return [queue] }
         return try await jobQueue.knownQueues()
     }
-}
-
-private func queues(_ queue: String?, _ jobQueue: JobQueue) async throws -> [String] {
-    try await DeadCommand.queues(queue, jobQueue)
 }
