@@ -55,7 +55,9 @@ actor AckBatcher {
             ]
             arguments.reserveCapacity(4 + batch.count * 6)
             for (outcome, _) in batch {
-                arguments.append(contentsOf: [outcome.id, outcome.lease, outcome.type, outcome.kind.rawValue, outcome.data, String(outcome.retryAt)])
+                arguments.append(contentsOf: [
+                    outcome.id, outcome.lease, outcome.type, outcome.kind.rawValue, outcome.data, String(outcome.retryAt),
+                ])
             }
             let replies = await write(arguments)
             for (index, (_, continuation)) in batch.enumerated() {

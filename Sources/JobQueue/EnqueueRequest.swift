@@ -53,7 +53,8 @@ public struct EnqueueRequest: Sendable, Hashable {
                 || byte == 0x2D || byte == 0x5F || byte == 0x2E || (byte == 0x3A && what != "queue name")
         }
         guard !name.isEmpty, name.utf8.count <= 128, allowed else {
-            throw JobQueueError(.invalidJob, "a \(what) must be 1 to 128 of A-Z a-z 0-9 - _ .\(what == "queue name" ? "" : " :"), got '\(name.prefix(64))'")
+            throw JobQueueError(
+                .invalidJob, "a \(what) must be 1 to 128 of A-Z a-z 0-9 - _ .\(what == "queue name" ? "" : " :"), got '\(name.prefix(64))'")
         }
     }
 }

@@ -96,7 +96,9 @@ public struct JobHandlerRegistry: Sendable {
     /// A registry with the built-in `noop` type.
     public static func builtIn() -> JobHandlerRegistry {
         var registry = JobHandlerRegistry()
-        registry.register("noop", JobRegistration(handler: NoopHandler(), retryPolicy: RetryPolicy(base: .milliseconds(200), cap: .seconds(30), maxAttempts: 5)))
+        registry.register(
+            "noop",
+            JobRegistration(handler: NoopHandler(), retryPolicy: RetryPolicy(base: .milliseconds(200), cap: .seconds(30), maxAttempts: 5)))
         return registry
     }
 

@@ -194,7 +194,8 @@ public final class JobQueue: Sendable {
             if count > 0 {
                 moved += count
                 metrics.forQueue(queue).reaped.increment(by: Int64(count))
-                logger.warning("reaped jobs of a lost consumer", metadata: ["queue": "\(queue)", "consumer": "\(consumer)", "jobs": "\(count)"])
+                logger.warning(
+                    "reaped jobs of a lost consumer", metadata: ["queue": "\(queue)", "consumer": "\(consumer)", "jobs": "\(count)"])
             }
         }
         return moved

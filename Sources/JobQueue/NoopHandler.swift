@@ -35,7 +35,8 @@ public struct NoopHandler: JobHandler {
         if let effect = payload.effect {
             try EnqueueRequest.validateName(effect, what: "effect name")
             let hash = job.keys.effects(effect)
-            applied = try await job.redis.run(QueueScripts.applyEffectOnce, keys: [hash, hash + ":" + job.id], arguments: ["604800000"]).int == 1
+            applied =
+                try await job.redis.run(QueueScripts.applyEffectOnce, keys: [hash, hash + ":" + job.id], arguments: ["604800000"]).int == 1
         }
         let effect = payload.effect == nil ? "" : #","applied":\#(applied)"#
         return #"{"ok":true\#(effect),"startedUs":\#(startedMicros)}"#

@@ -1,7 +1,7 @@
 import Foundation
 import Logging
-import RedisClient
 import Metrics
+import RedisClient
 import Synchronization
 
 /// Consumes one queue for one worker process with up to `concurrency` jobs at a time.
@@ -94,8 +94,12 @@ public final class QueueConsumer: Sendable {
                 }
             }
             let drained = await withTaskGroup(of: Bool.self) { race in
-                race.addTask { await self.gate.waitUntilIdle(); return true }
-                race.addTask { try? await Task.sleep(for: shutdownTimeout); return false }
+                race.addTask {
+                    await self.gate.waitUntilIdle(); return true
+                }
+                race.addTask {
+                    try? await Task.sleep(for: shutdownTimeout); return false
+                }
                 let first = await race.next() ?? false
                 race.cancelAll()
                 return first
@@ -180,9 +184,10 @@ public final class QueueConsumer: Sendable {
             let running = inFlight.withLock { $0 }
             let orphans = listed.filter { !running.contains($0) }
             guard !orphans.isEmpty else { return }
-            let moved = try await fetchConnection.run(
-                QueueScripts.requeueOrphans, keys: [keys.active(consumerID), keys.pending], arguments: [keys.jobPrefix] + orphans
-            ).int ?? 0
+            let moved =
+                try await fetchConnection.run(
+                    QueueScripts.requeueOrphans, keys: [keys.active(consumerID), keys.pending], arguments: [keys.jobPrefix] + orphans
+                ).int ?? 0
             logger.notice("requeued jobs whose claim reply was lost", metadata: ["jobs": "\(moved)"])
         } catch {
             logger.warning("could not check for lost claims; will on the next failure", metadata: ["error": "\(error)"])
@@ -203,11 +208,12 @@ public final class QueueConsumer: Sendable {
         jobs.reserveCapacity(values.count / 6)
         var index = 0
         while index + 5 < values.count {
-            jobs.append(ClaimedJob(
-                id: values[index].string ?? "", type: values[index + 1].string ?? "", payload: values[index + 2].string ?? "{}",
-                lease: lease, attempt: values[index + 3].int ?? 1, maxAttempts: values[index + 4].int ?? 1,
-                enqueuedAt: Int64(values[index + 5].int ?? 0)
-            ))
+            jobs.append(
+                ClaimedJob(
+                    id: values[index].string ?? "", type: values[index + 1].string ?? "", payload: values[index + 2].string ?? "{}",
+                    lease: lease, attempt: values[index + 3].int ?? 1, maxAttempts: values[index + 4].int ?? 1,
+                    enqueuedAt: Int64(values[index + 5].int ?? 0)
+                ))
             index += 6
         }
         return jobs
@@ -244,7 +250,8 @@ public final class QueueConsumer: Sendable {
             )
             outcome.data = try await Self.run(registration.handler, context, timeout: registration.timeout) ?? "null"
         } catch {
-            let failure = (error as? JobFailure)
+            let failure =
+                (error as? JobFailure)
                 ?? (error is CancellationError
                     ? .retryable("interrupted", "the attempt was cancelled")
                     : .retryable("error", String(describing: error)))

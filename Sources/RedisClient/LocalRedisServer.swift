@@ -36,7 +36,8 @@ public final class LocalRedisServer: Sendable {
         self.process = process
 
         let connection = RedisConnection(
-            configuration: RedisConfiguration(host: "127.0.0.1", port: port, connectTimeout: .milliseconds(200), reconnectTimeout: .seconds(10)),
+            configuration: RedisConfiguration(
+                host: "127.0.0.1", port: port, connectTimeout: .milliseconds(200), reconnectTimeout: .seconds(10)),
             name: "probe", logger: logger
         )
         do {

@@ -10,9 +10,10 @@ public struct RedisClientMetrics: Sendable {
 
     init() {
         let codes: [RedisError.Code] = [.connectionFailed, .connectionLost, .timeout, .protocolError]
-        errorCounters = Dictionary(uniqueKeysWithValues: codes.map {
-            ($0, Counter(label: "entitle_redis_errors_total", dimensions: [("code", $0.description)]))
-        })
+        errorCounters = Dictionary(
+            uniqueKeysWithValues: codes.map {
+                ($0, Counter(label: "entitle_redis_errors_total", dimensions: [("code", $0.description)]))
+            })
     }
 
     func errors(_ code: RedisError.Code) -> Counter {

@@ -66,10 +66,13 @@ public actor RedisConnection {
         _ script: RedisScript, calls: [(keys: [String], arguments: [String])]
     ) throws -> [Result<RedisReply, RedisError>] {
         var replies = try roundTrip(calls.map { script.command(keys: $0.keys, arguments: $0.arguments) }, timeout: nil)
-        let missing = replies.indices.filter { if case .error(let m) = replies[$0] { return m.hasPrefix("NOSCRIPT") } else { return false } }
+        let missing = replies.indices.filter {
+            if case .error(let m) = replies[$0] { return m.hasPrefix("NOSCRIPT") } else { return false }
+        }
         if !missing.isEmpty {
             logger.debug("script not cached by the server; sending its source", metadata: ["script": "\(script.name)"])
-            let again = try roundTrip(missing.map { script.command(keys: calls[$0].keys, arguments: calls[$0].arguments, bySource: true) }, timeout: nil)
+            let again = try roundTrip(
+                missing.map { script.command(keys: calls[$0].keys, arguments: calls[$0].arguments, bySource: true) }, timeout: nil)
             for (slot, reply) in zip(missing, again) { replies[slot] = reply }
         }
         return replies.map { reply in
@@ -164,7 +167,8 @@ public actor RedisConnection {
     }
 
     private func openContext() throws -> UnsafeMutablePointer<redisContext> {
-        guard let context = redisConnectWithTimeout(configuration.host, Int32(configuration.port), timeval(configuration.connectTimeout)) else {
+        guard let context = redisConnectWithTimeout(configuration.host, Int32(configuration.port), timeval(configuration.connectTimeout))
+        else {
             throw RedisError(.connectionFailed, "cannot allocate a hiredis context")
         }
         if context.pointee.err != 0 {
@@ -231,7 +235,8 @@ public actor RedisConnection {
         case REDIS_REPLY_STRING:
             return .bulk(value.str.map { Array(UnsafeRawBufferPointer(start: $0, count: Int(value.len))) } ?? [])
         case REDIS_REPLY_STATUS:
-            return .status(value.str.map { String(decoding: UnsafeRawBufferPointer(start: $0, count: Int(value.len)), as: UTF8.self) } ?? "")
+            return .status(
+                value.str.map { String(decoding: UnsafeRawBufferPointer(start: $0, count: Int(value.len)), as: UTF8.self) } ?? "")
         case REDIS_REPLY_ERROR:
             return .error(value.str.map { String(decoding: UnsafeRawBufferPointer(start: $0, count: Int(value.len)), as: UTF8.self) } ?? "")
         case REDIS_REPLY_INTEGER:

@@ -23,9 +23,12 @@ struct DeadCommand: AsyncParsableCommand {
             if json {
                 print(JSONOutput.line(["jobs": jobs.map(JobsCommand.Show.object)]))
             } else {
-                print(Table.render(header: ["ID", "QUEUE", "TYPE", "ATTEMPT", "LAST ERROR"], rows: jobs.map {
-                    [$0.id, $0.queue, $0.type, "\($0.attempt)", String(($0.lastError ?? "").prefix(80))]
-                }))
+                print(
+                    Table.render(
+                        header: ["ID", "QUEUE", "TYPE", "ATTEMPT", "LAST ERROR"],
+                        rows: jobs.map {
+                            [$0.id, $0.queue, $0.type, "\($0.attempt)", String(($0.lastError ?? "").prefix(80))]
+                        }))
             }
         }
     }

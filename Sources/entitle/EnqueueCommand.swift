@@ -35,7 +35,9 @@ struct EnqueueCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard (1...10_000_000).contains(count) else { throw ValidationError("--count must be 1-10000000") }
-        if idempotencyKey != nil && count > 1 { throw ValidationError("--idempotency-key names one job; it cannot go with --count above 1") }
+        if idempotencyKey != nil && count > 1 {
+            throw ValidationError("--idempotency-key names one job; it cannot go with --count above 1")
+        }
         do {
             try request.validate()
         } catch let error as JobQueueError {
@@ -65,7 +67,8 @@ struct EnqueueCommand: AsyncParsableCommand {
         }
         if quiet {
             let seconds = (clock.now - began).seconds
-            FileHandle.standardError.write(Data(String(format: "enqueued %d jobs in %.6f s (%.0f jobs/s)\n", count, seconds, Double(count) / seconds).utf8))
+            FileHandle.standardError.write(
+                Data(String(format: "enqueued %d jobs in %.6f s (%.0f jobs/s)\n", count, seconds, Double(count) / seconds).utf8))
         }
     }
 }

@@ -21,11 +21,16 @@ struct QueuesCommand: AsyncParsableCommand {
             print(JSONOutput.line(["queues": all.map(Self.object)]))
             return
         }
-        let header = ["QUEUE", "PENDING", "SCHEDULED", "ACTIVE", "DEAD", "OLDEST(s)", "CONSUMERS", "ENQUEUED", "SUCCEEDED", "RETRIED", "FAILED", "REAPED"]
+        let header = [
+            "QUEUE", "PENDING", "SCHEDULED", "ACTIVE", "DEAD", "OLDEST(s)", "CONSUMERS", "ENQUEUED", "SUCCEEDED", "RETRIED", "FAILED",
+            "REAPED",
+        ]
         let rows = all.map { stats in
-            [stats.name, "\(stats.pending)", "\(stats.scheduled)", "\(stats.active)", "\(stats.dead)",
-             String(format: "%.1f", stats.oldestPendingAgeSeconds), "\(stats.consumers)", "\(stats.total("enqueued"))",
-             "\(stats.total("succeeded"))", "\(stats.total("retried"))", "\(stats.total("dead"))", "\(stats.counters["reaped"] ?? 0)"]
+            [
+                stats.name, "\(stats.pending)", "\(stats.scheduled)", "\(stats.active)", "\(stats.dead)",
+                String(format: "%.1f", stats.oldestPendingAgeSeconds), "\(stats.consumers)", "\(stats.total("enqueued"))",
+                "\(stats.total("succeeded"))", "\(stats.total("retried"))", "\(stats.total("dead"))", "\(stats.counters["reaped"] ?? 0)",
+            ]
         }
         print(Table.render(header: header, rows: rows))
         if all.isEmpty { print("(no queues yet)") }
@@ -34,8 +39,10 @@ struct QueuesCommand: AsyncParsableCommand {
     static func object(_ stats: QueueStats) -> [String: Any] {
         var byType: [String: Any] = [:]
         for type in stats.jobTypes {
-            byType[type] = ["enqueued": stats.counters["enqueued:\(type)"] ?? 0, "succeeded": stats.counters["succeeded:\(type)"] ?? 0,
-                            "retried": stats.counters["retried:\(type)"] ?? 0, "failed": stats.counters["dead:\(type)"] ?? 0]
+            byType[type] = [
+                "enqueued": stats.counters["enqueued:\(type)"] ?? 0, "succeeded": stats.counters["succeeded:\(type)"] ?? 0,
+                "retried": stats.counters["retried:\(type)"] ?? 0, "failed": stats.counters["dead:\(type)"] ?? 0,
+            ]
         }
         return [
             "name": stats.name, "pending": stats.pending, "scheduled": stats.scheduled, "active": stats.active, "dead": stats.dead,

@@ -6,7 +6,8 @@ import RedisClient
 
 /// Options every command that talks to Redis takes.
 struct RedisOptions: ParsableArguments {
-    @Option(name: .long, help: "Redis URL, redis://[[user]:password@]host[:port][/db] (default: $ENTITLE_REDIS_URL or redis://127.0.0.1:6379).")
+    @Option(
+        name: .long, help: "Redis URL, redis://[[user]:password@]host[:port][/db] (default: $ENTITLE_REDIS_URL or redis://127.0.0.1:6379).")
     var redis: String?
 
     @Option(name: .long, help: "Key prefix (default: $ENTITLE_PREFIX or entitle).")
@@ -48,7 +49,8 @@ struct RedisOptions: ParsableArguments {
     }
 
     func makeJobQueue(logger: Logger, connections: Int = 4) throws -> JobQueue {
-        let pool = RedisConnectionPool(configuration: try RedisConfiguration(url: redisURL), maximumConnections: connections, logger: logger)
+        let pool = RedisConnectionPool(
+            configuration: try RedisConfiguration(url: redisURL), maximumConnections: connections, logger: logger)
         return JobQueue(redis: pool, configuration: JobQueueConfiguration(prefix: keyPrefix), logger: logger)
     }
 }

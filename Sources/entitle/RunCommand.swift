@@ -67,7 +67,9 @@ struct RunCommand: AsyncParsableCommand {
                 if once {
                     await group.triggerGracefulShutdown()
                 } else {
-                    print("\nserving until Ctrl-C; try:\n  ENTITLE_REDIS_URL=\(url) entitle enqueue noop --payload '{\"sleepMs\":10}' --count 1000\n  ENTITLE_REDIS_URL=\(url) entitle queues")
+                    print(
+                        "\nserving until Ctrl-C; try:\n  ENTITLE_REDIS_URL=\(url) entitle enqueue noop --payload '{\"sleepMs\":10}' --count 1000\n  ENTITLE_REDIS_URL=\(url) entitle queues"
+                    )
                 }
             }
             try await tasks.waitForAll()
@@ -84,12 +86,16 @@ struct RunCommand: AsyncParsableCommand {
         var requests = (0..<jobs).map { _ in EnqueueRequest(type: "noop", payload: #"{"sleepMs":2}"#) }
         for index in stride(from: 0, to: jobs, by: max(1, jobs / 5)) { requests[index].payload = #"{"failTimes":1}"# }
         let results = try await jobQueue.enqueue(batch: requests)
-        print("enqueued \(results.count) noop jobs (\(requests.filter { $0.payload.contains("failTimes") }.count) of them fail once, then retry)")
+        print(
+            "enqueued \(results.count) noop jobs (\(requests.filter { $0.payload.contains("failTimes") }.count) of them fail once, then retry)"
+        )
         while true {
             let stats = try await jobQueue.stats(queue: "default")
             let done = stats.total("succeeded") - before
-            print(String(format: "  %5.1fs  pending %6d  active %4d  retrying %4d  succeeded %6d", (clock.now - began).seconds,
-                         stats.pending, stats.active, stats.scheduled, done))
+            print(
+                String(
+                    format: "  %5.1fs  pending %6d  active %4d  retrying %4d  succeeded %6d", (clock.now - began).seconds,
+                    stats.pending, stats.active, stats.scheduled, done))
             if done >= jobs { break }
             try await Task.sleep(for: .milliseconds(250))
         }

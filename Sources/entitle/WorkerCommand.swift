@@ -72,12 +72,16 @@ struct WorkerCommand: AsyncParsableCommand {
         if let metricsPort {
             services.append(MetricsServer.make(registry: registry, host: metricsHost, port: metricsPort, logger: logger))
         }
-        logger.info("worker starting", metadata: [
-            "redis": "\(jobQueue.redis.configuration.displayAddress)", "queues": "\(queues)", "pid": "\(getpid())",
-        ])
+        logger.info(
+            "worker starting",
+            metadata: [
+                "redis": "\(jobQueue.redis.configuration.displayAddress)", "queues": "\(queues)", "pid": "\(getpid())",
+            ])
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
-                services: services.map { ServiceGroupConfiguration.ServiceConfiguration(service: $0, successTerminationBehavior: .gracefullyShutdownGroup) },
+                services: services.map {
+                    ServiceGroupConfiguration.ServiceConfiguration(service: $0, successTerminationBehavior: .gracefullyShutdownGroup)
+                },
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger
             )

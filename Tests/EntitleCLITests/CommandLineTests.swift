@@ -4,7 +4,7 @@ import RedisTestSupport
 import Testing
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 @Suite struct CommandLineTests {
@@ -25,7 +25,9 @@ import FoundationNetworking
         let stats = try await cli.queueStats()
         #expect(stats["pending"] as? Int == 3)
         #expect(stats["enqueued"] as? Int == 3)
-        for field in ["scheduled", "active", "dead", "oldestPendingAgeSeconds", "succeeded", "retried"] { #expect(stats[field] != nil, "\(field)") }
+        for field in ["scheduled", "active", "dead", "oldestPendingAgeSeconds", "succeeded", "retried"] {
+            #expect(stats[field] != nil, "\(field)")
+        }
 
         let first = try await cli.run(["enqueue", "noop", "--idempotency-key", "once"])
         let again = try await cli.run(["enqueue", "noop", "--idempotency-key", "once"])
@@ -69,8 +71,10 @@ import FoundationNetworking
     func badArgumentsGiveAMessageAndANonZeroExit(_ arguments: [String], _ message: String) async throws {
         let cli = try await CLI("bad")
         // A test that brings its own --redis must not get the harness's appended after it.
-        let result = arguments.contains("--redis")
-            ? try await ChildProcess.run(ChildProcess.entitleExecutable, arguments + ["--prefix", cli.prefix]) : try await cli.run(arguments)
+        let result =
+            arguments.contains("--redis")
+            ? try await ChildProcess.run(ChildProcess.entitleExecutable, arguments + ["--prefix", cli.prefix])
+            : try await cli.run(arguments)
         #expect(result.status != 0)
         #expect((result.output + result.errors).contains(message), "\(result.errors)")
         // Nothing was queued.
@@ -86,7 +90,9 @@ import FoundationNetworking
         try await eventually("26 jobs to succeed") { try await cli.queueStats()["succeeded"] as? Int == 26 }
         var text = ""
         try await eventually("the metrics endpoint to show the queue gauges") {
-            guard let (data, _) = try? await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)/metrics")!) else { return false }
+            guard let (data, _) = try? await URLSession.shared.data(from: URL(string: "http://127.0.0.1:\(port)/metrics")!) else {
+                return false
+            }
             text = String(decoding: data, as: UTF8.self)
             return text.contains("entitle_queue_pending{queue=\"default\"}")
         }
@@ -103,7 +109,8 @@ import FoundationNetworking
     @Test func sigtermRequeuesRunningJobsAndExitsCleanly() async throws {
         let cli = try await CLI("sigterm")
         let worker = try cli.start(["worker", "--queues", "default=2", "--shutdown-timeout", "0.5"])
-        let ids = try await cli.run(["enqueue", "noop", "--payload", #"{"sleepMs":60000}"#, "--count", "3"]).output.split(separator: "\n").map(String.init)
+        let ids = try await cli.run(["enqueue", "noop", "--payload", #"{"sleepMs":60000}"#, "--count", "3"]).output.split(separator: "\n")
+            .map(String.init)
         try await eventually("two jobs to run") { try await cli.queueStats()["active"] as? Int == 2 }
         worker.signal(SIGTERM)
         #expect(try await worker.wait(timeout: .seconds(10)) == 0)

@@ -35,19 +35,20 @@ import Testing
             _ = try await processes[victim].wait()
             kills += 1
             let killedAt = ContinuousClock.now
-            recoveries.append(Task {
-                // Recovered: the consumer is gone from the registry and its active list is empty.
-                try await eventually("pid \(pid)'s jobs back in pending", timeout: .seconds(30)) {
-                    for consumer in its {
-                        let replies = try await redis.pipeline([
-                            ["ZSCORE", cli.key("default", "consumers"), consumer], ["LLEN", cli.key("default", "active:\(consumer)")],
-                        ])
-                        if !replies[0].isNull || replies[1].int != 0 { return false }
+            recoveries.append(
+                Task {
+                    // Recovered: the consumer is gone from the registry and its active list is empty.
+                    try await eventually("pid \(pid)'s jobs back in pending", timeout: .seconds(30)) {
+                        for consumer in its {
+                            let replies = try await redis.pipeline([
+                                ["ZSCORE", cli.key("default", "consumers"), consumer], ["LLEN", cli.key("default", "active:\(consumer)")],
+                            ])
+                            if !replies[0].isNull || replies[1].int != 0 { return false }
+                        }
+                        return true
                     }
-                    return true
-                }
-                return (ContinuousClock.now - killedAt).seconds
-            })
+                    return (ContinuousClock.now - killedAt).seconds
+                })
             processes[victim] = try cli.start(["worker", "--queues", "default=16"])
         }
         try await eventually("every job to succeed", timeout: .seconds(120)) { try await succeeded(cli) == Self.jobs }
@@ -68,11 +69,14 @@ import Testing
         #expect(runs >= Self.jobs)
         var statuses: [String: Int] = [:]
         for start in stride(from: 0, to: ids.count, by: 1000) {
-            let replies = try await redis.pipeline(ids[start..<min(start + 1000, ids.count)].map { ["HGET", cli.key("default", "job:\($0)"), "status"] })
+            let replies = try await redis.pipeline(
+                ids[start..<min(start + 1000, ids.count)].map { ["HGET", cli.key("default", "job:\($0)"), "status"] })
             for reply in replies { statuses[reply.string ?? "missing", default: 0] += 1 }
         }
         #expect(statuses == ["succeeded": Self.jobs])
-        print("crash test: \(kills) SIGKILLs, \(runs - Self.jobs) handler runs repeated after kills, slowest recovery \(String(format: "%.1f", slowest)) s")
+        print(
+            "crash test: \(kills) SIGKILLs, \(runs - Self.jobs) handler runs repeated after kills, slowest recovery \(String(format: "%.1f", slowest)) s"
+        )
     }
 
     private func succeeded(_ cli: CLI) async throws -> Int {

@@ -15,7 +15,10 @@ import Testing
         let job = try JSONDecoder().decode(JobRecord.self, from: try read("examples/noop.json"))
         #expect(job.type == "noop")
         #expect(job.status == .queued)
-        try EnqueueRequest(type: job.type, payload: job.payload, queue: job.queue, idempotencyKey: job.idempotencyKey, maxAttempts: job.maxAttempts, id: job.id).validate()
+        try EnqueueRequest(
+            type: job.type, payload: job.payload, queue: job.queue, idempotencyKey: job.idempotencyKey, maxAttempts: job.maxAttempts,
+            id: job.id
+        ).validate()
     }
 
     @Test func theSchemaDescribesExactlyTheSwiftEnvelope() throws {
@@ -42,7 +45,9 @@ import Testing
 
     @Test func theShippedScriptIsTheOneTheProducerRuns() throws {
         let shipped = String(decoding: try read("enqueue.lua"), as: UTF8.self)
-        #expect(shipped.trimmingCharacters(in: .whitespacesAndNewlines) == QueueScripts.enqueue.source.trimmingCharacters(in: .whitespacesAndNewlines))
+        #expect(
+            shipped.trimmingCharacters(in: .whitespacesAndNewlines)
+                == QueueScripts.enqueue.source.trimmingCharacters(in: .whitespacesAndNewlines))
     }
 
     @Test func theReadmeRecipeEnqueuesAJobTheWorkerSideReads() async throws {
@@ -52,15 +57,20 @@ import Testing
         let source = String(decoding: try read("enqueue.lua"), as: UTF8.self)
         let example = try JSONDecoder().decode(JobRecord.self, from: try read("examples/noop.json"))
         let q = example.queue
-        let keys = ["\(prefix):{\(q)}:pending", "\(prefix):{\(q)}:scheduled", "\(prefix):{\(q)}:stats",
-                    "\(prefix):{\(q)}:job:\(example.id)", "\(prefix):{\(q)}:idem:\(example.idempotencyKey ?? "")"]
-        let arguments = [String(example.createdAt), "86400000", q, example.id, example.type, example.payload,
-                         String(example.maxAttempts), "0", example.idempotencyKey ?? ""]
+        let keys = [
+            "\(prefix):{\(q)}:pending", "\(prefix):{\(q)}:scheduled", "\(prefix):{\(q)}:stats",
+            "\(prefix):{\(q)}:job:\(example.id)", "\(prefix):{\(q)}:idem:\(example.idempotencyKey ?? "")",
+        ]
+        let arguments = [
+            String(example.createdAt), "86400000", q, example.id, example.type, example.payload,
+            String(example.maxAttempts), "0", example.idempotencyKey ?? "",
+        ]
         let reply = try await redis.send(["EVAL", source, String(keys.count)] + keys + arguments)
         #expect(reply.array == [.bulk(Array(example.id.utf8)), .integer(1)])
         try await redis.send(["SADD", "\(prefix):queues", q])
 
-        let queue = JobQueue(redis: try await TestRedis.pool(), configuration: JobQueueConfiguration(prefix: prefix), logger: TestRedis.logger)
+        let queue = JobQueue(
+            redis: try await TestRedis.pool(), configuration: JobQueueConfiguration(prefix: prefix), logger: TestRedis.logger)
         let stored = try #require(try await queue.job(id: example.id))
         #expect(stored == example)
         // The same idempotency key through the Swift producer finds the same job.

@@ -17,7 +17,9 @@ struct QueueHarness {
         keys = configuration.keys("q-\(UUID().uuidString.prefix(6).lowercased())")
     }
 
-    func request(_ type: String = "noop", payload: String = "{}", idempotencyKey: String? = nil, delay: Duration? = nil, maxAttempts: Int = 0)
+    func request(
+        _ type: String = "noop", payload: String = "{}", idempotencyKey: String? = nil, delay: Duration? = nil, maxAttempts: Int = 0
+    )
         -> EnqueueRequest
     {
         EnqueueRequest(type: type, payload: payload, queue: name, idempotencyKey: idempotencyKey, delay: delay, maxAttempts: maxAttempts)
@@ -61,11 +63,12 @@ struct QueueHarness {
 
     func waitForStatus(_ id: String, _ status: JobStatus, timeout: Duration = .seconds(20)) async throws -> JobRecord {
         var last: JobRecord?
-        try await eventually("job \(id) to be \(status) (last: \(String(describing: last?.status)))", timeout: timeout) {
+        try await eventually("job \(id) to be \(status)", timeout: timeout) {
             last = try await job(id)
             return last?.status == status
         }
-        return last!
+        guard let last else { throw TimedOut(what: "job \(id)") }
+        return last
     }
 }
 

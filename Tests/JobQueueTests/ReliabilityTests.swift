@@ -40,11 +40,14 @@ import Testing
         let gate = Gate()
         let started = Box(false)
         var slowRegistry = JobHandlerRegistry()
-        slowRegistry.register("work", JobRegistration(handler: ClosureHandler { _ in
-            started.update { $0 = true }
-            await gate.wait()
-            return #""from A""#
-        }))
+        slowRegistry.register(
+            "work",
+            JobRegistration(
+                handler: ClosureHandler { _ in
+                    started.update { $0 = true }
+                    await gate.wait()
+                    return #""from A""#
+                }))
         var fastRegistry = JobHandlerRegistry()
         fastRegistry.register("work", JobRegistration(handler: ClosureHandler { _ in #""from B""# }))
 
@@ -78,11 +81,14 @@ import Testing
         let h = try await QueueHarness("shutdown")
         let running = Box(0)
         var registry = JobHandlerRegistry()
-        registry.register("long", JobRegistration(handler: ClosureHandler { _ in
-            running.update { $0 += 1 }
-            try await Task.sleep(for: .seconds(60))
-            return nil
-        }))
+        registry.register(
+            "long",
+            JobRegistration(
+                handler: ClosureHandler { _ in
+                    running.update { $0 += 1 }
+                    try await Task.sleep(for: .seconds(60))
+                    return nil
+                }))
         let ids = try await h.queue.enqueue(batch: (0..<5).map { _ in h.request("long") }).map(\.id)
         let worker = h.worker(concurrency: 3, registry: registry, shutdownTimeout: .milliseconds(300))
         let consumer = worker.consumers[0].consumerID
@@ -106,11 +112,14 @@ import Testing
         let h = try await QueueHarness("drain")
         let running = Box(0)
         var registry = JobHandlerRegistry()
-        registry.register("short", JobRegistration(handler: ClosureHandler { _ in
-            running.update { $0 += 1 }
-            try await Task.sleep(for: .milliseconds(300))
-            return #""done""#
-        }))
+        registry.register(
+            "short",
+            JobRegistration(
+                handler: ClosureHandler { _ in
+                    running.update { $0 += 1 }
+                    try await Task.sleep(for: .milliseconds(300))
+                    return #""done""#
+                }))
         let ids = try await h.queue.enqueue(batch: (0..<2).map { _ in h.request("short") }).map(\.id)
         try await h.whileRunning(h.worker(concurrency: 2, registry: registry, shutdownTimeout: .seconds(10))) {
             try await eventually("both jobs to run") { running.current == 2 }
@@ -160,7 +169,8 @@ import Testing
             // after Redis ran a claim and before its reply arrived (the orphan case).
             for _ in 0..<10 {
                 let clients = try await admin.send(["CLIENT", "LIST", "TYPE", "normal"]).string ?? ""
-                for line in clients.split(separator: "\n") where line.contains("name=fetch-\(h.name)") || line.contains("name=ack-\(h.name)") {
+                for line in clients.split(separator: "\n")
+                where line.contains("name=fetch-\(h.name)") || line.contains("name=ack-\(h.name)") {
                     if let id = line.split(separator: " ").first(where: { $0.hasPrefix("id=") })?.dropFirst(3) {
                         _ = try? await admin.send(["CLIENT", "KILL", "ID", String(id)])
                         kills += 1

@@ -30,14 +30,16 @@ import Testing
         let h = try await QueueHarness("retry")
         let starts = Box<[Int64]>([])
         var registry = JobHandlerRegistry()
-        registry.register("flaky", JobRegistration(
-            handler: ClosureHandler { job in
-                starts.update { $0.append(JobQueueNow.milliseconds) }
-                if job.attempt < 3 { throw JobFailure.retryable("flaky", "not yet") }
-                return #"{"attempt":\#(job.attempt)}"#
-            },
-            retryPolicy: RetryPolicy(base: .milliseconds(400), cap: .seconds(10), maxAttempts: 5)
-        ))
+        registry.register(
+            "flaky",
+            JobRegistration(
+                handler: ClosureHandler { job in
+                    starts.update { $0.append(JobQueueNow.milliseconds) }
+                    if job.attempt < 3 { throw JobFailure.retryable("flaky", "not yet") }
+                    return #"{"attempt":\#(job.attempt)}"#
+                },
+                retryPolicy: RetryPolicy(base: .milliseconds(400), cap: .seconds(10), maxAttempts: 5)
+            ))
         let id = try await h.enqueue("flaky")
         let job = try await h.whileRunning(h.worker(registry: registry)) { try await h.waitForStatus(id, .succeeded) }
         #expect(job.attempt == 3)
@@ -72,7 +74,8 @@ import Testing
         let h = try await QueueHarness("dead")
         let id = try await h.enqueue("noop", payload: #"{"failTimes":10}"#, maxAttempts: 2)
         var registry = JobHandlerRegistry()
-        registry.register("noop", JobRegistration(handler: NoopHandler(), retryPolicy: RetryPolicy(base: .milliseconds(20), cap: .milliseconds(50))))
+        registry.register(
+            "noop", JobRegistration(handler: NoopHandler(), retryPolicy: RetryPolicy(base: .milliseconds(20), cap: .milliseconds(50))))
         let worker = h.worker(registry: registry)
         let dead = try await h.whileRunning(worker) { try await h.waitForStatus(id, .failed) }
         #expect(dead.attempt == 2)
@@ -99,7 +102,10 @@ import Testing
     @Test func withoutMaxAttemptsTheJobTypesPolicyDecides() async throws {
         let h = try await QueueHarness("policy")
         var registry = JobHandlerRegistry()
-        registry.register("noop", JobRegistration(handler: NoopHandler(), retryPolicy: RetryPolicy(base: .milliseconds(10), cap: .milliseconds(20), maxAttempts: 2)))
+        registry.register(
+            "noop",
+            JobRegistration(
+                handler: NoopHandler(), retryPolicy: RetryPolicy(base: .milliseconds(10), cap: .milliseconds(20), maxAttempts: 2)))
         let id = try await h.enqueue("noop", payload: #"{"failTimes":5}"#)
         let job = try await h.whileRunning(h.worker(registry: registry)) { try await h.waitForStatus(id, .failed) }
         #expect(job.maxAttempts == 0)
@@ -117,10 +123,13 @@ import Testing
     @Test func aHandlersRetryAfterIsHonoured() async throws {
         let h = try await QueueHarness("retryafter")
         var registry = JobHandlerRegistry()
-        registry.register("limited", JobRegistration(handler: ClosureHandler { job in
-            if job.attempt == 1 { throw JobFailure.retryable("rateLimited", "429", after: .seconds(30)) }
-            return nil
-        }))
+        registry.register(
+            "limited",
+            JobRegistration(
+                handler: ClosureHandler { job in
+                    if job.attempt == 1 { throw JobFailure.retryable("rateLimited", "429", after: .seconds(30)) }
+                    return nil
+                }))
         let id = try await h.enqueue("limited")
         let job = try await h.whileRunning(h.worker(registry: registry)) { try await h.waitForStatus(id, .retrying) }
         let failedAt = try #require(job.startedAt)
@@ -132,13 +141,15 @@ import Testing
     @Test func slowAttemptsTimeOutAndRetry() async throws {
         let h = try await QueueHarness("timeout")
         var registry = JobHandlerRegistry()
-        registry.register("slow", JobRegistration(
-            handler: ClosureHandler { job in
-                if job.attempt == 1 { try await Task.sleep(for: .seconds(30)) }
-                return #""fast""#
-            },
-            retryPolicy: RetryPolicy(base: .milliseconds(10), cap: .milliseconds(20)), timeout: .milliseconds(200)
-        ))
+        registry.register(
+            "slow",
+            JobRegistration(
+                handler: ClosureHandler { job in
+                    if job.attempt == 1 { try await Task.sleep(for: .seconds(30)) }
+                    return #""fast""#
+                },
+                retryPolicy: RetryPolicy(base: .milliseconds(10), cap: .milliseconds(20)), timeout: .milliseconds(200)
+            ))
         let id = try await h.enqueue("slow")
         let job = try await h.whileRunning(h.worker(registry: registry)) { try await h.waitForStatus(id, .succeeded) }
         #expect(job.attempt == 2)

@@ -22,6 +22,8 @@ import Testing
 
     @Test func sha1MatchesKnownDigests() {
         #expect(RedisScript(name: "empty", source: "").sha1 == "da39a3ee5e6b4b0d3255bfef95601890afd80709")
-        #expect(RedisScript(name: "fox", source: "The quick brown fox jumps over the lazy dog").sha1 == "2fd4e1c67a2d28fced849ee1bb76e7391b93eb12")
+        #expect(
+            RedisScript(name: "fox", source: "The quick brown fox jumps over the lazy dog").sha1
+                == "2fd4e1c67a2d28fced849ee1bb76e7391b93eb12")
     }
 }

@@ -55,7 +55,11 @@ import Testing
         let replies = try await redis.pipeline(commands)
         #expect(replies.count == 102)
         #expect(replies[99] == .integer(100))
-        if case .error(let message) = replies[100] { #expect(message.hasPrefix("WRONGTYPE")) } else { Issue.record("expected an error reply") }
+        if case .error(let message) = replies[100] {
+            #expect(message.hasPrefix("WRONGTYPE"))
+        } else {
+            Issue.record("expected an error reply")
+        }
         #expect(replies[101] == .integer(100))
         #expect(!before.isEmpty)
         try await redis.send(["DEL", key])
@@ -64,7 +68,8 @@ import Testing
     @Test func scriptsRunByShaAndReloadAfterFlush() async throws {
         let redis = try await connection()
         let key = TestRedis.uniquePrefix("script")
-        let script = RedisScript(name: "incrTwice", source: "redis.call('INCR', KEYS[1]); return redis.call('INCRBY', KEYS[1], ARGV[1]) -- \(key)")
+        let script = RedisScript(
+            name: "incrTwice", source: "redis.call('INCR', KEYS[1]); return redis.call('INCRBY', KEYS[1], ARGV[1]) -- \(key)")
         // Redis names scripts by SHA1 of their text: ours must agree.
         let serverSHA = try await redis.send(["SCRIPT", "LOAD", script.source]).string
         #expect(serverSHA == script.sha1)
@@ -156,7 +161,8 @@ import Testing
             for index in 0..<4 {
                 try await eventually("BLPOP \(index) to block") {
                     let clients = try await pusher.send(["CLIENT", "LIST", "TYPE", "normal"]).string ?? ""
-                    return clients.components(separatedBy: "\n").filter { $0.contains("name=blocker-") && $0.contains("cmd=blpop") }.count >= 4
+                    return clients.components(separatedBy: "\n").filter { $0.contains("name=blocker-") && $0.contains("cmd=blpop") }.count
+                        >= 4
                 }
                 try await pusher.send(["LPUSH", "\(prefix):\(index)", "value-\(index)"])
             }

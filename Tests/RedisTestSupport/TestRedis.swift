@@ -68,5 +68,6 @@ public func eventually(
 
 public struct TimedOut: Error, CustomStringConvertible {
     public let what: String
+    public init(what: String) { self.what = what }
     public var description: String { "timed out waiting for \(what)" }
 }
