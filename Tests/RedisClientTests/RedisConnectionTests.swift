@@ -180,3 +180,37 @@ extension Sequence where Element: Sendable {
         return result
     }
 }
+
+@Suite struct RedisReconnectTests {
+    @Test func aCommandWaitsWithBackoffUntilTheServerIsBack() async throws {
+        let port = try LocalRedisServer.freePort()
+        let first = try ChildProcess("/usr/bin/redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", ""])
+        var configuration = RedisConfiguration(port: port, connectTimeout: .milliseconds(200), reconnectTimeout: .seconds(10))
+        let probe = RedisConnection(configuration: configuration, name: "probe", logger: TestRedis.logger)
+        try await eventually("the first server to answer") { (try? await probe.send(["PING"])) == .status("PONG") }
+        let redis = RedisConnection(configuration: configuration, name: "survivor", logger: TestRedis.logger)
+        try await redis.send(["SET", "k", "1"])
+        first.signal(SIGKILL)
+        _ = try await first.wait()
+        // The next command meets the dead socket: connectionLost, and the context is dropped.
+        let lost = try await #require(throws: RedisError.self) { try await redis.send(["PING"]) }
+        #expect(lost.code == .connectionLost)
+
+        // Down: with no time to reconnect, the command fails at once as connectionFailed…
+        configuration.reconnectTimeout = .zero
+        let impatient = RedisConnection(configuration: configuration, name: "impatient", logger: TestRedis.logger)
+        let error = try await #require(throws: RedisError.self) { try await impatient.send(["PING"]) }
+        #expect(error.code == .connectionFailed && error.isRetryable)
+
+        // …while a patient one keeps retrying (with backoff) until a new server is up.
+        async let answer = redis.send(["INCR", "k"])
+        try await Task.sleep(for: .milliseconds(300))  // the outage the client must ride out
+        let second = try ChildProcess("/usr/bin/redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", ""])
+        defer {
+            second.signal(SIGKILL)
+        }
+        // It was issued while nothing listened, and answers from the new (empty) server.
+        #expect(try await answer == .integer(1))
+        #expect(try await redis.send(["INCR", "k"]) == .integer(2))
+    }
+}
