@@ -31,9 +31,12 @@ struct QueueHarness {
 
     func job(_ id: String) async throws -> JobRecord? { try await queue.job(id: id, queue: name) }
 
+    /// A worker on this queue with fast timings. The heartbeat TTL stays long so that a test
+    /// process starved of CPU (the crash test runs alongside) does not reap its own consumer;
+    /// tests that need a lost consumer expire it themselves.
     func worker(
         concurrency: Int = 4, registry: JobHandlerRegistry = .builtIn(), shutdownTimeout: Duration = .seconds(5),
-        heartbeatInterval: Duration = .milliseconds(200), heartbeatTTL: Duration = .seconds(2)
+        heartbeatInterval: Duration = .milliseconds(200), heartbeatTTL: Duration = .seconds(10)
     ) -> WorkerService {
         var settings = QueueConsumer.Settings(concurrency: concurrency)
         settings.heartbeatInterval = heartbeatInterval

@@ -160,14 +160,18 @@ import Testing
 
     @Test func workersSurviveTheirConnectionsBeingKilledMidRun() async throws {
         let h = try await QueueHarness("kill")
-        let ids = try await h.queue.enqueue(batch: (0..<2000).map { _ in h.request(payload: #"{"effect":"e","sleepMs":1}"#) }).map(\.id)
+        // At least 3000 * 3 ms / 8 slots = 1.1 s of work: time for the kills below.
+        let ids = try await h.queue.enqueue(batch: (0..<3000).map { _ in h.request(payload: #"{"effect":"e","sleepMs":3}"#) }).map(\.id)
         let admin = RedisConnection(configuration: try await TestRedis.configuration(), name: "admin", logger: TestRedis.logger)
         var kills = 0
         try await h.whileRunning(h.worker(concurrency: 8)) {
             try await eventually("jobs to flow") { try await h.queue.stats(queue: h.name).total("succeeded") > 100 }
             // Kill this worker's fetch and ack connections ten times mid-run; some kills land
-            // after Redis ran a claim and before its reply arrived (the orphan case).
-            for _ in 0..<10 {
+            // after Redis ran a claim and before its reply arrived (the orphan case). A
+            // connection being re-opened is not listed, so keep looking until ten have landed.
+            var rounds = 0
+            while kills < 10 && rounds < 200 {
+                rounds += 1
                 let clients = try await admin.send(["CLIENT", "LIST", "TYPE", "normal"]).string ?? ""
                 for line in clients.split(separator: "\n")
                 where line.contains("name=fetch-\(h.name)") || line.contains("name=ack-\(h.name)") {
@@ -179,11 +183,11 @@ import Testing
                 try await Task.sleep(for: .milliseconds(30))
             }
             try await eventually("every job to succeed", timeout: .seconds(60)) {
-                try await h.queue.stats(queue: h.name).total("succeeded") == 2000
+                try await h.queue.stats(queue: h.name).total("succeeded") == 3000
             }
         }
-        #expect(kills >= 5)
-        #expect(try await h.redis.send(["HGET", h.keys.effects("e"), "applied"]).int == 2000)
+        #expect(kills >= 10)
+        #expect(try await h.redis.send(["HGET", h.keys.effects("e"), "applied"]).int == 3000)
         for id in ids.prefix(50) { #expect(try await h.job(id)?.status == .succeeded) }
     }
 
