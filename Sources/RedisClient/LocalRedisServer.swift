@@ -7,7 +7,7 @@ import Logging
 public final class LocalRedisServer: Sendable {
     public let port: Int
     public let directory: URL
-    private let process: Process
+    private let process: ChildProcess
 
     public var url: String { "redis://127.0.0.1:\(port)" }
 
@@ -21,16 +21,13 @@ public final class LocalRedisServer: Sendable {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("entitle-redis-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let port = try Self.freePort()
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = [
-            "--port", String(port), "--bind", "127.0.0.1", "--dir", directory.path, "--save", "",
-            "--appendonly", appendOnly ? "yes" : "no", "--maxmemory-policy", "noeviction", "--daemonize", "no",
-            "--logfile", directory.appendingPathComponent("redis.log").path,
-        ]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        let process = try ChildProcess(
+            binary,
+            [
+                "--port", String(port), "--bind", "127.0.0.1", "--dir", directory.path, "--save", "",
+                "--appendonly", appendOnly ? "yes" : "no", "--maxmemory-policy", "noeviction", "--daemonize", "no",
+                "--logfile", directory.appendingPathComponent("redis.log").path,
+            ])
         self.port = port
         self.directory = directory
         self.process = process
@@ -49,11 +46,8 @@ public final class LocalRedisServer: Sendable {
         await connection.disconnect()
     }
 
-    /// Stops the server and waits (at most 5 s) for it to exit.
-    ///
-    /// By the `SHUTDOWN` command rather than SIGTERM: a child started from a Swift
-    /// concurrency thread inherits that thread's blocked signal mask, so redis-server
-    /// would never see the signal. SIGKILL is the last resort.
+    /// Stops the server by `SHUTDOWN` (which writes the AOF out) and waits at most 5 s for
+    /// it to exit; SIGKILL is the last resort.
     public func stop() async {
         guard process.isRunning else { return }
         let connection = RedisConnection(
@@ -63,11 +57,14 @@ public final class LocalRedisServer: Sendable {
         _ = try? await connection.send(["SHUTDOWN"])
         let deadline = ContinuousClock.now + .seconds(5)
         while process.isRunning && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(10)) }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        if process.isRunning {
+            process.signal(SIGKILL)
+            _ = try? await process.wait(timeout: .seconds(5))
+        }
         try? FileManager.default.removeItem(at: directory)
     }
 
-    public var processIdentifier: Int32 { process.processIdentifier }
+    public var processIdentifier: Int32 { process.pid }
 
     static func findExecutable() -> String? {
         let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"

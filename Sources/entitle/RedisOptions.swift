@@ -16,9 +16,12 @@ struct RedisOptions: ParsableArguments {
     @Option(name: .long, help: "Log level: trace, debug, info, notice, warning, error (default: $ENTITLE_LOG_LEVEL or info).")
     var logLevel: String?
 
-    var redisURL: String {
-        redis ?? ProcessInfo.processInfo.environment["ENTITLE_REDIS_URL"] ?? "redis://127.0.0.1:6379"
+    /// `ENTITLE_REDIS_URL`, when set and not empty.
+    static var environmentURL: String? {
+        ProcessInfo.processInfo.environment["ENTITLE_REDIS_URL"].flatMap { $0.isEmpty ? nil : $0 }
     }
+
+    var redisURL: String { redis ?? Self.environmentURL ?? "redis://127.0.0.1:6379" }
 
     func validate() throws {
         do {

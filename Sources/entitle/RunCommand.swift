@@ -33,11 +33,11 @@ struct RunCommand: AsyncParsableCommand {
         if options.logLevel == nil && ProcessInfo.processInfo.environment["ENTITLE_LOG_LEVEL"] == nil { logger.logLevel = .warning }
         var privateRedis: LocalRedisServer?
         var redisURL = options.redisURL
-        if options.redis == nil && ProcessInfo.processInfo.environment["ENTITLE_REDIS_URL"] == nil {
+        if options.redis == nil && RedisOptions.environmentURL == nil {
             let server = try await LocalRedisServer(appendOnly: true, logger: logger)
             privateRedis = server
             redisURL = server.url
-            print("started a private redis-server at \(server.url) (AOF on, data in \(server.directory.path))")
+            say("started a private redis-server at \(server.url) (AOF on, data in \(server.directory.path))")
         }
 
         do {
@@ -56,7 +56,7 @@ struct RunCommand: AsyncParsableCommand {
             configuration: .init(concurrency: ["default": concurrency]), jobQueue: jobQueue, registry: .builtIn(), logger: logger
         )
         let group = ServiceGroup(services: [worker], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
-        print("started a worker: queue default, concurrency \(concurrency)")
+        say("started a worker: queue default, concurrency \(concurrency)")
         let once = self.once
         let jobs = self.jobs
         let url = redisURL
@@ -67,7 +67,7 @@ struct RunCommand: AsyncParsableCommand {
                 if once {
                     await group.triggerGracefulShutdown()
                 } else {
-                    print(
+                    say(
                         "\nserving until Ctrl-C; try:\n  ENTITLE_REDIS_URL=\(url) entitle enqueue noop --payload '{\"sleepMs\":10}' --count 1000\n  ENTITLE_REDIS_URL=\(url) entitle queues"
                     )
                 }
@@ -86,13 +86,13 @@ struct RunCommand: AsyncParsableCommand {
         var requests = (0..<jobs).map { _ in EnqueueRequest(type: "noop", payload: #"{"sleepMs":2}"#) }
         for index in stride(from: 0, to: jobs, by: max(1, jobs / 5)) { requests[index].payload = #"{"failTimes":1}"# }
         let results = try await jobQueue.enqueue(batch: requests)
-        print(
+        say(
             "enqueued \(results.count) noop jobs (\(requests.filter { $0.payload.contains("failTimes") }.count) of them fail once, then retry)"
         )
         while true {
             let stats = try await jobQueue.stats(queue: "default")
             let done = stats.total("succeeded") - before
-            print(
+            say(
                 String(
                     format: "  %5.1fs  pending %6d  active %4d  retrying %4d  succeeded %6d", (clock.now - began).seconds,
                     stats.pending, stats.active, stats.scheduled, done))
@@ -100,9 +100,15 @@ struct RunCommand: AsyncParsableCommand {
             try await Task.sleep(for: .milliseconds(250))
         }
         if let sample = try await jobQueue.job(id: results[0].id, queue: "default") {
-            print("job \(sample.id): \(sample.status.rawValue) after \(sample.attempt) attempt(s), result \(sample.result ?? "null")")
+            say("job \(sample.id): \(sample.status.rawValue) after \(sample.attempt) attempt(s), result \(sample.result ?? "null")")
         }
         let elapsed = (clock.now - began).seconds
-        print(String(format: "all %d jobs succeeded in %.2fs (%.0f jobs/s)", jobs, elapsed, Double(jobs) / elapsed))
+        say(String(format: "all %d jobs succeeded in %.2fs (%.0f jobs/s)", jobs, elapsed, Double(jobs) / elapsed))
     }
+}
+
+/// Writes a line to standard output at once (unbuffered), so progress reaches a pipe or
+/// file as it happens, not when the demo exits.
+private func say(_ line: String) {
+    FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }

@@ -1,20 +1,17 @@
 import Foundation
+import Synchronization
 
-/// A child process for CLI tests: the built `entitle` binary or any other program.
+/// A child process, spawned with `posix_spawn`, an empty signal mask and default signal
+/// actions, its output going to files. Used for the private redis-server and in tests.
 ///
-/// Spawned with `posix_spawn` and an empty signal mask: Foundation's `Process` passes on
-/// the spawning thread's blocked signals, and these tests send SIGTERM and SIGKILL.
-public final class ChildProcess: @unchecked Sendable {
-    // @unchecked Sendable: `pid` is set once in init; the output file is only read.
+/// Not Foundation's `Process`: that passes on the spawning thread's blocked signals (a
+/// child started from a Swift concurrency thread would ignore SIGTERM), and its child
+/// monitoring got in the way of swift-service-lifecycle's signal handling.
+public final class ChildProcess: Sendable {
     public let pid: pid_t
     public let outputPath: String
     public let errorPath: String
-
-    /// The `entitle` executable built next to the test bundle.
-    public static var entitleExecutable: String {
-        let bundle = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        return bundle.appendingPathComponent("entitle").path
-    }
+    private let exitStatus = Mutex<Int32?>(nil)
 
     public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws {
         let base = FileManager.default.temporaryDirectory.appendingPathComponent("entitle-child-\(UUID().uuidString.prefix(8))").path
@@ -56,16 +53,23 @@ public final class ChildProcess: @unchecked Sendable {
 
     public func signal(_ signal: Int32) { kill(pid, signal) }
 
+    /// Whether the process has not exited yet (reaps it when it has).
+    public var isRunning: Bool {
+        exitStatus.withLock { status in
+            if status != nil { return false }
+            var raw: Int32 = 0
+            guard waitpid(pid, &raw, WNOHANG) == pid else { return true }
+            let signal = raw & 0x7f
+            status = signal == 0 ? (raw >> 8) & 0xff : 128 + signal
+            return false
+        }
+    }
+
     /// Waits for the process to exit and returns its exit status (128+N for signal N).
     public func wait(timeout: Duration = .seconds(60)) async throws -> Int32 {
         let deadline = ContinuousClock.now + timeout
         while true {
-            var status: Int32 = 0
-            let result = waitpid(pid, &status, WNOHANG)
-            if result == pid {
-                let signal = status & 0x7f
-                return signal == 0 ? (status >> 8) & 0xff : 128 + signal
-            }
+            if !isRunning, let status = exitStatus.withLock({ $0 }) { return status }
             if ContinuousClock.now >= deadline {
                 kill(pid, SIGKILL)
                 throw SpawnError(message: "process \(pid) did not exit in time; output:\n\(output)\n\(errors)")
@@ -76,7 +80,7 @@ public final class ChildProcess: @unchecked Sendable {
 
     /// Runs to completion and returns (exit status, standard output, standard error).
     public static func run(
-        _ executable: String = entitleExecutable, _ arguments: [String], environment: [String: String] = [:],
+        _ executable: String, _ arguments: [String], environment: [String: String] = [:],
         timeout: Duration = .seconds(60)
     ) async throws -> (status: Int32, output: String, errors: String) {
         let child = try ChildProcess(executable, arguments, environment: environment)
