@@ -19,11 +19,23 @@ public struct JobContext: Sendable {
     /// 1 for the first run.
     public let attempt: Int
     public let maxAttempts: Int
-    /// Carries job id, type and attempt as metadata; never log payload contents with it.
-    public let logger: Logger
     /// For handlers that keep their effects in Redis.
     public let redis: RedisConnectionPool
     public let keys: QueueKeys
+    /// The consumer's logger; `logger` adds this job's metadata to it.
+    let baseLogger: Logger
+
+    /// Carries job id, type and attempt as metadata; never log payload contents with it.
+    /// Built when a handler asks (setting metadata costs more than a no-op job does).
+    public var logger: Logger {
+        var logger = baseLogger
+        for (key, value) in JobContext.metadata(id: id, type: type, attempt: attempt) { logger[metadataKey: key] = value }
+        return logger
+    }
+
+    static func metadata(id: String, type: String, attempt: Int) -> Logger.Metadata {
+        ["job": .string(id), "type": .string(type), "attempt": .stringConvertible(attempt)]
+    }
 }
 
 /// A handler's failure, saying whether another attempt may succeed.

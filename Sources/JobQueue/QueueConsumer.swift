@@ -226,10 +226,10 @@ public final class QueueConsumer: Sendable {
         defer { running.subtract(1, ordering: .relaxed) }
         let registration = registry[job.type]
         let metrics = QueueMetrics.shared.forJob(queue: queue, type: registration == nil ? "unregistered" : job.type)
-        var logger = self.logger
-        logger[metadataKey: "job"] = "\(job.id)"
-        logger[metadataKey: "type"] = "\(job.type)"
-        logger[metadataKey: "attempt"] = "\(job.attempt)"
+        // Passed to each log call, so it is only built when a line is actually logged.
+        func metadata(_ extra: Logger.Metadata = [:]) -> Logger.Metadata {
+            JobContext.metadata(id: job.id, type: job.type, attempt: job.attempt).merging(extra) { $1 }
+        }
         let startedAt = JobQueue.nowMilliseconds()
         metrics.started.increment()
         metrics.waitTime.recordMilliseconds(max(0, startedAt - job.enqueuedAt))
@@ -246,7 +246,7 @@ public final class QueueConsumer: Sendable {
             }
             let context = JobContext(
                 id: job.id, type: job.type, queue: queue, payload: job.payload, attempt: job.attempt,
-                maxAttempts: maxAttempts, logger: logger, redis: jobQueue.redis, keys: keys
+                maxAttempts: maxAttempts, redis: jobQueue.redis, keys: keys, baseLogger: logger
             )
             outcome.data = try await Self.run(registration.handler, context, timeout: registration.timeout) ?? "null"
         } catch {
@@ -261,17 +261,18 @@ public final class QueueConsumer: Sendable {
                 let delay = failure.retryAfter ?? policy.delay(afterAttempt: job.attempt, using: &generator)
                 outcome.kind = .retry
                 outcome.retryAt = JobQueue.nowMilliseconds() + delay.milliseconds
-                logger.notice("job failed; will retry", metadata: ["error": "\(failure.code)", "retryInMs": "\(delay.milliseconds)"])
+                logger.notice(
+                    "job failed; will retry", metadata: metadata(["error": "\(failure.code)", "retryInMs": "\(delay.milliseconds)"]))
             } else {
                 outcome.kind = .dead
-                logger.error("job failed for good", metadata: ["error": "\(failure.code)"])
+                logger.error("job failed for good", metadata: metadata(["error": "\(failure.code)"]))
             }
         }
         metrics.runTime.record(duration: clock.now - began)
         let recorded = await acks.record(outcome)
         guard recorded else {
             metrics.fenced.increment()
-            logger.warning("lease lost before the job finished; its outcome was not recorded")
+            logger.warning("lease lost before the job finished; its outcome was not recorded", metadata: metadata())
             return
         }
         switch outcome.kind {
