@@ -15,6 +15,7 @@ import Testing
 
         // Serving: SIGTERM stops the worker and the private redis-server with it.
         let serving = try ChildProcess(ChildProcess.entitleExecutable, ["run", "--jobs", "50"], environment: environment)
+        defer { if serving.isRunning { serving.signal(SIGKILL) } }  // when an expectation below fails
         try await eventually("the demo to finish and serve") { serving.output.contains("serving until Ctrl-C") }
         let url = try #require(serving.output.split(separator: " ").first { $0.hasPrefix("redis://127.0.0.1:") }.map(String.init))
         var configuration = try RedisConfiguration(url: url)
