@@ -72,17 +72,12 @@ public struct RetryPolicy: Sendable, Hashable {
     /// The wait after failed attempt `attempt` (1-based): `min(cap, base * 2^(attempt-1))`
     /// with equal jitter, i.e. uniformly between half of it and all of it.
     public func delay(afterAttempt attempt: Int, using generator: inout some RandomNumberGenerator) -> Duration {
-        let exponent = Double(min(max(attempt - 1, 0), 40))
-        let ceiling = min(cap.seconds, base.seconds * pow2(exponent))
+        let exponent = UInt64(min(max(attempt - 1, 0), 40))
+        let ceiling = min(cap.seconds, base.seconds * Double(UInt64(1) << exponent))
         let seconds = ceiling / 2 + Double.random(in: 0...(ceiling / 2), using: &generator)
         return .milliseconds(Int64(seconds * 1000))
     }
 
-    private func pow2(_ exponent: Double) -> Double {
-        var value = 1.0
-        for _ in 0..<Int(exponent) { value *= 2 }
-        return value
-    }
 }
 
 /// How a worker runs one job type.

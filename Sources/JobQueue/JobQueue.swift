@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import Metrics
 import RedisClient
+import Synchronization
 
 /// The producer and operator side of the queue: enqueue, read jobs, queue statistics,
 /// the dead set, and the maintenance steps (promote, reap, trim) that workers run.
@@ -13,6 +14,8 @@ public final class JobQueue: Sendable {
     public let configuration: JobQueueConfiguration
     let logger: Logger
     let metrics: QueueMetrics
+    /// Queues this instance has already added to the registry set.
+    private let registeredQueues = Mutex<Set<String>>([])
 
     /// Jobs per `enqueue` script call in bulk enqueues.
     static let enqueueChunk = 500
@@ -64,8 +67,11 @@ public final class JobQueue: Sendable {
                     calls.append((callKeys, arguments))
                     chunks.append(chunk)
                 }
-                // Discovery only, so outside the scripts: a queue appears in `entitle queues`.
-                try await connection.send(["SADD", QueueKeys.registry(prefix: configuration.prefix), queue])
+                // Discovery only, so outside the scripts, and once per queue: a queue appears in `entitle queues`.
+                if !registeredQueues.withLock({ $0.contains(queue) }) {
+                    try await connection.send(["SADD", QueueKeys.registry(prefix: configuration.prefix), queue])
+                    _ = registeredQueues.withLock { $0.insert(queue) }
+                }
                 let replies = try await connection.runPipelined(QueueScripts.enqueue, calls: calls)
                 for (chunk, reply) in zip(chunks, replies) {
                     guard let values = try reply.get().array, values.count == chunk.count * 2 else {

@@ -70,7 +70,6 @@ final class SlotGate: Sendable {
     }
 
     var isStopped: Bool { state.withLock { $0.stopped } }
-    var busy: Int { state.withLock { capacity - $0.free } }
 
     /// Returns when every slot is free, or when the task is cancelled.
     func waitUntilIdle() async {

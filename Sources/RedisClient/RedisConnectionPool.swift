@@ -15,13 +15,16 @@ public final class RedisConnectionPool: Sendable {
 
     public let configuration: RedisConfiguration
     public let maximumConnections: Int
+    /// Connections are named `NAME-1`, `NAME-2`, ... (`CLIENT SETNAME`), to find them in `CLIENT LIST`.
+    public let name: String
     private let logger: Logger
     private let state = Mutex(State())
 
-    public init(configuration: RedisConfiguration, maximumConnections: Int = 4, logger: Logger) {
+    public init(configuration: RedisConfiguration, maximumConnections: Int = 4, name: String = "pool", logger: Logger) {
         precondition(maximumConnections > 0, "a pool needs at least one connection")
         self.configuration = configuration
         self.maximumConnections = maximumConnections
+        self.name = name
         self.logger = logger
     }
 
@@ -76,7 +79,7 @@ public final class RedisConnectionPool: Sendable {
         switch decision {
         case .use(let connection): return connection
         case .open(let number):
-            return RedisConnection(configuration: configuration, name: "pool-\(number)", logger: logger)
+            return RedisConnection(configuration: configuration, name: "\(name)-\(number)", logger: logger)
         case .closed: throw RedisError(.poolClosed, "the Redis pool was closed")
         case .wait:
             return try await withCheckedThrowingContinuation { continuation in

@@ -115,10 +115,14 @@ import Testing
     @Test func handlersLogWithTheJobsMetadata() async throws {
         let h = try await QueueHarness("logmeta")
         var registry = JobHandlerRegistry()
-        registry.register("tell", JobRegistration(handler: ClosureHandler { job in
-            let logger = job.logger
-            return "\"\(logger[metadataKey: "job"] ?? "")/\(logger[metadataKey: "type"] ?? "")/\(logger[metadataKey: "attempt"] ?? "")\""
-        }))
+        registry.register(
+            "tell",
+            JobRegistration(
+                handler: ClosureHandler { job in
+                    let logger = job.logger
+                    return
+                        "\"\(logger[metadataKey: "job"] ?? "")/\(logger[metadataKey: "type"] ?? "")/\(logger[metadataKey: "attempt"] ?? "")\""
+                }))
         let id = try await h.enqueue("tell")
         let job = try await h.whileRunning(h.worker(registry: registry)) { try await h.waitForStatus(id, .succeeded) }
         #expect(job.result == "\"\(id)/tell/1\"")

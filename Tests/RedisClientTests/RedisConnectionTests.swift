@@ -45,10 +45,9 @@ import Testing
         try await redis.send(["DEL", key])
     }
 
-    @Test func pipelineIsOneRoundTripWithErrorsInPlace() async throws {
+    @Test func pipelineReturnsEveryReplyInOrderWithErrorsInPlace() async throws {
         let redis = try await connection()
         let key = TestRedis.uniquePrefix("pipe")
-        let before = try await redis.send(["INFO", "stats"]).string ?? ""
         var commands = (0..<100).map { ["RPUSH", key, String($0)] }
         commands.append(["HGET", key, "field"])  // wrong type: an error in place
         commands.append(["LLEN", key])
@@ -61,7 +60,6 @@ import Testing
             Issue.record("expected an error reply")
         }
         #expect(replies[101] == .integer(100))
-        #expect(!before.isEmpty)
         try await redis.send(["DEL", key])
     }
 
