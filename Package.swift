@@ -8,6 +8,7 @@ let package = Package(
         .executable(name: "entitle", targets: ["entitle"]),
         .library(name: "RedisClient", targets: ["RedisClient"]),
         .library(name: "JobQueue", targets: ["JobQueue"]),
+        .library(name: "AppStore", targets: ["AppStore"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.0"),
@@ -16,6 +17,10 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.0"),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.0"),
+        .package(url: "https://github.com/apple/swift-asn1.git", from: "1.7.0"),
+        .package(url: "https://github.com/apple/swift-crypto.git", "3.12.0"..<"5.0.0"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
     ],
     targets: [
         /// The C library hiredis (Debian's libhiredis-dev), through a module map.
@@ -43,12 +48,37 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        /// Everything Apple: signed-data (JWS) and receipt (PKCS#7) verification, models,
+        /// and the verifyReceipt and App Store Server API clients.
+        .target(
+            name: "AppStore",
+            dependencies: [
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        /// The local App Store: signing authorities shaped like Apple's, and (later) its server.
+        .target(
+            name: "AppStoreSimulator",
+            dependencies: [
+                "AppStore",
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ]
+        ),
         /// The `entitle` command: worker, enqueue, queues, jobs, dead.
         .executableTarget(
             name: "entitle",
             dependencies: [
                 "RedisClient",
                 "JobQueue",
+                "AppStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -70,6 +100,18 @@ let package = Package(
         .testTarget(
             name: "JobQueueTests",
             dependencies: ["JobQueue", "RedisClient", "RedisTestSupport"]
+        ),
+        .testTarget(
+            name: "AppStoreTests",
+            dependencies: [
+                "AppStore",
+                "AppStoreSimulator",
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+            ]
         ),
         .testTarget(
             name: "EntitleCLITests",

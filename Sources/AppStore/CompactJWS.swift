@@ -1,0 +1,106 @@
+import Crypto
+import Foundation
+import X509
+
+/// A JWS in compact form (`header.payload.signature`), split and decoded but not yet trusted.
+struct CompactJWS {
+    struct Header: Decodable {
+        var alg: String?
+        var x5c: [String]?
+        var kid: String?
+    }
+
+    let header: Header
+    /// The base64 DER certificates of `x5c`, leaf first.
+    let certificateChain: [String]
+    let payload: [UInt8]
+    private let signingInput: Substring
+    private let signature: [UInt8]
+
+    init(_ text: String) throws(AppStoreError) {
+        let text = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, !parts[0].isEmpty, !parts[1].isEmpty else {
+            throw AppStoreError(.invalidFormat, "not a JWS in compact form (three base64url parts)")
+        }
+        guard let headerBytes = Base64Decoding.decode(parts[0]),
+            let header = try? JSONDecoder().decode(Header.self, from: Data(headerBytes))
+        else {
+            throw AppStoreError(.invalidFormat, "the JWS header is not base64url JSON")
+        }
+        guard header.alg == "ES256" else {
+            throw AppStoreError(
+                .unsupportedAlgorithm, "JWS algorithm \(header.alg.map { "\"\($0)\"" } ?? "(none)") refused; only ES256 is accepted")
+        }
+        guard let chain = header.x5c, !chain.isEmpty else {
+            throw AppStoreError(.invalidFormat, "the JWS header has no x5c certificate chain")
+        }
+        guard let payload = Base64Decoding.decode(parts[1]) else {
+            throw AppStoreError(.invalidFormat, "the JWS payload is not base64url")
+        }
+        guard let signature = Base64Decoding.decode(parts[2]), signature.count == 64 else {
+            throw AppStoreError(.invalidSignature, "the JWS signature is not a 64-byte ES256 signature")
+        }
+        self.header = header
+        self.certificateChain = chain
+        self.payload = payload
+        self.signature = signature
+        self.signingInput = text[parts[0].startIndex..<parts[1].endIndex]
+    }
+
+    func decodePayload<T: Decodable>() throws(AppStoreError) -> T {
+        do {
+            return try JSONDecoder().decode(T.self, from: Data(payload))
+        } catch {
+            throw AppStoreError(.invalidFormat, "the JWS payload is not a \(T.self): \(Self.describe(error))")
+        }
+    }
+
+    func parseCertificates() throws(AppStoreError) -> [Certificate] {
+        var certificates: [Certificate] = []
+        for (index, encoded) in certificateChain.enumerated() {
+            guard let der = Base64Decoding.decode(encoded), let certificate = try? Certificate(derEncoded: der) else {
+                throw AppStoreError(.invalidFormat, "x5c[\(index)] is not a DER certificate")
+            }
+            certificates.append(certificate)
+        }
+        return certificates
+    }
+
+    func isValidSignature(with key: P256.Signing.PublicKey) -> Bool {
+        guard let signature = try? P256.Signing.ECDSASignature(rawRepresentation: signature) else { return false }
+        return key.isValidSignature(signature, for: Data(signingInput.utf8))
+    }
+
+    /// For early (2022) notifications without a top-level `signedDate`: the earliest
+    /// `signedDate` of the nested signed data, used only to pick the chain validation time.
+    func fallbackSignedDate() -> AppleTimestamp? {
+        struct Nested: Decodable {
+            struct Data: Decodable {
+                var signedTransactionInfo: String?
+                var signedRenewalInfo: String?
+            }
+            var data: Data?
+        }
+        struct Dated: Decodable { var signedDate: AppleTimestamp? }
+        guard let nested = try? JSONDecoder().decode(Nested.self, from: Data(payload)) else { return nil }
+        let dates = [nested.data?.signedTransactionInfo, nested.data?.signedRenewalInfo].compactMap { jws -> AppleTimestamp? in
+            guard let jws, let inner = try? CompactJWS(jws), let dated: Dated = try? inner.decodePayload() else {
+                return nil
+            }
+            return dated.signedDate
+        }
+        return dates.min()
+    }
+
+    static func describe(_ error: any Error) -> String {
+        switch error {
+        case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context),
+            DecodingError.keyNotFound(_, let context), DecodingError.dataCorrupted(let context):
+            let path = context.codingPath.map(\.stringValue).joined(separator: ".")
+            return path.isEmpty ? context.debugDescription : "\(path): \(context.debugDescription)"
+        default:
+            return "\(error)"
+        }
+    }
+}

@@ -1,0 +1,42 @@
+/// A StoreKit 2 transaction, decoded from a verified `signedTransactionInfo`
+/// (Apple's `JWSTransactionDecodedPayload`).
+public struct JWSTransaction: SignedPayload, Codable, Hashable {
+    public var originalTransactionId: String?
+    public var transactionId: String?
+    public var webOrderLineItemId: String?
+    public var bundleId: String?
+    public var productId: String?
+    public var subscriptionGroupIdentifier: String?
+    public var purchaseDate: AppleTimestamp?
+    public var originalPurchaseDate: AppleTimestamp?
+    public var expiresDate: AppleTimestamp?
+    public var quantity: Int?
+    public var type: ProductType?
+    /// The UUID the app attached to the purchase, usually the publisher's account id.
+    public var appAccountToken: String?
+    public var inAppOwnershipType: InAppOwnershipType?
+    public var signedDate: AppleTimestamp?
+    public var revocationReason: RevocationReason?
+    public var revocationDate: AppleTimestamp?
+    public var revocationType: RevocationType?
+    /// Per mille of the amount refunded, times 100 (50000 is 50 %).
+    public var revocationPercentage: Int?
+    public var isUpgraded: Bool?
+    public var offerType: OfferType?
+    public var offerIdentifier: String?
+    public var offerDiscountType: OfferDiscountType?
+    public var offerPeriod: String?
+    public var environment: AppStoreEnvironment?
+    public var storefront: String?
+    public var storefrontId: String?
+    public var transactionReason: TransactionReason?
+    /// ISO 4217 currency code.
+    public var currency: String?
+    /// Price in milliunits of `currency`.
+    public var price: Int64?
+    public var appTransactionId: String?
+
+    public var payloadEnvironment: AppStoreEnvironment? { environment }
+    public var payloadBundleId: String? { bundleId }
+    public var payloadAppAppleId: Int64? { nil }
+}

@@ -1,0 +1,71 @@
+/// An App Store Server Notification V2, decoded from a verified `signedPayload`
+/// (Apple's `ResponseBodyV2DecodedPayload`).
+public struct NotificationPayload: SignedPayload, Codable, Hashable {
+    public var notificationType: NotificationType?
+    public var subtype: NotificationSubtype?
+    /// Unique per notification; Apple resends with the same UUID, so it is the idempotency key.
+    public var notificationUUID: String?
+    public var data: NotificationData?
+    public var summary: NotificationSummary?
+    public var externalPurchaseToken: ExternalPurchaseToken?
+    public var appData: AppData?
+    public var version: String?
+    public var signedDate: AppleTimestamp?
+
+    public var payloadEnvironment: AppStoreEnvironment? {
+        data?.environment ?? summary?.environment ?? appData?.environment ?? externalPurchaseToken?.environment
+    }
+    public var payloadBundleId: String? {
+        data?.bundleId ?? summary?.bundleId ?? appData?.bundleId ?? externalPurchaseToken?.bundleId
+    }
+    public var payloadAppAppleId: Int64? {
+        data?.appAppleId ?? summary?.appAppleId ?? appData?.appAppleId ?? externalPurchaseToken?.appAppleId
+    }
+}
+
+/// The app and purchase a notification is about.
+public struct NotificationData: Codable, Sendable, Hashable {
+    public var environment: AppStoreEnvironment?
+    public var appAppleId: Int64?
+    public var bundleId: String?
+    public var bundleVersion: String?
+    /// Still signed: verify with ``SignedDataVerifier/verifyTransaction(_:)``.
+    public var signedTransactionInfo: String?
+    /// Still signed: verify with ``SignedDataVerifier/verifyRenewalInfo(_:)``.
+    public var signedRenewalInfo: String?
+    public var status: SubscriptionStatus?
+    public var consumptionRequestReason: ConsumptionRequestReason?
+}
+
+/// The outcome of a renewal-date extension for all subscribers (`RENEWAL_EXTENSION` / `SUMMARY`).
+public struct NotificationSummary: Codable, Sendable, Hashable {
+    public var environment: AppStoreEnvironment?
+    public var appAppleId: Int64?
+    public var bundleId: String?
+    public var productId: String?
+    public var requestIdentifier: String?
+    public var storefrontCountryCodes: [String]?
+    public var succeededCount: Int64?
+    public var failedCount: Int64?
+}
+
+/// The app a notification without a purchase is about (`RESCIND_CONSENT`).
+public struct AppData: Codable, Sendable, Hashable {
+    public var environment: AppStoreEnvironment?
+    public var appAppleId: Int64?
+    public var bundleId: String?
+    public var signedAppTransactionInfo: String?
+}
+
+/// An external purchase token (`EXTERNAL_PURCHASE_TOKEN`).
+public struct ExternalPurchaseToken: Codable, Sendable, Hashable {
+    public var externalPurchaseId: String?
+    public var tokenCreationDate: AppleTimestamp?
+    public var appAppleId: Int64?
+    public var bundleId: String?
+
+    /// Apple marks sandbox tokens by an id starting with `SANDBOX`.
+    public var environment: AppStoreEnvironment {
+        externalPurchaseId?.hasPrefix("SANDBOX") == true ? .sandbox : .production
+    }
+}
