@@ -174,7 +174,7 @@ import X509
 
     @Test func appleLibraryTestNotification() async throws {
         let jws = try Vectors.text("appstore-library/swift/mock_signed_data/testNotification")
-        let payload = try await try appleLibraryVerifier().verifyNotification(jws)
+        let payload = try await appleLibraryVerifier().verifyNotification(jws)
         #expect(payload.notificationType == .test)
         #expect(payload.notificationUUID == "9ad56bd2-0bc6-42e0-af24-fd996d87a1e6")
         #expect(payload.data?.appAppleId == 1234)
@@ -187,14 +187,14 @@ import X509
 
     @Test func appleLibraryTransactionAndRenewalInfo() async throws {
         let transactionJWS = try Vectors.text("appstore-library/swift/mock_signed_data/transactionInfo")
-        let transaction = try await try appleLibraryVerifier().verifyTransaction(transactionJWS)
+        let transaction = try await appleLibraryVerifier().verifyTransaction(transactionJWS)
         #expect(transaction.environment == .sandbox)
         #expect(transaction.bundleId == "com.example")
         let otherBundle = try appleLibraryVerifier(bundleId: "com.example.x")
         let error = await #expect(throws: AppStoreError.self) { try await otherBundle.verifyTransaction(transactionJWS) }
         #expect(error?.code == .invalidAppIdentifier)
 
-        let renewal = try await try appleLibraryVerifier().verifyRenewalInfo(
+        let renewal = try await appleLibraryVerifier().verifyRenewalInfo(
             try Vectors.text("appstore-library/swift/mock_signed_data/renewalInfo"))
         #expect(renewal.environment == .sandbox)
         #expect(renewal.signedDate?.milliseconds == 1_672_956_154_000)

@@ -1,0 +1,238 @@
+import AsyncHTTPClient
+import Crypto
+import Foundation
+import NIOHTTP1
+import Synchronization
+
+/// The App Store Server API, authenticated with an ES256 JWT from the publisher's
+/// In-App Purchase key (.p8).
+///
+/// Failures are `AppStoreError`s classed retryable or permanent. A 429 carries Apple's
+/// `Retry-After`. In production, "transaction id not found" (4040010) and the 401 Apple
+/// answers for apps not yet released are retried once against sandbox.
+public struct AppStoreServerAPIClient: Sendable {
+    public struct Configuration: Sendable {
+        /// The key's id (the `kid` header).
+        public var keyId: String
+        /// The issuer id from App Store Connect (`iss`).
+        public var issuerId: String
+        public var bundleId: String
+        public var environment: AppStoreEnvironment = .production
+        public var productionURL = "https://api.storekit.itunes.apple.com"
+        public var sandboxURL = "https://api.storekit-sandbox.itunes.apple.com"
+        /// Retry 4040010 and pre-release 401 answers against sandbox.
+        public var sandboxFallback = true
+        public var timeout: Duration = .seconds(30)
+        /// Token lifetime; Apple refuses more than 60 minutes.
+        public var tokenLifetime: Duration = .seconds(20 * 60)
+
+        public init(keyId: String, issuerId: String, bundleId: String, environment: AppStoreEnvironment = .production) {
+            self.keyId = keyId
+            self.issuerId = issuerId
+            self.bundleId = bundleId
+            self.environment = environment
+        }
+    }
+
+    public let configuration: Configuration
+    private let signingKey: P256.Signing.PrivateKey
+    private let transport: AppleHTTPTransport
+    private let token = TokenCache()
+
+    /// - Parameter privateKeyPEM: the contents of the `.p8` file.
+    public init(configuration: Configuration, privateKeyPEM: String, httpClient: HTTPClient = .shared) throws(AppStoreError) {
+        guard configuration.tokenLifetime <= .seconds(3600), configuration.tokenLifetime > .zero else {
+            throw AppStoreError(.invalidConfiguration, "the token lifetime must be at most 60 minutes")
+        }
+        do {
+            signingKey = try P256.Signing.PrivateKey(pemRepresentation: privateKeyPEM)
+        } catch {
+            throw AppStoreError(.invalidConfiguration, "the private key is not a P-256 .p8 key in PEM form")
+        }
+        self.configuration = configuration
+        self.transport = AppleHTTPTransport(httpClient: httpClient, timeout: configuration.timeout)
+    }
+
+    // MARK: Endpoints
+
+    /// Get Transaction Info.
+    public func getTransactionInfo(transactionId: String) async throws(AppStoreError) -> TransactionInfoResponse {
+        try await call(.GET, "/inApps/v1/transactions/\(try Self.pathComponent(transactionId))")
+    }
+
+    /// One page of Get Transaction History (v2); pass the previous page's `revision`.
+    public func getTransactionHistory(transactionId: String, revision: String? = nil) async throws(AppStoreError)
+        -> HistoryResponse
+    {
+        try await call(.GET, "/inApps/v2/history/\(try Self.pathComponent(transactionId))", query: [("revision", revision)])
+    }
+
+    /// Every signed transaction of the customer, following `revision` through every page.
+    public func getAllTransactionHistory(transactionId: String, pageLimit: Int = 1000) async throws(AppStoreError) -> [String] {
+        var revision: String?
+        var transactions: [String] = []
+        for _ in 0..<pageLimit {
+            let page = try await getTransactionHistory(transactionId: transactionId, revision: revision)
+            transactions += page.signedTransactions ?? []
+            guard page.hasMore == true, let next = page.revision, next != revision else { return transactions }
+            revision = next
+        }
+        throw AppStoreError(.serverUnavailable, "transaction history has more than \(pageLimit) pages", retryable: false)
+    }
+
+    /// Get All Subscription Statuses, optionally only those with the given statuses.
+    public func getAllSubscriptionStatuses(transactionId: String, status: [SubscriptionStatus] = []) async throws(AppStoreError)
+        -> StatusResponse
+    {
+        try await call(
+            .GET, "/inApps/v1/subscriptions/\(try Self.pathComponent(transactionId))",
+            query: status.map { ("status", String($0.rawValue)) })
+    }
+
+    /// One page of Get Refund History (v2).
+    public func getRefundHistory(transactionId: String, revision: String? = nil) async throws(AppStoreError)
+        -> RefundHistoryResponse
+    {
+        try await call(.GET, "/inApps/v2/refund/lookup/\(try Self.pathComponent(transactionId))", query: [("revision", revision)])
+    }
+
+    /// One page of Get Notification History; pass the previous page's `paginationToken`.
+    public func getNotificationHistory(_ request: NotificationHistoryRequest, paginationToken: String? = nil)
+        async throws(AppStoreError) -> NotificationHistoryResponse
+    {
+        try await call(.POST, "/inApps/v1/notifications/history", query: [("paginationToken", paginationToken)], body: request)
+    }
+
+    /// Look Up Order ID (the id on the customer's emailed invoice).
+    public func lookUpOrderId(_ orderId: String) async throws(AppStoreError) -> OrderLookupResponse {
+        try await call(.GET, "/inApps/v1/lookup/\(try Self.pathComponent(orderId))")
+    }
+
+    /// Send Consumption Information.
+    public func sendConsumptionInformation(transactionId: String, _ request: ConsumptionRequest) async throws(AppStoreError) {
+        let _: Empty = try await call(
+            .PUT, "/inApps/v1/transactions/consumption/\(try Self.pathComponent(transactionId))", body: request)
+    }
+
+    /// Extend a Subscription Renewal Date.
+    public func extendSubscriptionRenewalDate(originalTransactionId: String, _ request: ExtendRenewalDateRequest)
+        async throws(AppStoreError) -> ExtendRenewalDateResponse
+    {
+        try await call(.PUT, "/inApps/v1/subscriptions/extend/\(try Self.pathComponent(originalTransactionId))", body: request)
+    }
+
+    /// Request a Test Notification.
+    public func requestTestNotification() async throws(AppStoreError) -> SendTestNotificationResponse {
+        try await call(.POST, "/inApps/v1/notifications/test")
+    }
+
+    // MARK: Transport
+
+    struct Empty: Codable {}
+
+    private func call<Response: Decodable>(
+        _ method: HTTPMethod, _ path: String, query: [(String, String?)] = [], body: (some Encodable)? = Empty?.none
+    ) async throws(AppStoreError) -> Response {
+        let bodyBytes: [UInt8]?
+        do {
+            bodyBytes = try body.map { Array(try JSONEncoder().encode($0)) }
+        } catch {
+            throw AppStoreError(.invalidFormat, "the request body cannot be encoded")
+        }
+        var components = URLComponents()
+        components.queryItems = query.compactMap { name, value in value.map { URLQueryItem(name: name, value: $0) } }
+        let queryString = components.queryItems?.isEmpty == false ? "?" + (components.percentEncodedQuery ?? "") : ""
+
+        let primary = configuration.environment == .sandbox ? configuration.sandboxURL : configuration.productionURL
+        do {
+            return try await send(method, primary + path + queryString, body: bodyBytes)
+        } catch let error where configuration.environment == .production && configuration.sandboxFallback
+            && (error.apiErrorCode == 4_040_010 || error.httpStatus == 401)
+        {
+            return try await send(method, configuration.sandboxURL + path + queryString, body: bodyBytes)
+        }
+    }
+
+    private func send<Response: Decodable>(_ method: HTTPMethod, _ url: String, body: [UInt8]?) async throws(AppStoreError)
+        -> Response
+    {
+        var headers = [("Authorization", "Bearer \(try bearerToken())"), ("Accept", "application/json")]
+        if body != nil { headers.append(("Content-Type", "application/json")) }
+        let response = try await transport.send(method: method, url: url, headers: headers, body: body)
+        guard (200..<300).contains(response.status) else { throw Self.error(from: response) }
+        if Response.self == Empty.self, let empty = Empty() as? Response { return empty }
+        do {
+            return try JSONDecoder().decode(Response.self, from: Data(response.body))
+        } catch {
+            throw AppStoreError(
+                .serverUnavailable, "the App Store Server API answered an unreadable \(Response.self): \(CompactJWS.describe(error))",
+                retryable: true, httpStatus: response.status)
+        }
+    }
+
+    /// Apple's retryable error codes (the ones its documentation names "…Retryable").
+    static let retryableErrorCodes: Set<Int> = [4_040_002, 4_040_004, 4_040_006, 5_000_001]
+
+    static func error(from response: AppleHTTPTransport.Response) -> AppStoreError {
+        let body = try? JSONDecoder().decode(APIErrorResponse.self, from: Data(response.body))
+        let code = body?.errorCode
+        let message = "App Store Server API HTTP \(response.status)" + (code.map { " error \($0)" } ?? "")
+            + (body?.errorMessage.map { ": \($0)" } ?? "")
+        switch response.status {
+        case 429:
+            let retryAfter = response.headers.first(name: "Retry-After").flatMap { Int64($0) }
+            return AppStoreError(
+                .rateLimited, message, retryable: true, httpStatus: 429, apiErrorCode: code, retryAfterMilliseconds: retryAfter)
+        case 500...:
+            return AppStoreError(.serverUnavailable, message, retryable: true, httpStatus: response.status, apiErrorCode: code)
+        case 401:
+            return AppStoreError(.invalidConfiguration, message + " (check the key, issuer and bundle id)", httpStatus: 401)
+        default:
+            let retryable = code.map(retryableErrorCodes.contains) ?? false
+            return AppStoreError(
+                retryable ? .serverUnavailable : .requestRejected, message, retryable: retryable, httpStatus: response.status,
+                apiErrorCode: code)
+        }
+    }
+
+    // MARK: Authentication
+
+    /// The current bearer token, renewed a minute before it expires.
+    func bearerToken(now: Date = Date()) throws(AppStoreError) -> String {
+        if let current = token.current.withLock({ $0 }), current.expires.timeIntervalSince(now) > 60 { return current.value }
+        let lifetime = Double(configuration.tokenLifetime.components.seconds)
+        let issuedAt = Int(now.timeIntervalSince1970)
+        let header: [String: Any] = ["alg": "ES256", "kid": configuration.keyId, "typ": "JWT"]
+        let claims: [String: Any] = [
+            "iss": configuration.issuerId, "iat": issuedAt, "exp": issuedAt + Int(lifetime),
+            "aud": "appstoreconnect-v1", "bid": configuration.bundleId,
+        ]
+        let signingInput: String
+        let signature: P256.Signing.ECDSASignature
+        do {
+            signingInput =
+                Base64Decoding.encodeURL(try JSONSerialization.data(withJSONObject: header, options: .sortedKeys)) + "."
+                + Base64Decoding.encodeURL(try JSONSerialization.data(withJSONObject: claims, options: .sortedKeys))
+            signature = try signingKey.signature(for: Data(signingInput.utf8))
+        } catch {
+            throw AppStoreError(.invalidConfiguration, "the API token cannot be signed")
+        }
+        let value = signingInput + "." + Base64Decoding.encodeURL(signature.rawRepresentation)
+        token.current.withLock { $0 = (value, now.addingTimeInterval(lifetime)) }
+        return value
+    }
+
+    /// Ids go into URL paths: only digits, letters and a few marks, so nothing can change the path.
+    static func pathComponent(_ id: String) throws(AppStoreError) -> String {
+        let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
+        guard !id.isEmpty, id.count <= 128, id.allSatisfy(allowed.contains), id != ".", id != ".." else {
+            throw AppStoreError(.invalidFormat, "not a transaction or order id")
+        }
+        return id
+    }
+}
+
+/// The bearer token shared by copies of one client.
+final class TokenCache: Sendable {
+    let current = Mutex<(value: String, expires: Date)?>(nil)
+}

@@ -1,0 +1,42 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOHTTP1
+
+/// One HTTP exchange with Apple (or the simulator): a request out, status, headers and body
+/// back, with a deadline. Every transport failure is retryable.
+struct AppleHTTPTransport: Sendable {
+    struct Response {
+        var status: Int
+        var headers: HTTPHeaders
+        var body: [UInt8]
+    }
+
+    let httpClient: HTTPClient
+    let timeout: Duration
+
+    /// The largest body accepted from Apple (transaction history pages are ~100 KB).
+    static let maximumBodySize = 16 << 20
+
+    func send(
+        method: HTTPMethod, url: String, headers: [(String, String)] = [], body: [UInt8]? = nil
+    ) async throws(AppStoreError) -> Response {
+        var request = HTTPClientRequest(url: url)
+        request.method = method
+        for (name, value) in headers { request.headers.add(name: name, value: value) }
+        if let body { request.body = .bytes(ByteBuffer(bytes: body)) }
+        let nanoseconds = timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000
+        do {
+            let response = try await httpClient.execute(request, timeout: .nanoseconds(nanoseconds))
+            let bytes = try await response.body.collect(upTo: Self.maximumBodySize)
+            return Response(status: Int(response.status.code), headers: response.headers, body: Array(bytes.readableBytesView))
+        } catch let error as HTTPClientError where error == .deadlineExceeded || error == .readTimeout {
+            throw AppStoreError(.serverUnavailable, "\(Self.host(url)) did not answer within \(timeout)", retryable: true)
+        } catch {
+            throw AppStoreError(.serverUnavailable, "\(Self.host(url)) could not be reached: \(error)", retryable: true)
+        }
+    }
+
+    /// The host of a URL, for messages (never the path, which may carry ids).
+    static func host(_ url: String) -> String { URL(string: url)?.host ?? "the server" }
+}
