@@ -87,6 +87,12 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
             ]
         ),
+        /// `bench/verify.sh`'s Swift side: signed-transaction verifications per CPU second.
+        .executableTarget(
+            name: "verify-bench",
+            dependencies: ["AppStore"],
+            path: "bench/VerifyBenchmark"
+        ),
         /// Starts a private redis-server for tests when the test command did not give one.
         .target(
             name: "RedisTestSupport",

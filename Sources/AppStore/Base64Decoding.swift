@@ -28,6 +28,7 @@ enum Base64Decoding {
         var accumulator: UInt32 = 0
         var count = 0
         var sawPadding = false
+        let table = Self.table  // one lazy-global check, not one per byte
         for byte in bytes {
             switch byte {
             case UInt8(ascii: "="):

@@ -14,16 +14,25 @@ struct CompactJWS {
     /// The base64 DER certificates of `x5c`, leaf first.
     let certificateChain: [String]
     let payload: [UInt8]
-    private let signingInput: Substring
+    private let signingInput: [UInt8]
     private let signature: [UInt8]
 
     init(_ text: String) throws(AppStoreError) {
-        let text = text.trimmingCharacters(in: .whitespacesAndNewlines)
-        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, !parts[0].isEmpty, !parts[1].isEmpty else {
+        // Byte-level work throughout: a JWS is ASCII, and Character-level String APIs cost more
+        // than the signature check itself.
+        let utf8 = Array(text.utf8)
+        var start = 0
+        var end = utf8.count
+        while start < end, Self.isSpace(utf8[start]) { start += 1 }
+        while end > start, Self.isSpace(utf8[end - 1]) { end -= 1 }
+        let dot = UInt8(ascii: ".")
+        guard let first = utf8[start..<end].firstIndex(of: dot),
+            let second = utf8[(first + 1)..<end].firstIndex(of: dot),
+            utf8[(second + 1)..<end].firstIndex(of: dot) == nil, first > start, second > first + 1
+        else {
             throw AppStoreError(.invalidFormat, "not a JWS in compact form (three base64url parts)")
         }
-        guard let headerBytes = Base64Decoding.decode(parts[0]),
+        guard let headerBytes = Self.decode(utf8[start..<first]),
             let header = try? JSONDecoder().decode(Header.self, from: Data(headerBytes))
         else {
             throw AppStoreError(.invalidFormat, "the JWS header is not base64url JSON")
@@ -35,17 +44,23 @@ struct CompactJWS {
         guard let chain = header.x5c, !chain.isEmpty else {
             throw AppStoreError(.invalidFormat, "the JWS header has no x5c certificate chain")
         }
-        guard let payload = Base64Decoding.decode(parts[1]) else {
+        guard let payload = Self.decode(utf8[(first + 1)..<second]) else {
             throw AppStoreError(.invalidFormat, "the JWS payload is not base64url")
         }
-        guard let signature = Base64Decoding.decode(parts[2]), signature.count == 64 else {
+        guard let signature = Self.decode(utf8[(second + 1)..<end]), signature.count == 64 else {
             throw AppStoreError(.invalidSignature, "the JWS signature is not a 64-byte ES256 signature")
         }
         self.header = header
         self.certificateChain = chain
         self.payload = payload
         self.signature = signature
-        self.signingInput = text[parts[0].startIndex..<parts[1].endIndex]
+        self.signingInput = Array(utf8[start..<second])
+    }
+
+    private static func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09 }
+
+    private static func decode(_ bytes: ArraySlice<UInt8>) -> [UInt8]? {
+        bytes.withUnsafeBufferPointer { Base64Decoding.decode(bytes: $0) }
     }
 
     func decodePayload<T: Decodable>() throws(AppStoreError) -> T {
@@ -69,7 +84,7 @@ struct CompactJWS {
 
     func isValidSignature(with key: P256.Signing.PublicKey) -> Bool {
         guard let signature = try? P256.Signing.ECDSASignature(rawRepresentation: signature) else { return false }
-        return key.isValidSignature(signature, for: Data(signingInput.utf8))
+        return key.isValidSignature(signature, for: signingInput)
     }
 
     /// For early (2022) notifications without a top-level `signedDate`: the earliest
