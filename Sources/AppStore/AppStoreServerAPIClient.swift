@@ -61,7 +61,9 @@ public struct AppStoreServerAPIClient: Sendable {
     }
 
     /// One page of Get Transaction History (v2); pass the previous page's `revision`.
-    public func getTransactionHistory(transactionId: String, revision: String? = nil) async throws(AppStoreError)
+    public func getTransactionHistory(
+        transactionId: String, revision: String? = nil
+    ) async throws(AppStoreError)
         -> HistoryResponse
     {
         try await call(.GET, "/inApps/v2/history/\(try Self.pathComponent(transactionId))", query: [("revision", revision)])
@@ -81,7 +83,9 @@ public struct AppStoreServerAPIClient: Sendable {
     }
 
     /// Get All Subscription Statuses, optionally only those with the given statuses.
-    public func getAllSubscriptionStatuses(transactionId: String, status: [SubscriptionStatus] = []) async throws(AppStoreError)
+    public func getAllSubscriptionStatuses(
+        transactionId: String, status: [SubscriptionStatus] = []
+    ) async throws(AppStoreError)
         -> StatusResponse
     {
         try await call(
@@ -90,14 +94,18 @@ public struct AppStoreServerAPIClient: Sendable {
     }
 
     /// One page of Get Refund History (v2).
-    public func getRefundHistory(transactionId: String, revision: String? = nil) async throws(AppStoreError)
+    public func getRefundHistory(
+        transactionId: String, revision: String? = nil
+    ) async throws(AppStoreError)
         -> RefundHistoryResponse
     {
         try await call(.GET, "/inApps/v2/refund/lookup/\(try Self.pathComponent(transactionId))", query: [("revision", revision)])
     }
 
     /// One page of Get Notification History; pass the previous page's `paginationToken`.
-    public func getNotificationHistory(_ request: NotificationHistoryRequest, paginationToken: String? = nil)
+    public func getNotificationHistory(
+        _ request: NotificationHistoryRequest, paginationToken: String? = nil
+    )
         async throws(AppStoreError) -> NotificationHistoryResponse
     {
         try await call(.POST, "/inApps/v1/notifications/history", query: [("paginationToken", paginationToken)], body: request)
@@ -115,7 +123,9 @@ public struct AppStoreServerAPIClient: Sendable {
     }
 
     /// Extend a Subscription Renewal Date.
-    public func extendSubscriptionRenewalDate(originalTransactionId: String, _ request: ExtendRenewalDateRequest)
+    public func extendSubscriptionRenewalDate(
+        originalTransactionId: String, _ request: ExtendRenewalDateRequest
+    )
         async throws(AppStoreError) -> ExtendRenewalDateResponse
     {
         try await call(.PUT, "/inApps/v1/subscriptions/extend/\(try Self.pathComponent(originalTransactionId))", body: request)
@@ -146,14 +156,17 @@ public struct AppStoreServerAPIClient: Sendable {
         let primary = configuration.environment == .sandbox ? configuration.sandboxURL : configuration.productionURL
         do {
             return try await send(method, primary + path + queryString, body: bodyBytes)
-        } catch let error where configuration.environment == .production && configuration.sandboxFallback
+        } catch let error
+            where configuration.environment == .production && configuration.sandboxFallback
             && (error.apiErrorCode == 4_040_010 || error.httpStatus == 401)
         {
             return try await send(method, configuration.sandboxURL + path + queryString, body: bodyBytes)
         }
     }
 
-    private func send<Response: Decodable>(_ method: HTTPMethod, _ url: String, body: [UInt8]?) async throws(AppStoreError)
+    private func send<Response: Decodable>(
+        _ method: HTTPMethod, _ url: String, body: [UInt8]?
+    ) async throws(AppStoreError)
         -> Response
     {
         var headers = [("Authorization", "Bearer \(try bearerToken())"), ("Accept", "application/json")]
@@ -176,7 +189,8 @@ public struct AppStoreServerAPIClient: Sendable {
     static func error(from response: AppleHTTPTransport.Response) -> AppStoreError {
         let body = try? JSONDecoder().decode(APIErrorResponse.self, from: Data(response.body))
         let code = body?.errorCode
-        let message = "App Store Server API HTTP \(response.status)" + (code.map { " error \($0)" } ?? "")
+        let message =
+            "App Store Server API HTTP \(response.status)" + (code.map { " error \($0)" } ?? "")
             + (body?.errorMessage.map { ": \($0)" } ?? "")
         switch response.status {
         case 429:

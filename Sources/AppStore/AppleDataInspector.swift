@@ -89,7 +89,9 @@ public struct AppleDataInspector: Sendable {
             inspection.valid = true
             inspection.environment = receipt.environment?.rawValue
             inspection.bundleId = receipt.bundleId
-            let latest = receipt.inAppPurchases.max { ($0.purchaseDate ?? .init(milliseconds: 0)) < ($1.purchaseDate ?? .init(milliseconds: 0)) }
+            let latest = receipt.inAppPurchases.max {
+                ($0.purchaseDate ?? .init(milliseconds: 0)) < ($1.purchaseDate ?? .init(milliseconds: 0))
+            }
             inspection.transactionId = latest?.transactionId
             inspection.originalTransactionId = latest?.originalTransactionId
             inspection.productId = latest?.productId

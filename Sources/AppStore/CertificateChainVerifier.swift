@@ -76,7 +76,9 @@ public final class CertificateChainVerifier: Sendable {
         return verified
     }
 
-    private func build(leaf: Certificate, intermediates: [Certificate], appleShape: Bool) async throws(AppStoreError)
+    private func build(
+        leaf: Certificate, intermediates: [Certificate], appleShape: Bool
+    ) async throws(AppStoreError)
         -> [Certificate]
     {
         // Validity is checked separately against the window, so that the cached answer holds for any time.

@@ -93,7 +93,9 @@ public struct SignedDataVerifier: Sendable {
     }
 
     /// Verifies any JWS Apple signs and decodes its payload as `Payload`.
-    public func verify<Payload: SignedPayload>(_ jws: String, as type: Payload.Type) async throws(AppStoreError)
+    public func verify<Payload: SignedPayload>(
+        _ jws: String, as type: Payload.Type
+    ) async throws(AppStoreError)
         -> Payload
     {
         let token = try CompactJWS(jws)

@@ -56,7 +56,9 @@ public struct VerifyReceiptClient: Sendable {
         throw AppStoreError(.requestRejected, "verifyReceipt redirected between environments more than once", retryable: true)
     }
 
-    private func post(_ receiptData: String, to environment: AppStoreEnvironment) async throws(AppStoreError)
+    private func post(
+        _ receiptData: String, to environment: AppStoreEnvironment
+    ) async throws(AppStoreError)
         -> VerifyReceiptResponse
     {
         var body: [String: Any] = ["receipt-data": receiptData]
@@ -73,7 +75,8 @@ public struct VerifyReceiptClient: Sendable {
             method: .POST, url: url, headers: [("Content-Type", "application/json")], body: bytes)
         guard response.status == 200 else {
             throw AppStoreError(
-                .serverUnavailable, "verifyReceipt answered HTTP \(response.status)", retryable: response.status >= 500 || response.status == 429,
+                .serverUnavailable, "verifyReceipt answered HTTP \(response.status)",
+                retryable: response.status >= 500 || response.status == 429,
                 httpStatus: response.status)
         }
         do {
@@ -84,7 +87,9 @@ public struct VerifyReceiptClient: Sendable {
     }
 
     /// Classes every verifyReceipt status: valid, expired, retryable or permanent.
-    static func classify(_ response: VerifyReceiptResponse, environment: AppStoreEnvironment) throws(AppStoreError)
+    static func classify(
+        _ response: VerifyReceiptResponse, environment: AppStoreEnvironment
+    ) throws(AppStoreError)
         -> Result
     {
         let status = response.status

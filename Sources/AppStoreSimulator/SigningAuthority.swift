@@ -51,13 +51,14 @@ public struct SigningAuthority: Sendable {
             OrganizationName("Entitle")
             CommonName("\(options.commonNamePrefix) Signing")
         }
-        let ocsp: [Certificate.Extension] = try options.ocspResponder.map { url in
-            [
-                try Certificate.Extension(
-                    AuthorityInformationAccess([.init(method: .ocspServer, location: .uniformResourceIdentifier(url))]),
-                    critical: false)
-            ]
-        } ?? []
+        let ocsp: [Certificate.Extension] =
+            try options.ocspResponder.map { url in
+                [
+                    try Certificate.Extension(
+                        AuthorityInformationAccess([.init(method: .ocspServer, location: .uniformResourceIdentifier(url))]),
+                        critical: false)
+                ]
+            } ?? []
         root = try Certificate(
             version: .v3, serialNumber: .init(), publicKey: .init(rootKey.publicKey),
             notValidBefore: options.notValidBefore, notValidAfter: options.notValidAfter,

@@ -296,7 +296,9 @@ import X509
         let text = try Vectors.text("receipts/legacy-transaction-receipts/revenuecat-unsupportedReceipt1-ios6-transaction-receipt.b64")
         let error = await #expect(throws: AppStoreError.self) { try await verifier.verify(base64: text) }
         #expect(error?.code == .invalidFormat)
-        #expect(throws: AppStoreError.self) { try LegacyTransactionReceipt(base64: try Vectors.text("receipts/tpinappreceipt/receipt-xcode")) }
+        #expect(throws: AppStoreError.self) {
+            try LegacyTransactionReceipt(base64: try Vectors.text("receipts/tpinappreceipt/receipt-xcode"))
+        }
     }
 }
 

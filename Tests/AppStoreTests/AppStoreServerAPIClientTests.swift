@@ -8,7 +8,9 @@ import Testing
 @Suite struct AppStoreServerAPIClientTests {
     static let keyPEM = (try? Vectors.text("appstore-library/swift/certs/testSigningKey.p8")) ?? ""
 
-    func client(_ base: String, environment: AppStoreEnvironment = .production, timeout: Duration = .seconds(10)) throws
+    func client(
+        _ base: String, environment: AppStoreEnvironment = .production, timeout: Duration = .seconds(10)
+    ) throws
         -> AppStoreServerAPIClient
     {
         var configuration = AppStoreServerAPIClient.Configuration(
@@ -62,7 +64,9 @@ import Testing
             let entry = try await log.record(request)
             let page: String
             switch entry.query {
-            case "": page = #"{"revision":"r1","hasMore":true,"bundleId":"com.example","environment":"Production","signedTransactions":["t1","t2"]}"#
+            case "":
+                page =
+                    #"{"revision":"r1","hasMore":true,"bundleId":"com.example","environment":"Production","signedTransactions":["t1","t2"]}"#
             case "revision=r1": page = #"{"revision":"r2","hasMore":true,"signedTransactions":["t3"]}"#
             case "revision=r2": page = #"{"revision":"r3","hasMore":false,"signedTransactions":["t4"]}"#
             default: return Response.json(#"{"errorCode":4000005,"errorMessage":"Invalid revision."}"#, status: .badRequest)
@@ -122,9 +126,13 @@ import Testing
         let unknown = try model("apiException")
         router.get("production/inApps/v1/subscriptions/:id") { _, context in
             switch context.parameters.get("id") {
-            case "429": return Response(status: .tooManyRequests, headers: [.retryAfter: "1699999999000"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: tooMany)))
+            case "429":
+                return Response(
+                    status: .tooManyRequests, headers: [.retryAfter: "1699999999000"],
+                    body: ResponseBody(byteBuffer: ByteBuffer(bytes: tooMany)))
             case "500": return Response.json(bytes: unknown, status: .internalServerError)
-            case "retryable": return Response.json(#"{"errorCode":4040002,"errorMessage":"Account not found. Please try again."}"#, status: .notFound)
+            case "retryable":
+                return Response.json(#"{"errorCode":4040002,"errorMessage":"Account not found. Please try again."}"#, status: .notFound)
             case "slow":
                 try await Task.sleep(for: .seconds(5))
                 return Response.json("{}")
@@ -247,12 +255,13 @@ import Testing
             #expect(token.testNotificationToken == "ce3af791-365e-4c60-841b-1674b43c1609")
         }
         let entries = await log.entries
-        #expect(entries.map { "\($0.method) \($0.path)" } == [
-            "GET /sandbox/inApps/v1/subscriptions/4321", "GET /sandbox/inApps/v2/refund/lookup/555",
-            "POST /sandbox/inApps/v1/notifications/history", "GET /sandbox/inApps/v1/lookup/W002182",
-            "PUT /sandbox/inApps/v1/transactions/consumption/49571273", "PUT /sandbox/inApps/v1/subscriptions/extend/2312412",
-            "POST /sandbox/inApps/v1/notifications/test",
-        ])
+        #expect(
+            entries.map { "\($0.method) \($0.path)" } == [
+                "GET /sandbox/inApps/v1/subscriptions/4321", "GET /sandbox/inApps/v2/refund/lookup/555",
+                "POST /sandbox/inApps/v1/notifications/history", "GET /sandbox/inApps/v1/lookup/W002182",
+                "PUT /sandbox/inApps/v1/transactions/consumption/49571273", "PUT /sandbox/inApps/v1/subscriptions/extend/2312412",
+                "POST /sandbox/inApps/v1/notifications/test",
+            ])
         #expect(entries[0].query == "status=1&status=2")
         #expect(entries[1].query == "revision=rev")
         #expect(entries[2].query == "paginationToken=a7a4")
@@ -282,26 +291,33 @@ import Testing
         #expect(throws: DecodingError.self) {
             try decoder.decode(HistoryResponse.self, from: Data(try model("transactionHistoryResponseWithMalformedAppAppleId")))
         }
-        let gopay = try decoder.decode(HistoryResponse.self, from: Data(try Vectors.bytes("api-responses/gopay-get-transaction-history-response-sandbox.json")))
+        let gopay = try decoder.decode(
+            HistoryResponse.self, from: Data(try Vectors.bytes("api-responses/gopay-get-transaction-history-response-sandbox.json")))
         #expect(gopay.appAppleId == 0)
         #expect(gopay.bundleId == "Com.VoiceRecording.Telephone")
         #expect(gopay.revision == "1666746460000_2000000185649494")
         #expect(gopay.signedTransactions?.count == 1)
-        let statuses = try decoder.decode(StatusResponse.self, from: Data(try Vectors.bytes("api-responses/gopay-get-all-subscription-statuses-response-sandbox.json")))
+        let statuses = try decoder.decode(
+            StatusResponse.self, from: Data(try Vectors.bytes("api-responses/gopay-get-all-subscription-statuses-response-sandbox.json")))
         #expect(statuses.data?.first?.subscriptionGroupIdentifier == "21024612")
         #expect(statuses.data?.first?.lastTransactions?.first?.status == .expired)
         #expect(statuses.data?.first?.lastTransactions?.first?.originalTransactionId == "2000000184445477")
-        let order = try decoder.decode(OrderLookupResponse.self, from: Data(try Vectors.bytes("api-responses/gopay-look-up-order-id-response.json")))
+        let order = try decoder.decode(
+            OrderLookupResponse.self, from: Data(try Vectors.bytes("api-responses/gopay-look-up-order-id-response.json")))
         #expect(order.status == .valid)
         #expect(order.signedTransactions?.count == 1)
-        let errors = try ["invalidAppAccountTokenUUIDError", "familyTransactionNotSupportedError", "transactionIdNotOriginalTransactionId", "apiUnknownError"]
-            .map { try decoder.decode(APIErrorResponse.self, from: Data(try model($0))).errorCode }
+        let errors = try [
+            "invalidAppAccountTokenUUIDError", "familyTransactionNotSupportedError", "transactionIdNotOriginalTransactionId",
+            "apiUnknownError",
+        ]
+        .map { try decoder.decode(APIErrorResponse.self, from: Data(try model($0))).errorCode }
         #expect(errors == [4_000_183, 4_000_185, 4_000_187, 9_990_000])
     }
 
     @Test func realSignedDataInsideAPIResponsesVerifies() async throws {
         let decoder = JSONDecoder()
-        let statuses = try decoder.decode(StatusResponse.self, from: Data(try Vectors.bytes("api-responses/gopay-get-all-subscription-statuses-response-sandbox.json")))
+        let statuses = try decoder.decode(
+            StatusResponse.self, from: Data(try Vectors.bytes("api-responses/gopay-get-all-subscription-statuses-response-sandbox.json")))
         let item = try #require(statuses.data?.first?.lastTransactions?.first)
         let verifier = SignedDataVerifier(configuration: .init(bundleId: "Com.VoiceRecording.Telephone"))
         let transaction = try await verifier.verifyTransaction(try #require(item.signedTransactionInfo))
@@ -313,7 +329,8 @@ import Testing
     @Test func aBadKeyIsAConfigurationError() throws {
         let error = #expect(throws: AppStoreError.self) {
             try AppStoreServerAPIClient(
-                configuration: .init(keyId: "k", issuerId: "i", bundleId: "b"), privateKeyPEM: "-----BEGIN PRIVATE KEY-----\nnope\n-----END PRIVATE KEY-----")
+                configuration: .init(keyId: "k", issuerId: "i", bundleId: "b"),
+                privateKeyPEM: "-----BEGIN PRIVATE KEY-----\nnope\n-----END PRIVATE KEY-----")
         }
         #expect(error?.code == .invalidConfiguration)
     }

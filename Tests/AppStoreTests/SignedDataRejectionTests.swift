@@ -37,8 +37,9 @@ import X509
         let stranger = try SigningAuthority()
         #expect(await code(of: try stranger.sign(payload: Self.payload)) == .invalidCertificateChain)
         // Apple's real root does not trust a minted chain either.
-        #expect(await code(of: try authority.sign(payload: Self.payload), with: SignedDataVerifier(configuration: .init()))
-            == .invalidCertificateChain)
+        #expect(
+            await code(of: try authority.sign(payload: Self.payload), with: SignedDataVerifier(configuration: .init()))
+                == .invalidCertificateChain)
     }
 
     @Test func missingMarkersAreRefused() async throws {
@@ -65,8 +66,9 @@ import X509
 
         var fixed = SignedDataVerifier.Configuration(roots: [authority.root])
         fixed.validationTime = .fixed(Vectors.date(1_000_000_000))
-        #expect(await code(of: try authority.sign(payload: Self.payload), with: SignedDataVerifier(configuration: fixed))
-            == .certificateExpired)
+        #expect(
+            await code(of: try authority.sign(payload: Self.payload), with: SignedDataVerifier(configuration: fixed))
+                == .certificateExpired)
     }
 
     @Test func aCachedChainIsStillCheckedAgainstEachTime() async throws {
@@ -111,12 +113,14 @@ import X509
     }
 
     @Test func chainsOfOtherLengthsAreRefused() async throws {
-        #expect(await code(of: try authority.sign(payload: Self.payload, chain: [authority.leaf, authority.intermediate]))
-            == .invalidCertificateChain)
+        #expect(
+            await code(of: try authority.sign(payload: Self.payload, chain: [authority.leaf, authority.intermediate]))
+                == .invalidCertificateChain)
         #expect(await code(of: try authority.sign(payload: Self.payload, chain: [authority.leaf])) == .invalidCertificateChain)
         // The leaf's real issuer left out: the chain cannot be built.
-        #expect(await code(of: try authority.sign(payload: Self.payload, chain: [authority.leaf, authority.root, authority.root]))
-            == .invalidCertificateChain)
+        #expect(
+            await code(of: try authority.sign(payload: Self.payload, chain: [authority.leaf, authority.root, authority.root]))
+                == .invalidCertificateChain)
     }
 
     @Test func wrongBundleAndWrongEnvironmentAreRefused() async throws {
@@ -171,8 +175,9 @@ import X509
     @Test func shippedRootsAreApplesOwn() throws {
         #expect(AppleRootCertificates.rootCAG3DER == (try Vectors.bytes("certs/AppleRootCA-G3.cer")))
         #expect(AppleRootCertificates.appleIncRootDER == (try Vectors.bytes("certs/AppleIncRootCertificate.cer")))
-        #expect(SHA256.hash(data: AppleRootCertificates.rootCAG3DER).map { String(format: "%02X", $0) }.joined()
-            == "63343ABFB89A6A03EBB57E9B3F5FA7BE7C4F5C756F3017B3A8C488C3653E9179")
+        #expect(
+            SHA256.hash(data: AppleRootCertificates.rootCAG3DER).map { String(format: "%02X", $0) }.joined()
+                == "63343ABFB89A6A03EBB57E9B3F5FA7BE7C4F5C756F3017B3A8C488C3653E9179")
     }
 
     @Test func unreachableOCSPResponderIsARetryableFailure() async throws {

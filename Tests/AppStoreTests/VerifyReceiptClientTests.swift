@@ -5,7 +5,9 @@ import Testing
 
 /// The verifyReceipt client against a real HTTP server on loopback playing Apple's two endpoints.
 @Suite struct VerifyReceiptClientTests {
-    func client(_ base: String, secret: String? = nil, exclude: Bool = false, timeout: Duration = .seconds(10))
+    func client(
+        _ base: String, secret: String? = nil, exclude: Bool = false, timeout: Duration = .seconds(10)
+    )
         -> VerifyReceiptClient
     {
         var configuration = VerifyReceiptClient.Configuration(sharedSecret: secret)
@@ -70,7 +72,8 @@ import Testing
         router.post("prod/verifyReceipt") { request, _ in
             let count = await log.count("/prod/verifyReceipt")
             _ = try await log.record(request)
-            return Response.json(count == 0 ? #"{"status":21007}"# : #"{"status":0,"environment":"Production","receipt":{"bundle_id":"b"}}"#)
+            return Response.json(
+                count == 0 ? #"{"status":21007}"# : #"{"status":0,"environment":"Production","receipt":{"bundle_id":"b"}}"#)
         }
         router.post("sandbox/verifyReceipt") { request, _ in
             _ = try await log.record(request)

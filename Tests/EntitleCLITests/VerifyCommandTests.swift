@@ -15,7 +15,9 @@ import Testing
     }
 
     @Test func aRealSignedTransactionIsValid() async throws {
-        let result = try await verify(["--json", "\(Self.vectors)/signed-data/gopay-real-transaction-sandbox-2022-10-voicerecording-with-appAccountToken.jws"])
+        let result = try await verify([
+            "--json", "\(Self.vectors)/signed-data/gopay-real-transaction-sandbox-2022-10-voicerecording-with-appAccountToken.jws",
+        ])
         #expect(result.status == 0)
         #expect(result.json["kind"] as? String == "transaction")
         #expect(result.json["valid"] as? Bool == true)
@@ -33,7 +35,9 @@ import Testing
         #expect(notification.json["notificationType"] as? String == "DID_RENEW")
         #expect(notification.json["transactionId"] as? String == "2000000004047119")
 
-        let renewal = try await verify(["--json", "\(Self.vectors)/signed-data/gopay-real-renewalinfo-sandbox-2022-11-voicerecording-expired.jws"])
+        let renewal = try await verify([
+            "--json", "\(Self.vectors)/signed-data/gopay-real-renewalinfo-sandbox-2022-11-voicerecording-expired.jws",
+        ])
         #expect(renewal.status == 0)
         #expect(renewal.json["kind"] as? String == "renewalInfo")
         #expect(renewal.json["originalTransactionId"] as? String == "2000000184445477")
@@ -47,7 +51,10 @@ import Testing
 
     @Test func invalidDataExitsOneWithAReason() async throws {
         let expired = try await verify(
-            ["--json", "--at", "2026-01-01T00:00:00Z", "\(Self.vectors)/notifications/v2/real-apple-signed-TEST-notification-sandbox-2022-09.jws"])
+            [
+                "--json", "--at", "2026-01-01T00:00:00Z",
+                "\(Self.vectors)/notifications/v2/real-apple-signed-TEST-notification-sandbox-2022-09.jws",
+            ])
         #expect(expired.status == 1)
         #expect(expired.json["valid"] as? Bool == false)
         #expect((expired.json["reason"] as? String)?.contains("not valid at") == true)
@@ -58,12 +65,16 @@ import Testing
         #expect((wrongBundle.json["reason"] as? String)?.contains("com.audaos.audarecorder") == true)
 
         let otherRoot = try await verify(
-            ["--json", "--root", "\(Self.vectors)/appstore-library/swift/certs/testCA.der",
-             "\(Self.vectors)/signed-data/gopay-real-transaction-sandbox-2022-03-audarecorder.jws"])
+            [
+                "--json", "--root", "\(Self.vectors)/appstore-library/swift/certs/testCA.der",
+                "\(Self.vectors)/signed-data/gopay-real-transaction-sandbox-2022-03-audarecorder.jws",
+            ])
         #expect(otherRoot.status == 1)
         #expect((otherRoot.json["reason"] as? String)?.contains("not trusted") == true)
 
-        let ios6 = try await verify(["--json", "\(Self.vectors)/receipts/legacy-transaction-receipts/aporat-ios6-transaction-receipt-sandbox-2012.b64"])
+        let ios6 = try await verify([
+            "--json", "\(Self.vectors)/receipts/legacy-transaction-receipts/aporat-ios6-transaction-receipt-sandbox-2012.b64",
+        ])
         #expect(ios6.status == 1)
         #expect(ios6.json["kind"] as? String == "transactionReceipt")
         #expect(ios6.json["transactionId"] as? String == "1000000046178817")
