@@ -25,9 +25,8 @@ struct AppleHTTPTransport: Sendable {
         request.method = method
         for (name, value) in headers { request.headers.add(name: name, value: value) }
         if let body { request.body = .bytes(ByteBuffer(bytes: body)) }
-        let nanoseconds = timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000
         do {
-            let response = try await httpClient.execute(request, timeout: .nanoseconds(nanoseconds))
+            let response = try await httpClient.execute(request, timeout: timeout.timeAmount)
             let bytes = try await response.body.collect(upTo: Self.maximumBodySize)
             return Response(status: Int(response.status.code), headers: response.headers, body: Array(bytes.readableBytesView))
         } catch let error as HTTPClientError where error == .deadlineExceeded || error == .readTimeout {
@@ -39,4 +38,11 @@ struct AppleHTTPTransport: Sendable {
 
     /// The host of a URL, for messages (never the path, which may carry ids).
     static func host(_ url: String) -> String { URL(string: url)?.host ?? "the server" }
+}
+
+extension Duration {
+    /// The same span as NIO's `TimeAmount`, which AsyncHTTPClient takes.
+    var timeAmount: TimeAmount {
+        .nanoseconds(components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000)
+    }
 }

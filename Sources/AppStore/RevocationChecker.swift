@@ -16,7 +16,7 @@ public struct RevocationChecker: Sendable {
 
     public init(httpClient: HTTPClient = .shared, timeout: Duration = .seconds(10), answerLifetime: TimeInterval = 900) {
         self.httpClient = httpClient
-        self.timeout = .nanoseconds(Int64(timeout.components.seconds) * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000)
+        self.timeout = timeout.timeAmount
         self.answerLifetime = answerLifetime
     }
 
