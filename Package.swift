@@ -9,6 +9,7 @@ let package = Package(
         .library(name: "RedisClient", targets: ["RedisClient"]),
         .library(name: "JobQueue", targets: ["JobQueue"]),
         .library(name: "AppStore", targets: ["AppStore"]),
+        .library(name: "AppStoreSimulator", targets: ["AppStoreSimulator"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.0"),
@@ -61,7 +62,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        /// The local App Store: signing authorities shaped like Apple's, and (later) its server.
+        /// The local App Store: Apple-shaped signing, products, subscriptions over simulated time,
+        /// notifications, and Apple's endpoints plus a control API over HTTP.
         .target(
             name: "AppStoreSimulator",
             dependencies: [
@@ -70,6 +72,10 @@ let package = Package(
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         /// The `entitle` command: worker, enqueue, queues, jobs, dead.
@@ -79,6 +85,7 @@ let package = Package(
                 "RedisClient",
                 "JobQueue",
                 "AppStore",
+                "AppStoreSimulator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),

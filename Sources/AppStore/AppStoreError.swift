@@ -1,3 +1,5 @@
+import Foundation
+
 /// An error from verifying Apple's data or talking to Apple's servers, with a code and
 /// whether trying again later can succeed.
 public struct AppStoreError: Error, Sendable, Hashable, CustomStringConvertible {
@@ -46,18 +48,18 @@ public struct AppStoreError: Error, Sendable, Hashable, CustomStringConvertible 
     /// The App Store Server API `errorCode`, or the verifyReceipt `status`.
     public var apiErrorCode: Int?
     /// When Apple asked to be called again (429 `Retry-After`).
-    public var retryAfterMilliseconds: Int64?
+    public var retryAfter: Date?
 
     public init(
         _ code: Code, _ message: String, retryable: Bool = false, httpStatus: Int? = nil, apiErrorCode: Int? = nil,
-        retryAfterMilliseconds: Int64? = nil
+        retryAfter: Date? = nil
     ) {
         self.code = code
         self.message = message
         self.isRetryable = retryable
         self.httpStatus = httpStatus
         self.apiErrorCode = apiErrorCode
-        self.retryAfterMilliseconds = retryAfterMilliseconds
+        self.retryAfter = retryAfter
     }
 
     public var description: String { "\(code): \(message)" }

@@ -194,9 +194,9 @@ public struct AppStoreServerAPIClient: Sendable {
             + (body?.errorMessage.map { ": \($0)" } ?? "")
         switch response.status {
         case 429:
-            let retryAfter = response.headers.first(name: "Retry-After").flatMap { Int64($0) }
             return AppStoreError(
-                .rateLimited, message, retryable: true, httpStatus: 429, apiErrorCode: code, retryAfterMilliseconds: retryAfter)
+                .rateLimited, message, retryable: true, httpStatus: 429, apiErrorCode: code,
+                retryAfter: response.headers.first(name: "Retry-After").flatMap { Self.retryAfter($0) })
         case 500...:
             return AppStoreError(.serverUnavailable, message, retryable: true, httpStatus: response.status, apiErrorCode: code)
         case 401:
@@ -207,6 +207,14 @@ public struct AppStoreServerAPIClient: Sendable {
                 retryable ? .serverUnavailable : .requestRejected, message, retryable: retryable, httpStatus: response.status,
                 apiErrorCode: code)
         }
+    }
+
+    /// Apple's `Retry-After` is a UNIX time in milliseconds; a small number is taken as
+    /// HTTP's delay in seconds.
+    static func retryAfter(_ header: String, now: Date = Date()) -> Date? {
+        guard let value = Int64(header.trimmingCharacters(in: .whitespaces)), value >= 0 else { return nil }
+        if value >= 100_000_000_000 { return AppleTimestamp(milliseconds: value).date }
+        return now.addingTimeInterval(Double(value))
     }
 
     // MARK: Authentication

@@ -1,6 +1,8 @@
 /// The renewal state of an auto-renewable subscription, decoded from a verified
 /// `signedRenewalInfo` (Apple's `JWSRenewalInfoDecodedPayload`).
 public struct JWSRenewalInfo: SignedPayload, Codable, Hashable {
+    public init() {}
+
     public var expirationIntent: ExpirationIntent?
     public var originalTransactionId: String?
     public var autoRenewProductId: String?

@@ -1,6 +1,8 @@
 /// A StoreKit 2 transaction, decoded from a verified `signedTransactionInfo`
 /// (Apple's `JWSTransactionDecodedPayload`).
 public struct JWSTransaction: SignedPayload, Codable, Hashable {
+    public init() {}
+
     public var originalTransactionId: String?
     public var transactionId: String?
     public var webOrderLineItemId: String?

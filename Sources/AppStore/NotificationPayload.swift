@@ -1,6 +1,8 @@
 /// An App Store Server Notification V2, decoded from a verified `signedPayload`
 /// (Apple's `ResponseBodyV2DecodedPayload`).
 public struct NotificationPayload: SignedPayload, Codable, Hashable {
+    public init() {}
+
     public var notificationType: NotificationType?
     public var subtype: NotificationSubtype?
     /// Unique per notification; Apple resends with the same UUID, so it is the idempotency key.
@@ -25,6 +27,8 @@ public struct NotificationPayload: SignedPayload, Codable, Hashable {
 
 /// The app and purchase a notification is about.
 public struct NotificationData: Codable, Sendable, Hashable {
+    public init() {}
+
     public var environment: AppStoreEnvironment?
     public var appAppleId: Int64?
     public var bundleId: String?

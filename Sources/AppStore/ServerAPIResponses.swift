@@ -2,11 +2,15 @@
 
 /// Get Transaction Info.
 public struct TransactionInfoResponse: Codable, Sendable, Hashable {
+    public init() {}
+
     public var signedTransactionInfo: String?
 }
 
 /// One page of Get Transaction History (v2).
 public struct HistoryResponse: Codable, Sendable, Hashable {
+    public init() {}
+
     /// Pass back to get the next page.
     public var revision: String?
     public var hasMore: Bool?
@@ -18,6 +22,8 @@ public struct HistoryResponse: Codable, Sendable, Hashable {
 
 /// Get All Subscription Statuses.
 public struct StatusResponse: Codable, Sendable, Hashable {
+    public init() {}
+
     public var environment: AppStoreEnvironment?
     public var bundleId: String?
     public var appAppleId: Int64?
@@ -26,12 +32,16 @@ public struct StatusResponse: Codable, Sendable, Hashable {
 
 /// The subscriptions of one subscription group.
 public struct SubscriptionGroupIdentifierItem: Codable, Sendable, Hashable {
+    public init() {}
+
     public var subscriptionGroupIdentifier: String?
     public var lastTransactions: [LastTransactionsItem]?
 }
 
 /// The latest transaction and renewal info of one subscription.
 public struct LastTransactionsItem: Codable, Sendable, Hashable {
+    public init() {}
+
     public var status: SubscriptionStatus?
     public var originalTransactionId: String?
     public var signedTransactionInfo: String?
@@ -40,6 +50,8 @@ public struct LastTransactionsItem: Codable, Sendable, Hashable {
 
 /// One page of Get Refund History (v2).
 public struct RefundHistoryResponse: Codable, Sendable, Hashable {
+    public init() {}
+
     public var signedTransactions: [String]?
     public var revision: String?
     public var hasMore: Bool?
@@ -47,6 +59,8 @@ public struct RefundHistoryResponse: Codable, Sendable, Hashable {
 
 /// Look Up Order ID.
 public struct OrderLookupResponse: Codable, Sendable, Hashable {
+    public init() {}
+
     public var status: OrderLookupStatus?
     public var signedTransactions: [String]?
 }
@@ -61,6 +75,8 @@ public struct OrderLookupStatus: AppleOpenEnumeration {
 
 /// One page of Get Notification History.
 public struct NotificationHistoryResponse: Codable, Sendable, Hashable {
+    public init() {}
+
     public var paginationToken: String?
     public var hasMore: Bool?
     public var notificationHistory: [NotificationHistoryResponseItem]?
@@ -68,29 +84,39 @@ public struct NotificationHistoryResponse: Codable, Sendable, Hashable {
 
 /// One notification Apple sent, with every attempt to deliver it.
 public struct NotificationHistoryResponseItem: Codable, Sendable, Hashable {
+    public init() {}
+
     public var signedPayload: String?
     public var sendAttempts: [SendAttemptItem]?
 }
 
 /// One delivery attempt.
 public struct SendAttemptItem: Codable, Sendable, Hashable {
+    public init() {}
+
     public var attemptDate: AppleTimestamp?
     public var sendAttemptResult: SendAttemptResult?
 }
 
 /// Get Test Notification Status.
 public struct CheckTestNotificationResponse: Codable, Sendable, Hashable {
+    public init() {}
+
     public var signedPayload: String?
     public var sendAttempts: [SendAttemptItem]?
 }
 
 /// Request a Test Notification.
 public struct SendTestNotificationResponse: Codable, Sendable, Hashable {
+    public init() {}
+
     public var testNotificationToken: String?
 }
 
 /// Extend a Subscription Renewal Date.
 public struct ExtendRenewalDateResponse: Codable, Sendable, Hashable {
+    public init() {}
+
     public var originalTransactionId: String?
     public var webOrderLineItemId: String?
     public var success: Bool?
@@ -99,6 +125,8 @@ public struct ExtendRenewalDateResponse: Codable, Sendable, Hashable {
 
 /// The body of an App Store Server API error.
 public struct APIErrorResponse: Codable, Sendable, Hashable {
+    public init() {}
+
     public var errorCode: Int?
     public var errorMessage: String?
 }

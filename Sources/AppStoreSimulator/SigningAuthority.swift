@@ -30,27 +30,11 @@ public struct SigningAuthority: Sendable {
     public let intermediate: Certificate
     public let leaf: Certificate
     private let leafKey: P256.Signing.PrivateKey
-
-    static let intermediateMarker: ASN1ObjectIdentifier = [1, 2, 840, 113635, 100, 6, 2, 1]
-    static let leafMarker: ASN1ObjectIdentifier = [1, 2, 840, 113635, 100, 6, 11, 1]
+    private let encodedChain: [String]
 
     /// Mints a new authority with fresh keys.
     public init(options: Options = Options()) throws {
-        let rootKey = P256.Signing.PrivateKey()
-        let intermediateKey = P256.Signing.PrivateKey()
         let leafKey = P256.Signing.PrivateKey()
-        let rootName = try DistinguishedName {
-            OrganizationName("Entitle")
-            CommonName("\(options.commonNamePrefix) Root CA")
-        }
-        let intermediateName = try DistinguishedName {
-            OrganizationName("Entitle")
-            CommonName("\(options.commonNamePrefix) Intermediate CA")
-        }
-        let leafName = try DistinguishedName {
-            OrganizationName("Entitle")
-            CommonName("\(options.commonNamePrefix) Signing")
-        }
         let ocsp: [Certificate.Extension] =
             try options.ocspResponder.map { url in
                 [
@@ -59,45 +43,46 @@ public struct SigningAuthority: Sendable {
                         critical: false)
                 ]
             } ?? []
-        root = try Certificate(
-            version: .v3, serialNumber: .init(), publicKey: .init(rootKey.publicKey),
-            notValidBefore: options.notValidBefore, notValidAfter: options.notValidAfter,
-            issuer: rootName, subject: rootName, signatureAlgorithm: .ecdsaWithSHA256,
-            extensions: try Certificate.Extensions([
-                try Certificate.Extension(BasicConstraints.isCertificateAuthority(maxPathLength: nil), critical: true),
-                try Certificate.Extension(KeyUsage(keyCertSign: true, cRLSign: true), critical: true),
-            ]),
-            issuerPrivateKey: .init(rootKey))
-        intermediate = try Certificate(
-            version: .v3, serialNumber: .init(), publicKey: .init(intermediateKey.publicKey),
-            notValidBefore: options.notValidBefore, notValidAfter: options.notValidAfter,
-            issuer: rootName, subject: intermediateName, signatureAlgorithm: .ecdsaWithSHA256,
-            extensions: try Certificate.Extensions(
-                [
-                    try Certificate.Extension(BasicConstraints.isCertificateAuthority(maxPathLength: 0), critical: true),
-                    try Certificate.Extension(KeyUsage(keyCertSign: true, cRLSign: true), critical: true),
-                ] + (options.intermediateMarker ? [Self.marker(Self.intermediateMarker)] : []) + ocsp),
-            issuerPrivateKey: .init(rootKey))
-        leaf = try Certificate(
-            version: .v3, serialNumber: .init(), publicKey: .init(leafKey.publicKey),
-            notValidBefore: options.notValidBefore, notValidAfter: options.notValidAfter,
-            issuer: intermediateName, subject: leafName, signatureAlgorithm: .ecdsaWithSHA256,
-            extensions: try Certificate.Extensions(
-                [
-                    try Certificate.Extension(BasicConstraints.notCertificateAuthority, critical: true),
-                    try Certificate.Extension(KeyUsage(digitalSignature: true), critical: true),
-                ] + (options.leafMarker ? [Self.marker(Self.leafMarker)] : []) + ocsp),
-            issuerPrivateKey: .init(intermediateKey))
+        let chain = try CertificateChainMinter.mint(
+            keys: .init(root: .init(P256.Signing.PrivateKey()), intermediate: .init(P256.Signing.PrivateKey()), leaf: .init(leafKey)),
+            options: .init(
+                notValidBefore: options.notValidBefore, notValidAfter: options.notValidAfter,
+                commonNamePrefix: options.commonNamePrefix, signatureAlgorithm: .ecdsaWithSHA256,
+                intermediateExtensions: (options.intermediateMarker ? [CertificateChainMinter.marker(CertificateChainMinter.intermediateMarker)] : [])
+                    + ocsp,
+                leafExtensions: (options.leafMarker ? [CertificateChainMinter.marker(CertificateChainMinter.leafMarker)] : []) + ocsp))
+        try self.init(root: chain.root, intermediate: chain.intermediate, leaf: chain.leaf, leafKey: leafKey)
+    }
+
+    /// An authority from existing certificates and the leaf's key.
+    public init(root: Certificate, intermediate: Certificate, leaf: Certificate, leafKey: P256.Signing.PrivateKey) throws {
+        guard leaf.publicKey == Certificate.PublicKey(leafKey.publicKey) else {
+            throw SimulatorError(.invalidConfiguration, "the signing key does not belong to the leaf certificate")
+        }
+        self.root = root
+        self.intermediate = intermediate
+        self.leaf = leaf
         self.leafKey = leafKey
+        self.encodedChain = try [leaf, intermediate, root].map { Data(try CertificateChainMinter.der($0)).base64EncodedString() }
+    }
+
+    /// Loads the authority kept in `directory` (`signing-*.pem`), or mints one and keeps it
+    /// there, so that verifiers configured with its root keep working across restarts.
+    public init(directory: URL) throws {
+        if let stored = try CertificateChainMinter.load(from: directory, prefix: "signing") {
+            try self.init(
+                root: stored.chain[0], intermediate: stored.chain[1], leaf: stored.chain[2],
+                leafKey: try P256.Signing.PrivateKey(pemRepresentation: stored.leafKeyPEM))
+        } else {
+            try self.init()
+            try CertificateChainMinter.write(
+                root: root, intermediate: intermediate, leaf: leaf, leafKeyPEM: leafKey.pemRepresentation, to: directory, prefix: "signing")
+        }
     }
 
     /// The root in DER, as `GET /simulator/root.cer` serves it.
     public var rootDER: [UInt8] {
-        get throws {
-            var serializer = DER.Serializer()
-            try serializer.serialize(root)
-            return serializer.serializedBytes
-        }
+        get throws { try CertificateChainMinter.der(root) }
     }
 
     /// Signs `payload` (JSON) as a compact JWS with header `{"alg":"ES256","x5c":[leaf, intermediate, root]}`.
@@ -105,11 +90,7 @@ public struct SigningAuthority: Sendable {
     /// - Parameter chain: override the `x5c` certificates (tests of broken chains).
     /// - Parameter algorithm: override `alg` (tests of refused algorithms).
     public func sign(payload: [UInt8], chain: [Certificate]? = nil, algorithm: String = "ES256") throws -> String {
-        let certificates = try (chain ?? [leaf, intermediate, root]).map { certificate -> String in
-            var serializer = DER.Serializer()
-            try serializer.serialize(certificate)
-            return Data(serializer.serializedBytes).base64EncodedString()
-        }
+        let certificates = try chain.map { try $0.map { Data(try CertificateChainMinter.der($0)).base64EncodedString() } } ?? encodedChain
         let header = try JSONSerialization.data(withJSONObject: ["alg": algorithm, "x5c": certificates], options: [.sortedKeys])
         let signingInput = Self.base64URL(header) + "." + Self.base64URL(payload)
         let signature = try leafKey.signature(for: Data(signingInput.utf8))
@@ -126,10 +107,5 @@ public struct SigningAuthority: Sendable {
         text = text.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
         while text.hasSuffix("=") { text.removeLast() }
         return text
-    }
-
-    private static func marker(_ oid: ASN1ObjectIdentifier) -> Certificate.Extension {
-        // Apple's markers carry an ASN.1 NULL.
-        Certificate.Extension(oid: oid, critical: false, value: [0x05, 0x00])
     }
 }

@@ -40,16 +40,7 @@ struct RedisOptions: ParsableArguments {
 
     var keyPrefix: String { prefix ?? ProcessInfo.processInfo.environment["ENTITLE_PREFIX"] ?? "entitle" }
 
-    /// Logs go to standard error, so `--json` output on standard output stays parseable.
-    private static let loggingBootstrap: Void = LoggingSystem.bootstrap(StreamLogHandler.standardError)
-
-    func makeLogger(_ label: String) -> Logger {
-        Self.loggingBootstrap
-        var logger = Logger(label: label)
-        let level = logLevel ?? ProcessInfo.processInfo.environment["ENTITLE_LOG_LEVEL"] ?? "info"
-        logger.logLevel = Logger.Level(rawValue: level) ?? .info
-        return logger
-    }
+    func makeLogger(_ label: String) -> Logger { CLILogging.logger(label, level: logLevel) }
 
     func makeJobQueue(logger: Logger, connections: Int = 4) throws -> JobQueue {
         let pool = RedisConnectionPool(

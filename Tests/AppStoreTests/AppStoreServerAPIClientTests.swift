@@ -145,7 +145,7 @@ import Testing
             #expect(limited?.code == .rateLimited)
             #expect(limited?.isRetryable == true)
             #expect(limited?.apiErrorCode == 4_290_000)
-            #expect(limited?.retryAfterMilliseconds == 1_699_999_999_000)
+            #expect(limited?.retryAfter == Date(timeIntervalSince1970: 1_699_999_999))
             let serverError = await #expect(throws: AppStoreError.self) { try await api.getAllSubscriptionStatuses(transactionId: "500") }
             #expect(serverError?.isRetryable == true)
             #expect(serverError?.apiErrorCode == 5_000_000)

@@ -1,0 +1,89 @@
+import Crypto
+import Foundation
+import Synchronization
+
+/// The In-App Purchase keys the simulator accepts, and the check of each App Store Server
+/// API request's bearer token against them: ES256 by a registered key (`kid`), its issuer
+/// (`iss`), audience `appstoreconnect-v1`, its bundle id (`bid`), not expired, and living
+/// at most 60 minutes.
+public final class APIKeyRegistry: Sendable {
+    /// `POST /simulator/keys`.
+    public struct Registration: Codable, Sendable, Hashable {
+        public var keyId: String
+        public var issuerId: String
+        public var bundleId: String
+        /// The public key in PEM (`-----BEGIN PUBLIC KEY-----`).
+        public var publicKey: String
+
+        public init(keyId: String, issuerId: String, bundleId: String, publicKey: String) {
+            self.keyId = keyId
+            self.issuerId = issuerId
+            self.bundleId = bundleId
+            self.publicKey = publicKey
+        }
+    }
+
+    struct Key: Sendable {
+        var issuerId: String
+        var bundleId: String
+        var publicKey: P256.Signing.PublicKey
+    }
+
+    /// Why a token was refused; Apple answers all of them with a bare 401.
+    public struct Unauthorized: Error, Sendable {
+        public let reason: String
+    }
+
+    private let keys = Mutex<[String: Key]>([:])
+
+    public init() {}
+
+    public func register(_ registration: Registration) throws {
+        guard !registration.keyId.isEmpty, !registration.issuerId.isEmpty, !registration.bundleId.isEmpty else {
+            throw SimulatorError(.invalidRequest, "keyId, issuerId and bundleId must not be empty")
+        }
+        let publicKey: P256.Signing.PublicKey
+        do {
+            publicKey = try P256.Signing.PublicKey(pemRepresentation: registration.publicKey)
+        } catch {
+            throw SimulatorError(.invalidRequest, "publicKey is not a P-256 public key in PEM form")
+        }
+        keys.withLock {
+            $0[registration.keyId] = Key(issuerId: registration.issuerId, bundleId: registration.bundleId, publicKey: publicKey)
+        }
+    }
+
+    /// Checks an `Authorization` header; returns the bundle id the token is for.
+    public func authenticate(_ authorization: String?, now: Date = Date()) throws(Unauthorized) -> String {
+        guard let authorization, authorization.hasPrefix("Bearer ") else { throw Unauthorized(reason: "no bearer token") }
+        let parts = authorization.dropFirst(7).split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, let headerBytes = Self.base64URL(parts[0]), let claimsBytes = Self.base64URL(parts[1]),
+            let signatureBytes = Self.base64URL(parts[2]),
+            let header = (try? JSONSerialization.jsonObject(with: headerBytes)) as? [String: Any],
+            let claims = (try? JSONSerialization.jsonObject(with: claimsBytes)) as? [String: Any]
+        else { throw Unauthorized(reason: "the token is not a JWT") }
+        guard header["alg"] as? String == "ES256", let keyId = header["kid"] as? String,
+            let key = keys.withLock({ $0[keyId] })
+        else { throw Unauthorized(reason: "unknown key or algorithm") }
+        guard let signature = try? P256.Signing.ECDSASignature(rawRepresentation: signatureBytes),
+            key.publicKey.isValidSignature(signature, for: Data((parts[0] + "." + parts[1]).utf8))
+        else { throw Unauthorized(reason: "bad signature") }
+        guard claims["iss"] as? String == key.issuerId, claims["aud"] as? String == "appstoreconnect-v1",
+            claims["bid"] as? String == key.bundleId
+        else { throw Unauthorized(reason: "wrong issuer, audience or bundle id") }
+        guard let expires = (claims["exp"] as? NSNumber)?.doubleValue, expires > now.timeIntervalSince1970 else {
+            throw Unauthorized(reason: "expired")
+        }
+        let issued = (claims["iat"] as? NSNumber)?.doubleValue ?? now.timeIntervalSince1970
+        guard issued <= now.timeIntervalSince1970 + 60, expires - issued <= 3600 + 60 else {
+            throw Unauthorized(reason: "the token lives longer than 60 minutes")
+        }
+        return key.bundleId
+    }
+
+    private static func base64URL(_ text: Substring) -> Data? {
+        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while base64.count % 4 != 0 { base64 += "=" }
+        return Data(base64Encoded: base64)
+    }
+}

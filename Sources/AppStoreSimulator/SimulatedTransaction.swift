@@ -1,0 +1,21 @@
+import AppStore
+import Foundation
+
+/// One transaction the simulator sold, as Apple keeps it: the transaction fields (signed
+/// afresh, with the current `signedDate`, each time they are served) and who bought it.
+struct SimulatedTransaction: Sendable {
+    var transaction: JWSTransaction
+    /// The Apple account that bought it; receipts and history are per account and app.
+    var account: String
+    var orderId: String
+    var isTrialPeriod = false
+    var isInIntroOfferPeriod = false
+    /// What the app sent with Send Consumption Information.
+    var consumption: ConsumptionRequest?
+    /// Set when a consumption request is outstanding.
+    var consumptionRequested = false
+
+    var id: String { transaction.transactionId ?? "" }
+    var environment: AppStoreEnvironment { transaction.environment ?? .sandbox }
+    var isRevoked: Bool { transaction.revocationDate != nil }
+}

@@ -1,0 +1,96 @@
+import AppStore
+import Foundation
+
+/// `POST /simulator/purchases`: a customer buys a product.
+public struct PurchaseRequest: Codable, Sendable, Hashable {
+    public var bundleId: String
+    public var productId: String
+    /// A UUID the app attached to the purchase.
+    public var appAccountToken: String?
+    /// `Sandbox` (the default) or `Production`.
+    public var environment: AppStoreEnvironment?
+    /// Consumables only: 1 to 10.
+    public var quantity: Int?
+    /// ISO 3166 alpha-3; `USA` by default.
+    public var storefront: String?
+    /// Redeem this offer code (auto-renewable subscriptions).
+    public var offerCode: String?
+    /// Apply the introductory offer when eligible (the default, as on devices).
+    public var useIntroductoryOffer: Bool?
+    /// The Apple account buying; a new account when absent. Receipts, history and
+    /// eligibility are per account.
+    public var appleAccount: String?
+    /// Acquired through Family Sharing (`inAppOwnershipType` FAMILY_SHARED).
+    public var familyShared: Bool?
+
+    public init(bundleId: String, productId: String) {
+        self.bundleId = bundleId
+        self.productId = productId
+    }
+}
+
+/// What a purchase produced: what StoreKit 2 gives the app, and the legacy receipt.
+public struct PurchaseResult: Codable, Sendable, Hashable {
+    public var transactionId: String
+    public var originalTransactionId: String
+    public var signedTransaction: String
+    /// Base64 PKCS#7 app receipt holding the account's purchases for the app.
+    public var appReceipt: String
+    public var signedRenewalInfo: String?
+    public var appleAccount: String
+    public var orderId: String
+    /// The V2 notifications the purchase sent.
+    public var notifications: [String]
+}
+
+/// The state of one subscription after a lifecycle event.
+public struct SubscriptionSnapshot: Codable, Sendable, Hashable {
+    public var originalTransactionId: String
+    public var productId: String
+    public var autoRenewProductId: String
+    public var status: SubscriptionStatus
+    public var autoRenewStatus: Bool
+    public var expiresDate: AppleTimestamp
+    public var gracePeriodExpiresDate: AppleTimestamp?
+    public var transactionIds: [String]
+    public var signedTransaction: String
+    public var signedRenewalInfo: String
+    public var appReceipt: String
+    /// The V2 notifications the event sent (their `notificationUUID`s).
+    public var notifications: [String]
+}
+
+/// The state of one transaction after a lifecycle event.
+public struct TransactionSnapshot: Codable, Sendable, Hashable {
+    public var transactionId: String
+    public var originalTransactionId: String
+    public var productId: String
+    public var revoked: Bool
+    public var signedTransaction: String
+    public var consumption: ConsumptionRequest?
+    public var notifications: [String]
+}
+
+/// Bodies of the lifecycle routes; each route reads the fields it needs.
+public struct LifecycleRequest: Codable, Sendable, Hashable {
+    /// upgrade, downgrade, crossgrade: the product to move to.
+    public var productId: String?
+    /// refund: 0 (other) or 1 (an issue with the app).
+    public var reason: Int?
+    /// refund: the share refunded in thousandths, for a prorated refund.
+    public var percentage: Int?
+    /// price-increase: the new price in the subscription's currency.
+    public var price: Double?
+    /// price-increase: whether customers must agree (Apple asks when the rise is large).
+    public var requiresConsent: Bool?
+    /// price-increase-consent: agree or decline.
+    public var accept: Bool?
+    /// extend: 1 to 90 days.
+    public var days: Int?
+    /// extend: Apple's reason code, 0 to 3.
+    public var reasonCode: Int?
+    /// consumption-request: Apple's reason (`UNINTENDED_PURCHASE`, ...).
+    public var consumptionReason: ConsumptionRequestReason?
+
+    public init() {}
+}

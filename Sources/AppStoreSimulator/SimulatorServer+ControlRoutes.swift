@@ -1,0 +1,248 @@
+import AppStore
+import Foundation
+import Hummingbird
+import NIOCore
+
+/// The control API under `/simulator/` (documented in `docs/simulator.md`).
+extension SimulatorServer {
+    func makeRouter() -> Router<BasicRequestContext> {
+        let router = Router()
+        addControlRoutes(router)
+        addAppleRoutes(router)
+        return router
+    }
+
+    private func addControlRoutes(_ router: Router<BasicRequestContext>) {
+        let store = self.store
+        let keys = self.keys
+        let faults = self.faults
+        let catalog = configuration.catalog
+        let control = router.group("simulator")
+
+        control.get("root.cer") { _, _ in Response.certificate(try store.signing.rootDER) }
+        control.get("receipt-root.cer") { _, _ in Response.certificate(try store.receiptSigning.rootDER) }
+        control.get("products") { _, _ in Response.encoded(catalog.products) }
+        control.get("apps") { _, _ in Response.encoded(catalog.apps.map { AppSummary(bundleId: $0.bundleId, appAppleId: $0.appAppleId) }) }
+
+        control.post("purchases") { request, _ in
+            try await Self.handle {
+                Response.encoded(try await store.purchase(try await Self.decode(PurchaseRequest.self, request)), status: .created)
+            }
+        }
+
+        control.get("clock") { _, _ in Response.encoded(ClockState(now: AppleTimestamp(store.clock.now), advancedSeconds: store.clock.advanced)) }
+        control.post("clock/advance") { request, _ in
+            try await Self.handle {
+                let body = try await Self.decode(ClockAdvance.self, request)
+                let now = try await store.advanceClock(by: body.seconds)
+                return Response.encoded(ClockState(now: AppleTimestamp(now), advancedSeconds: store.clock.advanced))
+            }
+        }
+
+        control.post("keys") { request, _ in
+            try await Self.handle {
+                try keys.register(try await Self.decode(APIKeyRegistry.Registration.self, request))
+                return Response(status: .noContent)
+            }
+        }
+        control.post("faults") { request, _ in
+            try await Self.handle {
+                try faults.add(try await Self.decode(FaultInjector.Fault.self, request))
+                return Response(status: .noContent)
+            }
+        }
+        control.delete("faults") { _, _ in
+            faults.clear()
+            return Response(status: .noContent)
+        }
+
+        control.get("subscriptions/:id") { _, context in
+            try await Self.handle { Response.encoded(try await store.subscriptionSnapshot(try context.parameters.require("id"))) }
+        }
+        control.post("subscriptions/:id/:event") { request, context in
+            try await Self.handle {
+                let id = try context.parameters.require("id")
+                let body = try await Self.decodeOptional(LifecycleRequest.self, request)
+                let snapshot: SubscriptionSnapshot
+                switch try context.parameters.require("event") {
+                case "renew": snapshot = try await store.renew(id)
+                case "auto-renew-off": snapshot = try await store.setAutoRenew(id, enabled: false)
+                case "auto-renew-on": snapshot = try await store.setAutoRenew(id, enabled: true)
+                case "billing-failure": snapshot = try await store.failBilling(id)
+                case "billing-recovery": snapshot = try await store.recoverBilling(id)
+                case let event where SimulatedAppStore.ProductChange(rawValue: event) != nil:
+                    guard let productId = body.productId else { throw SimulatorError(.invalidRequest, "\(event) needs a productId") }
+                    snapshot = try await store.changeProduct(id, to: productId, as: SimulatedAppStore.ProductChange(rawValue: event)!)
+                case "price-increase":
+                    guard let price = body.price else { throw SimulatorError(.invalidRequest, "price-increase needs a price") }
+                    snapshot = try await store.increasePrice(id, price: price, requiresConsent: body.requiresConsent ?? true)
+                case "price-increase-consent":
+                    guard let accept = body.accept else { throw SimulatorError(.invalidRequest, "price-increase-consent needs accept") }
+                    snapshot = try await store.respondToPriceIncrease(id, accept: accept)
+                case "extend":
+                    guard let days = body.days else { throw SimulatorError(.invalidRequest, "extend needs days") }
+                    snapshot = try await store.extendRenewalDate(
+                        id, days: days, reasonCode: body.reasonCode ?? 0, requestIdentifier: UUID().uuidString
+                    ).snapshot
+                case let other:
+                    throw SimulatorError(.notFound, "no subscription event \"\(other)\"")
+                }
+                return Response.encoded(snapshot)
+            }
+        }
+
+        control.get("transactions/:id") { _, context in
+            try await Self.handle { Response.encoded(try await store.transactionState(try context.parameters.require("id"))) }
+        }
+        control.post("transactions/:id/:event") { request, context in
+            try await Self.handle {
+                let id = try context.parameters.require("id")
+                let body = try await Self.decodeOptional(LifecycleRequest.self, request)
+                let snapshot: TransactionSnapshot
+                switch try context.parameters.require("event") {
+                case "refund": snapshot = try await store.refund(id, reason: body.reason ?? 0, percentage: body.percentage)
+                case "refund-declined": snapshot = try await store.declineRefund(id)
+                case "refund-reversed": snapshot = try await store.reverseRefund(id)
+                case "revoke": snapshot = try await store.revoke(id)
+                case "consumption-request": snapshot = try await store.requestConsumption(id, reason: body.consumptionReason)
+                case let other: throw SimulatorError(.notFound, "no transaction event \"\(other)\"")
+                }
+                return Response.encoded(snapshot)
+            }
+        }
+
+        control.get("notifications") { _, _ in
+            Response.encoded(await store.notifications.all().map(NotificationSummary.init))
+        }
+        control.post("notifications/hold") { _, _ in
+            await store.notifications.hold()
+            return Response(status: .noContent)
+        }
+        control.post("notifications/release") { request, _ in
+            try await Self.handle {
+                let body = try await Self.decodeOptional(ReleaseRequest.self, request)
+                return Response.encoded(await store.notifications.release(order: body.order ?? .sent))
+            }
+        }
+        control.post("notifications/:uuid/resend") { _, context in
+            try await Self.handle {
+                try await store.notifications.resend(try context.parameters.require("uuid"))
+                return Response(status: .accepted)
+            }
+        }
+        control.post("notifications/url") { request, _ in
+            try await Self.handle {
+                let body = try await Self.decode(NotificationURLs.self, request)
+                for url in [body.url, body.v1Url].compactMap({ $0 }) {
+                    guard let parsed = URL(string: url), ["http", "https"].contains(parsed.scheme ?? ""), parsed.host != nil else {
+                        throw SimulatorError(.invalidRequest, "\(url) is not an http(s) URL")
+                    }
+                }
+                await store.notifications.setURLs(v2: body.url, v1: body.v1Url)
+                return Response(status: .noContent)
+            }
+        }
+    }
+
+    // MARK: Plumbing
+
+    static let maximumBody = 1 << 20
+
+    static func decode<Value: Decodable>(_ type: Value.Type, _ request: Request) async throws -> Value {
+        let buffer = try await request.body.collect(upTo: maximumBody)
+        do {
+            return try JSONDecoder().decode(Value.self, from: Data(buffer.readableBytesView))
+        } catch {
+            throw SimulatorError(.invalidRequest, "the body is not a valid \(Value.self): \(Self.describe(error))")
+        }
+    }
+
+    /// Lifecycle bodies are optional: an empty body means no options.
+    static func decodeOptional<Value: Decodable>(_ type: Value.Type, _ request: Request) async throws -> Value {
+        let buffer = try await request.body.collect(upTo: maximumBody)
+        let data = Data(buffer.readableBytesView)
+        do {
+            return try JSONDecoder().decode(Value.self, from: data.isEmpty ? Data("{}".utf8) : data)
+        } catch {
+            throw SimulatorError(.invalidRequest, "the body is not a valid \(Value.self): \(Self.describe(error))")
+        }
+    }
+
+    static func describe(_ error: any Error) -> String {
+        switch error {
+        case DecodingError.keyNotFound(let key, _): "\(key.stringValue) is missing"
+        case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context):
+            "\(context.codingPath.map(\.stringValue).joined(separator: ".")) has the wrong type"
+        case DecodingError.dataCorrupted(let context):
+            context.codingPath.isEmpty ? "malformed JSON" : "\(context.codingPath.map(\.stringValue).joined(separator: ".")): \(context.debugDescription)"
+        default: "\(error)"
+        }
+    }
+
+    /// Maps the simulator's errors to HTTP: 400, 404, 409 with `{"error", "message"}`.
+    static func handle(_ body: () async throws -> Response) async throws -> Response {
+        do {
+            return try await body()
+        } catch let error as SimulatorError {
+            let status: HTTPResponse.Status =
+                switch error.code {
+                case .notFound: .notFound
+                case .conflict: .conflict
+                default: .badRequest
+                }
+            return Response.encoded(ControlError(error: error.code.rawValue, message: error.message), status: status)
+        }
+    }
+}
+
+struct AppSummary: Codable { var bundleId: String; var appAppleId: Int64 }
+struct ClockState: Codable { var now: AppleTimestamp; var advancedSeconds: Double }
+struct ClockAdvance: Codable { var seconds: Double }
+struct ReleaseRequest: Codable { var order: NotificationDispatcher.ReleaseOrder? }
+struct NotificationURLs: Codable { var url: String?; var v1Url: String? }
+struct ControlError: Codable { var error: String; var message: String }
+
+/// One notification in `GET /simulator/notifications`.
+struct NotificationSummary: Codable {
+    var notificationUUID: String
+    var notificationType: String
+    var subtype: String?
+    var transactionId: String
+    var environment: String
+    var createdAt: AppleTimestamp
+    var delivered: Bool
+    var sendAttempts: [SendAttemptItem]
+    var v1Attempts: [SendAttemptItem]
+    var signedPayload: String
+
+    init(_ record: NotificationDispatcher.Record) {
+        let notification = record.notification
+        notificationUUID = notification.uuid
+        notificationType = notification.type.rawValue
+        subtype = notification.subtype?.rawValue
+        transactionId = notification.transactionId
+        environment = notification.environment.rawValue
+        createdAt = AppleTimestamp(notification.createdAt)
+        delivered = record.delivered
+        sendAttempts = record.attempts
+        v1Attempts = record.v1Attempts
+        signedPayload = notification.signedPayload
+    }
+}
+
+extension Response {
+    static func encoded(_ value: some Encodable, status: HTTPResponse.Status = .ok) -> Response {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        let bytes = (try? encoder.encode(value)) ?? Data("{}".utf8)
+        return Response(status: status, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
+    }
+
+    static func jsonBytes(_ bytes: [UInt8], status: HTTPResponse.Status = .ok) -> Response {
+        Response(status: status, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
+    }
+
+    static func certificate(_ der: [UInt8]) -> Response {
+        Response(status: .ok, headers: [.contentType: "application/pkix-cert"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: der)))
+    }
+}

@@ -1,0 +1,81 @@
+import AppStore
+import Foundation
+import Hummingbird
+import Logging
+import ServiceLifecycle
+
+/// The local App Store over HTTP: Apple's endpoints at Apple's paths (production at `/`,
+/// sandbox under `/sandbox`) and the control API under `/simulator/`. A `Service`: it runs
+/// until cancelled or shut down gracefully, and applies scheduled renewals as time passes.
+public struct SimulatorServer: Service {
+    public struct Configuration: Sendable {
+        public var host = "127.0.0.1"
+        /// 0 picks a free port; `onListening` tells which.
+        public var port = 8081
+        public var catalog: SimulatorCatalog
+        public var notifications = NotificationDispatcher.Configuration()
+        /// Keep the signing keys here across restarts; fresh keys each start when `nil`.
+        public var stateDirectory: URL?
+        /// How often scheduled events (renewals, expiries) are applied.
+        public var tickInterval: Duration = .milliseconds(500)
+        public var sandboxRenewalLimit = 12
+
+        public init(catalog: SimulatorCatalog) {
+            self.catalog = catalog
+        }
+    }
+
+    public let configuration: Configuration
+    public let store: SimulatedAppStore
+    public let keys = APIKeyRegistry()
+    public let faults = FaultInjector()
+    let logger: Logger
+    private let onListening: @Sendable (Int) async -> Void
+
+    public init(configuration: Configuration, logger: Logger, onListening: @escaping @Sendable (Int) async -> Void = { _ in }) throws {
+        self.configuration = configuration
+        self.logger = logger
+        self.onListening = onListening
+        let signing: SigningAuthority
+        let receiptSigning: ReceiptSigningAuthority
+        if let directory = configuration.stateDirectory {
+            signing = try SigningAuthority(directory: directory)
+            receiptSigning = try ReceiptSigningAuthority(directory: directory)
+        } else {
+            signing = try SigningAuthority()
+            receiptSigning = try ReceiptSigningAuthority()
+        }
+        let clock = SimulatedClock()
+        store = SimulatedAppStore(
+            catalog: configuration.catalog, clock: clock, signing: signing, receiptSigning: receiptSigning,
+            notifications: NotificationDispatcher(configuration: configuration.notifications, clock: clock, logger: logger),
+            sandboxRenewalLimit: configuration.sandboxRenewalLimit)
+    }
+
+    public func run() async throws {
+        let (ports, continuation) = AsyncStream<Int>.makeStream()
+        let app = Application(
+            router: makeRouter(), configuration: .init(address: .hostname(configuration.host, port: configuration.port)),
+            onServerRunning: { channel in continuation.yield(channel.localAddress?.port ?? 0) }, logger: logger)
+        try await cancelWhenGracefulShutdown {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await app.run() }
+                group.addTask {
+                    for await port in ports {
+                        await onListening(port)
+                        break
+                    }
+                }
+                group.addTask {
+                    // Scheduled lifecycle events: renewals, grace and retry ends, expiries.
+                    while !Task.isCancelled {
+                        try? await Task.sleep(for: configuration.tickInterval)
+                        do { try await store.processDue() } catch { logger.error("scheduled event failed", metadata: ["error": "\(error)"]) }
+                    }
+                }
+                for try await _ in group {}
+            }
+        }
+        await store.notifications.shutdown()
+    }
+}
