@@ -114,17 +114,39 @@ let package = Package(
             name: "JobQueueTests",
             dependencies: ["JobQueue", "RedisClient", "RedisTestSupport"]
         ),
+        /// Real HTTP servers on loopback for tests of HTTP clients.
+        .target(
+            name: "HTTPTestSupport",
+            dependencies: [.product(name: "Hummingbird", package: "hummingbird"), .product(name: "Logging", package: "swift-log")],
+            path: "Tests/HTTPTestSupport"
+        ),
         .testTarget(
             name: "AppStoreTests",
             dependencies: [
                 "AppStore",
                 "AppStoreSimulator",
+                "HTTPTestSupport",
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
             ]
+        ),
+        .testTarget(
+            name: "AppStoreSimulatorTests",
+            dependencies: [
+                "AppStore",
+                "AppStoreSimulator",
+                "HTTPTestSupport",
+                "RedisClient",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            exclude: ["python"]
         ),
         .testTarget(
             name: "EntitleCLITests",

@@ -9,13 +9,13 @@ import Foundation
 /// `clock`, and `processDue()` applies whatever the clock has reached (renewals, grace and
 /// billing-retry ends) in time order.
 public actor SimulatedAppStore {
-    public let catalog: SimulatorCatalog
-    public let clock: SimulatedClock
-    public let signing: SigningAuthority
-    public let receiptSigning: ReceiptSigningAuthority
-    public let notifications: NotificationDispatcher
+    nonisolated public let catalog: SimulatorCatalog
+    nonisolated public let clock: SimulatedClock
+    nonisolated public let signing: SigningAuthority
+    nonisolated public let receiptSigning: ReceiptSigningAuthority
+    nonisolated public let notifications: NotificationDispatcher
     /// Sandbox stops renewing a subscription after this many renewals, as Apple's does.
-    public let sandboxRenewalLimit: Int
+    nonisolated public let sandboxRenewalLimit: Int
 
     var transactions: [String: SimulatedTransaction] = [:]
     var subscriptions: [String: SimulatedSubscription] = [:]

@@ -1,3 +1,4 @@
+import HTTPTestSupport
 import AppStore
 import Crypto
 import Foundation
