@@ -150,7 +150,10 @@ let package = Package(
         ),
         .testTarget(
             name: "EntitleCLITests",
-            dependencies: ["JobQueue", "RedisClient", "RedisTestSupport"]
+            dependencies: [
+                "JobQueue", "RedisClient", "RedisTestSupport",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ]
         ),
     ]
 )

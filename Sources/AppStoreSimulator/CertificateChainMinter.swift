@@ -101,7 +101,9 @@ enum CertificateChainMinter {
     }
 
     /// Writes the chain and the leaf key (mode 0600) for `load(from:prefix:)`.
-    static func write(root: Certificate, intermediate: Certificate, leaf: Certificate, leafKeyPEM: String, to directory: URL, prefix: String)
+    static func write(
+        root: Certificate, intermediate: Certificate, leaf: Certificate, leafKeyPEM: String, to directory: URL, prefix: String
+    )
         throws
     {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)

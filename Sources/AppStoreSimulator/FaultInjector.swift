@@ -53,7 +53,8 @@ public final class FaultInjector: Sendable {
     /// The fault for this request, if one is armed; each use counts down.
     func take(_ target: Fault.Target, path: String) -> Fault? {
         faults.withLock { faults in
-            guard let position = faults.firstIndex(where: { $0.fault.target == target && ($0.fault.pathContains.map(path.contains) ?? true) })
+            guard
+                let position = faults.firstIndex(where: { $0.fault.target == target && ($0.fault.pathContains.map(path.contains) ?? true) })
             else { return nil }
             faults[position].remaining -= 1
             let fault = faults[position].fault

@@ -179,7 +179,8 @@ public actor NotificationDispatcher {
         do {
             let response = try await httpClient.execute(request, timeout: .init(configuration.timeout))
             _ = try? await response.body.collect(upTo: 64 * 1024)
-            return (200...206).contains(Int(response.status.code)) ? .success : SendAttemptResult(rawValue: "UNSUCCESSFUL_HTTP_RESPONSE_CODE")
+            return (200...206).contains(Int(response.status.code))
+                ? .success : SendAttemptResult(rawValue: "UNSUCCESSFUL_HTTP_RESPONSE_CODE")
         } catch let error as HTTPClientError where error == .deadlineExceeded || error == .readTimeout || error == .connectTimeout {
             return .timedOut
         } catch {

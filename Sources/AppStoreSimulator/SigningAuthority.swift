@@ -48,7 +48,8 @@ public struct SigningAuthority: Sendable {
             options: .init(
                 notValidBefore: options.notValidBefore, notValidAfter: options.notValidAfter,
                 commonNamePrefix: options.commonNamePrefix, signatureAlgorithm: .ecdsaWithSHA256,
-                intermediateExtensions: (options.intermediateMarker ? [CertificateChainMinter.marker(CertificateChainMinter.intermediateMarker)] : [])
+                intermediateExtensions: (options.intermediateMarker
+                    ? [CertificateChainMinter.marker(CertificateChainMinter.intermediateMarker)] : [])
                     + ocsp,
                 leafExtensions: (options.leafMarker ? [CertificateChainMinter.marker(CertificateChainMinter.leafMarker)] : []) + ocsp))
         try self.init(root: chain.root, intermediate: chain.intermediate, leaf: chain.leaf, leafKey: leafKey)

@@ -47,7 +47,8 @@ extension SimulatedAppStore {
                 subscription.billingRetryEnds = date.addingTimeInterval(SubscriptionPeriod.days(60, environment: subscription.environment))
                 if let days = catalog.app(subscription.bundleId)?.gracePeriodDays {
                     subscription.state = .gracePeriod
-                    subscription.gracePeriodExpires = date.addingTimeInterval(SubscriptionPeriod.days(days, environment: subscription.environment))
+                    subscription.gracePeriodExpires = date.addingTimeInterval(
+                        SubscriptionPeriod.days(days, environment: subscription.environment))
                 } else {
                     subscription.state = .billingRetry
                 }
@@ -185,7 +186,9 @@ extension SimulatedAppStore {
     /// Moves to another product of the group: an upgrade (a higher level: level 1 is the
     /// highest) takes effect at once; a downgrade at the next renewal; a crossgrade (same
     /// level) at once when the periods match, otherwise at renewal.
-    public func changeProduct(_ originalTransactionId: String, to productId: String, as change: ProductChange) async throws
+    public func changeProduct(
+        _ originalTransactionId: String, to productId: String, as change: ProductChange
+    ) async throws
         -> SubscriptionSnapshot
     {
         try await processDue()
@@ -261,13 +264,16 @@ extension SimulatedAppStore {
             accept
             ? try await notify(.priceIncrease, .accepted, v1: nil, transactionId: subscription.latestTransactionId)
             : try await notify(
-                .didChangeRenewalStatus, .autoRenewDisabled, v1: "DID_CHANGE_RENEWAL_STATUS", transactionId: subscription.latestTransactionId)
+                .didChangeRenewalStatus, .autoRenewDisabled, v1: "DID_CHANGE_RENEWAL_STATUS",
+                transactionId: subscription.latestTransactionId)
         return try snapshot(originalTransactionId, notifications: [uuid])
     }
 
     /// Extends the renewal date by 1 to 90 days (the App Store Server API's Extend a
     /// Subscription Renewal Date, also a control route). Repeats of a request id change nothing.
-    public func extendRenewalDate(_ originalTransactionId: String, days: Int, reasonCode: Int, requestIdentifier: String) async throws
+    public func extendRenewalDate(
+        _ originalTransactionId: String, days: Int, reasonCode: Int, requestIdentifier: String
+    ) async throws
         -> (snapshot: SubscriptionSnapshot, effectiveDate: Date, webOrderLineItemId: String?)
     {
         try await processDue()
@@ -372,7 +378,8 @@ extension SimulatedAppStore {
         record.consumptionRequested = true
         store(record)
         let uuid = try await notify(
-            .consumptionRequest, nil, v1: "CONSUMPTION_REQUEST", transactionId: transactionId, consumptionReason: reason ?? .unintendedPurchase)
+            .consumptionRequest, nil, v1: "CONSUMPTION_REQUEST", transactionId: transactionId,
+            consumptionReason: reason ?? .unintendedPurchase)
         return try transactionSnapshot(transactionId, notifications: [uuid])
     }
 
@@ -392,10 +399,12 @@ extension SimulatedAppStore {
         return SubscriptionSnapshot(
             originalTransactionId: originalTransactionId, productId: subscription.productId,
             autoRenewProductId: subscription.autoRenewProductId, status: subscription.state.status, autoRenewStatus: subscription.autoRenew,
-            expiresDate: AppleTimestamp(subscription.expiresDate), gracePeriodExpiresDate: subscription.gracePeriodExpires.map(AppleTimestamp.init),
+            expiresDate: AppleTimestamp(subscription.expiresDate),
+            gracePeriodExpiresDate: subscription.gracePeriodExpires.map(AppleTimestamp.init),
             transactionIds: subscription.transactionIds, signedTransaction: try signedTransaction(subscription.latestTransactionId),
             signedRenewalInfo: try signedRenewalInfo(subscription),
-            appReceipt: try appReceipt(account: subscription.account, bundleId: subscription.bundleId, environment: subscription.environment),
+            appReceipt: try appReceipt(
+                account: subscription.account, bundleId: subscription.bundleId, environment: subscription.environment),
             notifications: notifications)
     }
 
@@ -403,7 +412,8 @@ extension SimulatedAppStore {
         let record = try transaction(transactionId)
         return TransactionSnapshot(
             transactionId: transactionId, originalTransactionId: record.transaction.originalTransactionId ?? transactionId,
-            productId: record.transaction.productId ?? "", revoked: record.isRevoked, signedTransaction: try signedTransaction(transactionId),
+            productId: record.transaction.productId ?? "", revoked: record.isRevoked,
+            signedTransaction: try signedTransaction(transactionId),
             consumption: record.consumption, notifications: notifications)
     }
 

@@ -7,7 +7,9 @@ import Foundation
 extension SimulatedAppStore {
     static let pageSize = 20
 
-    private func scoped(_ transactionId: String, _ environment: AppStoreEnvironment, _ bundleId: String) throws(AppleAPIError)
+    private func scoped(
+        _ transactionId: String, _ environment: AppStoreEnvironment, _ bundleId: String
+    ) throws(AppleAPIError)
         -> SimulatedTransaction
     {
         guard !transactionId.isEmpty, transactionId.allSatisfy(\.isNumber) else { throw .invalidTransactionId }
@@ -28,7 +30,9 @@ extension SimulatedAppStore {
     }
 
     /// Get Transaction Info.
-    public func transactionInfo(_ transactionId: String, environment: AppStoreEnvironment, bundleId: String) async throws(AppleAPIError)
+    public func transactionInfo(
+        _ transactionId: String, environment: AppStoreEnvironment, bundleId: String
+    ) async throws(AppleAPIError)
         -> TransactionInfoResponse
     {
         try? await processDue()
@@ -57,7 +61,9 @@ extension SimulatedAppStore {
     }
 
     /// Get Refund History (v2): the customer's refunded transactions.
-    public func refundHistory(_ transactionId: String, environment: AppStoreEnvironment, bundleId: String, revision: String?)
+    public func refundHistory(
+        _ transactionId: String, environment: AppStoreEnvironment, bundleId: String, revision: String?
+    )
         async throws(AppleAPIError) -> RefundHistoryResponse
     {
         let record = try scoped(transactionId, environment, bundleId)
@@ -86,15 +92,17 @@ extension SimulatedAppStore {
         for groupId in Set(owned.map(\.groupId)).sorted() {
             var item = SubscriptionGroupIdentifierItem()
             item.subscriptionGroupIdentifier = groupId
-            item.lastTransactions = try owned.filter { $0.groupId == groupId }.sorted { $0.originalTransactionId < $1.originalTransactionId }
-                .map { subscription throws(AppleAPIError) in
-                    var last = LastTransactionsItem()
-                    last.status = subscription.state.status
-                    last.originalTransactionId = subscription.originalTransactionId
-                    last.signedTransactionInfo = try sign(subscription.latestTransactionId)
-                    do { last.signedRenewalInfo = try signedRenewalInfo(subscription) } catch { throw .generalInternal }
-                    return last
-                }
+            item.lastTransactions = try owned.filter { $0.groupId == groupId }.sorted {
+                $0.originalTransactionId < $1.originalTransactionId
+            }
+            .map { subscription throws(AppleAPIError) in
+                var last = LastTransactionsItem()
+                last.status = subscription.state.status
+                last.originalTransactionId = subscription.originalTransactionId
+                last.signedTransactionInfo = try sign(subscription.latestTransactionId)
+                do { last.signedRenewalInfo = try signedRenewalInfo(subscription) } catch { throw .generalInternal }
+                return last
+            }
             groups.append(item)
         }
         var response = StatusResponse()
@@ -106,7 +114,9 @@ extension SimulatedAppStore {
     }
 
     /// Look Up Order ID.
-    public func lookUpOrder(_ orderId: String, environment: AppStoreEnvironment, bundleId: String) throws(AppleAPIError)
+    public func lookUpOrder(
+        _ orderId: String, environment: AppStoreEnvironment, bundleId: String
+    ) throws(AppleAPIError)
         -> OrderLookupResponse
     {
         var response = OrderLookupResponse()
@@ -168,7 +178,9 @@ extension SimulatedAppStore {
     }
 
     /// Pages of 20; the revision is the offset to continue from.
-    static func page(_ items: [SimulatedTransaction], after revision: String?) throws(AppleAPIError) -> (
+    static func page(
+        _ items: [SimulatedTransaction], after revision: String?
+    ) throws(AppleAPIError) -> (
         items: ArraySlice<SimulatedTransaction>, revision: String, hasMore: Bool
     ) {
         var start = 0
@@ -185,7 +197,9 @@ extension SimulatedAppStore {
 
 extension SimulatedAppStore {
     /// Request a Test Notification: a signed `TEST` notification to the app's URL.
-    public func requestTestNotification(environment: AppStoreEnvironment, bundleId: String) async throws(AppleAPIError)
+    public func requestTestNotification(
+        environment: AppStoreEnvironment, bundleId: String
+    ) async throws(AppleAPIError)
         -> SendTestNotificationResponse
     {
         let app = catalog.app(bundleId)
@@ -196,7 +210,8 @@ extension SimulatedAppStore {
         data.bundleVersion = app?.bundleVersion
         var payload = NotificationPayload()
         payload.notificationType = .test
-        payload.notificationUUID = UUID().uuidString.lowercased()
+        let token = UUID().uuidString.lowercased()
+        payload.notificationUUID = token
         payload.data = data
         payload.version = "2.0"
         payload.signedDate = AppleTimestamp(clock.now)
@@ -204,16 +219,18 @@ extension SimulatedAppStore {
         do { signed = try signing.sign(payload) } catch { throw .generalInternal }
         await notifications.send(
             OutgoingNotification(
-                uuid: payload.notificationUUID!, type: .test, subtype: nil, signedPayload: signed, v1Body: nil, transactionId: "",
+                uuid: token, type: .test, subtype: nil, signedPayload: signed, v1Body: nil, transactionId: "",
                 bundleId: bundleId, environment: environment, createdAt: clock.now),
             isTest: true)
         var response = SendTestNotificationResponse()
-        response.testNotificationToken = payload.notificationUUID
+        response.testNotificationToken = token
         return response
     }
 
     /// Get Test Notification Status.
-    public func testNotificationStatus(_ token: String, environment: AppStoreEnvironment, bundleId: String) async throws(AppleAPIError)
+    public func testNotificationStatus(
+        _ token: String, environment: AppStoreEnvironment, bundleId: String
+    ) async throws(AppleAPIError)
         -> CheckTestNotificationResponse
     {
         guard let record = await notifications.record(token), record.isTest, record.notification.bundleId == bundleId,

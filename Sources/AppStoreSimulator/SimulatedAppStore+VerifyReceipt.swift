@@ -39,18 +39,22 @@ extension SimulatedAppStore {
         var response: [String: Any] = ["status": 0, "environment": environment == .production ? "Production" : "Sandbox"]
         var receiptObject: [String: Any] = [
             "receipt_type": receipt.receiptType ?? "ProductionSandbox", "bundle_id": bundleId,
-            "application_version": receipt.applicationVersion ?? "1", "original_application_version": receipt.originalApplicationVersion ?? "1",
+            "application_version": receipt.applicationVersion ?? "1",
+            "original_application_version": receipt.originalApplicationVersion ?? "1",
             "adam_id": receipt.appItemId ?? 0, "app_item_id": receipt.appItemId ?? 0, "download_id": 0, "version_external_identifier": 0,
-            "in_app": receipt.inAppPurchases.compactMap { $0.transactionId.flatMap { transactions[$0] }.map(Self.verifyReceiptTransaction) },
+            "in_app": receipt.inAppPurchases.compactMap {
+                $0.transactionId.flatMap { transactions[$0] }.map(Self.verifyReceiptTransaction)
+            },
         ]
         receiptObject.merge(Self.dates("receipt_creation_date", receipt.creationDate), uniquingKeysWith: { $1 })
         receiptObject.merge(Self.dates("request_date", AppleTimestamp(clock.now)), uniquingKeysWith: { $1 })
         receiptObject.merge(Self.dates("original_purchase_date", receipt.creationDate), uniquingKeysWith: { $1 })
         response["receipt"] = receiptObject
         if let account, hasSubscriptions {
-            let unified = (try? unifiedReceipt(
-                account: account, bundleId: bundleId, environment: environment,
-                excludeOld: request["exclude-old-transactions"] as? Bool ?? false)) ?? [:]
+            let unified =
+                (try? unifiedReceipt(
+                    account: account, bundleId: bundleId, environment: environment,
+                    excludeOld: request["exclude-old-transactions"] as? Bool ?? false)) ?? [:]
             for key in ["latest_receipt", "latest_receipt_info", "pending_renewal_info"] { response[key] = unified[key] }
         }
         return answer(response)
@@ -58,7 +62,9 @@ extension SimulatedAppStore {
 
     /// `latest_receipt`, `latest_receipt_info` (newest first) and `pending_renewal_info` for
     /// an account: what verifyReceipt and V1 notifications carry.
-    func unifiedReceipt(account: String, bundleId: String, environment: AppStoreEnvironment, excludeOld: Bool = false) throws
+    func unifiedReceipt(
+        account: String, bundleId: String, environment: AppStoreEnvironment, excludeOld: Bool = false
+    ) throws
         -> [String: Any]
     {
         var latest = receiptTransactions(account: account, bundleId: bundleId, environment: environment)

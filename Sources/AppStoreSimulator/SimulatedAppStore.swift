@@ -76,9 +76,10 @@ public actor SimulatedAppStore {
         let now = clock.now
         let owned = (accountTransactions[account] ?? []).compactMap { transactions[$0] }
 
+        let transactionId = newTransactionId()
         var transaction = JWSTransaction()
-        transaction.transactionId = newTransactionId()
-        transaction.originalTransactionId = transaction.transactionId
+        transaction.transactionId = transactionId
+        transaction.originalTransactionId = transactionId
         transaction.bundleId = app.bundleId
         transaction.productId = product.productId
         transaction.purchaseDate = AppleTimestamp(now)
@@ -102,7 +103,9 @@ public actor SimulatedAppStore {
             }
             if let previous, previous.state != .expired, previous.state != .revoked {
                 throw SimulatorError(
-                    .conflict, "account \(account) already subscribes to group \(groupId) (\(previous.originalTransactionId)); upgrade, downgrade or crossgrade it")
+                    .conflict,
+                    "account \(account) already subscribes to group \(groupId) (\(previous.originalTransactionId)); upgrade, downgrade or crossgrade it"
+                )
             }
             var offer: SimulatedSubscription.RunningOffer?
             if let code = request.offerCode {
@@ -114,14 +117,14 @@ public actor SimulatedAppStore {
                 // Introductory offers go to customers new to the group.
                 offer = Self.running(intro, type: .introductory, storefront: storefront)
             }
-            if let previous {
-                transaction.originalTransactionId = previous.originalTransactionId
-                transaction.originalPurchaseDate = AppleTimestamp(previous.originalPurchaseDate)
-            }
+            let originalTransactionId = previous?.originalTransactionId ?? transactionId
+            let originalPurchaseDate = previous?.originalPurchaseDate ?? now
+            transaction.originalTransactionId = originalTransactionId
+            transaction.originalPurchaseDate = AppleTimestamp(originalPurchaseDate)
             var subscription = SimulatedSubscription(
-                originalTransactionId: transaction.originalTransactionId!, account: account, bundleId: app.bundleId,
+                originalTransactionId: originalTransactionId, account: account, bundleId: app.bundleId,
                 environment: environment, groupId: groupId, productId: product.productId, autoRenewProductId: product.productId,
-                expiresDate: now, originalPurchaseDate: transaction.originalPurchaseDate!.date, recentStartDate: now,
+                expiresDate: now, originalPurchaseDate: originalPurchaseDate, recentStartDate: now,
                 appAccountToken: transaction.appAccountToken, storefront: storefront, currency: price.currency,
                 ownership: transaction.inAppOwnershipType ?? .purchased)
             subscription.offer = offer
@@ -223,7 +226,7 @@ public actor SimulatedAppStore {
     /// Order ids look like Apple's: ten letters and digits.
     static func newOrderId() -> String {
         let alphabet = Array("ABCDEFGHJKLMNPQRSTUVWXYZ0123456789")
-        return String((0..<10).map { _ in alphabet.randomElement()! })
+        return String((0..<10).map { _ in alphabet[Int.random(in: 0..<alphabet.count)] })
     }
 
     // MARK: Signing
@@ -243,14 +246,16 @@ public actor SimulatedAppStore {
         info.autoRenewStatus = subscription.autoRenew ? .on : .off
         info.isInBillingRetryPeriod = subscription.state == .billingRetry || subscription.state == .gracePeriod
         info.gracePeriodExpiresDate = subscription.state == .gracePeriod ? subscription.gracePeriodExpires.map(AppleTimestamp.init) : nil
-        info.expirationIntent = subscription.state == .expired || subscription.state == .billingRetry
-            || subscription.state == .gracePeriod ? subscription.expirationIntent : nil
+        info.expirationIntent =
+            subscription.state == .expired || subscription.state == .billingRetry
+                || subscription.state == .gracePeriod ? subscription.expirationIntent : nil
         if let increase = subscription.priceIncrease, increase.requiresConsent {
             info.priceIncreaseStatus = increase.consented == true ? .consented : .notResponded
         }
         info.environment = subscription.environment
         info.recentSubscriptionStartDate = AppleTimestamp(subscription.recentStartDate)
-        info.renewalDate = subscription.state == .active || subscription.state == .gracePeriod ? AppleTimestamp(subscription.expiresDate) : nil
+        info.renewalDate =
+            subscription.state == .active || subscription.state == .gracePeriod ? AppleTimestamp(subscription.expiresDate) : nil
         let regular = catalog.product(subscription.autoRenewProductId)?.price(in: subscription.storefront)?.milliunits
         info.renewalPrice = subscription.offer?.price ?? subscription.priceIncrease?.price ?? regular
         info.currency = subscription.currency
@@ -290,7 +295,9 @@ public actor SimulatedAppStore {
         return Data(try receiptSigning.sign(content: payload)).base64EncodedString()
     }
 
-    func receiptTransactions(account: String, bundleId: String, environment: AppStoreEnvironment, including: String? = nil)
+    func receiptTransactions(
+        account: String, bundleId: String, environment: AppStoreEnvironment, including: String? = nil
+    )
         -> [SimulatedTransaction]
     {
         (accountTransactions[account] ?? []).compactMap { transactions[$0] }.filter {
@@ -347,16 +354,17 @@ public actor SimulatedAppStore {
         var payload = NotificationPayload()
         payload.notificationType = type
         payload.subtype = subtype
-        payload.notificationUUID = UUID().uuidString.lowercased()
+        let uuid = UUID().uuidString.lowercased()
+        payload.notificationUUID = uuid
         payload.data = data
         payload.version = "2.0"
         payload.signedDate = AppleTimestamp(clock.now)
         let v1Body = try v1.map { try v1Notification(type: $0, record: record) }
         await notifications.send(
             OutgoingNotification(
-                uuid: payload.notificationUUID!, type: type, subtype: subtype, signedPayload: try signing.sign(payload), v1Body: v1Body,
+                uuid: uuid, type: type, subtype: subtype, signedPayload: try signing.sign(payload), v1Body: v1Body,
                 transactionId: transactionId, bundleId: record.transaction.bundleId ?? "", environment: record.environment,
                 createdAt: clock.now))
-        return payload.notificationUUID!
+        return uuid
     }
 }

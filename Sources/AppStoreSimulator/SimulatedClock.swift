@@ -19,6 +19,9 @@ public final class SimulatedClock: Sendable {
     @discardableResult
     public func advance(by seconds: TimeInterval) -> Date {
         let added = max(0, seconds)
-        return Date().addingTimeInterval(offset.withLock { $0 += added; return $0 })
+        return Date().addingTimeInterval(
+            offset.withLock {
+                $0 += added; return $0
+            })
     }
 }

@@ -124,9 +124,12 @@ public struct SimulatorCatalog: Sendable, Codable, Hashable {
                 throw fail("\(name): type \"\(product.type.rawValue)\" is not one of Apple's four")
             }
             guard !product.prices.isEmpty else { throw fail("\(name): has no prices") }
-            for price in product.prices + (product.introductoryOffer?.prices ?? []) + (product.offerCodes ?? []).flatMap({ $0.prices ?? [] }) {
+            for price in product.prices + (product.introductoryOffer?.prices ?? [])
+                + (product.offerCodes ?? []).flatMap({ $0.prices ?? [] })
+            {
                 guard price.storefront.count == 3, price.currency.count == 3, price.price >= 0 else {
-                    throw fail("\(name): price \(price.price) \(price.currency) in \(price.storefront) needs a 3-letter storefront and currency")
+                    throw fail(
+                        "\(name): price \(price.price) \(price.currency) in \(price.storefront) needs a 3-letter storefront and currency")
                 }
             }
             if product.type == .autoRenewable {

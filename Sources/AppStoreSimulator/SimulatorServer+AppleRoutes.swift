@@ -59,7 +59,8 @@ extension SimulatorServer {
         group.get("v2/refund/lookup/:id") { request, context in
             try await self.apple(request) { bundleId throws(AppleAPIError) in
                 try await store.refundHistory(
-                    try Self.id(context), environment: environment, bundleId: bundleId, revision: request.uri.queryParameters.get("revision"))
+                    try Self.id(context), environment: environment, bundleId: bundleId,
+                    revision: request.uri.queryParameters.get("revision"))
             }
         }
         group.get("v1/lookup/:orderId") { request, context in

@@ -30,7 +30,9 @@ extension SimulatorServer {
             }
         }
 
-        control.get("clock") { _, _ in Response.encoded(ClockState(now: AppleTimestamp(store.clock.now), advancedSeconds: store.clock.advanced)) }
+        control.get("clock") { _, _ in
+            Response.encoded(ClockState(now: AppleTimestamp(store.clock.now), advancedSeconds: store.clock.advanced))
+        }
         control.post("clock/advance") { request, _ in
             try await Self.handle {
                 let body = try await Self.decode(ClockAdvance.self, request)
@@ -70,9 +72,6 @@ extension SimulatorServer {
                 case "auto-renew-on": snapshot = try await store.setAutoRenew(id, enabled: true)
                 case "billing-failure": snapshot = try await store.failBilling(id)
                 case "billing-recovery": snapshot = try await store.recoverBilling(id)
-                case let event where SimulatedAppStore.ProductChange(rawValue: event) != nil:
-                    guard let productId = body.productId else { throw SimulatorError(.invalidRequest, "\(event) needs a productId") }
-                    snapshot = try await store.changeProduct(id, to: productId, as: SimulatedAppStore.ProductChange(rawValue: event)!)
                 case "price-increase":
                     guard let price = body.price else { throw SimulatorError(.invalidRequest, "price-increase needs a price") }
                     snapshot = try await store.increasePrice(id, price: price, requiresConsent: body.requiresConsent ?? true)
@@ -84,8 +83,12 @@ extension SimulatorServer {
                     snapshot = try await store.extendRenewalDate(
                         id, days: days, reasonCode: body.reasonCode ?? 0, requestIdentifier: UUID().uuidString
                     ).snapshot
-                case let other:
-                    throw SimulatorError(.notFound, "no subscription event \"\(other)\"")
+                case let event:
+                    guard let change = SimulatedAppStore.ProductChange(rawValue: event) else {
+                        throw SimulatorError(.notFound, "no subscription event \"\(event)\"")
+                    }
+                    guard let productId = body.productId else { throw SimulatorError(.invalidRequest, "\(event) needs a productId") }
+                    snapshot = try await store.changeProduct(id, to: productId, as: change)
                 }
                 return Response.encoded(snapshot)
             }
@@ -174,7 +177,8 @@ extension SimulatorServer {
         case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context):
             "\(context.codingPath.map(\.stringValue).joined(separator: ".")) has the wrong type"
         case DecodingError.dataCorrupted(let context):
-            context.codingPath.isEmpty ? "malformed JSON" : "\(context.codingPath.map(\.stringValue).joined(separator: ".")): \(context.debugDescription)"
+            context.codingPath.isEmpty
+                ? "malformed JSON" : "\(context.codingPath.map(\.stringValue).joined(separator: ".")): \(context.debugDescription)"
         default: "\(error)"
         }
     }
@@ -235,7 +239,8 @@ extension Response {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         let bytes = (try? encoder.encode(value)) ?? Data("{}".utf8)
-        return Response(status: status, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
+        return Response(
+            status: status, headers: [.contentType: "application/json"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
     }
 
     static func jsonBytes(_ bytes: [UInt8], status: HTTPResponse.Status = .ok) -> Response {

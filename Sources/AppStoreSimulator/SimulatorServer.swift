@@ -16,6 +16,8 @@ public struct SimulatorServer: Service {
         public var notifications = NotificationDispatcher.Configuration()
         /// Keep the signing keys here across restarts; fresh keys each start when `nil`.
         public var stateDirectory: URL?
+        /// Sign with these instead (tests share one pair: RSA keys are slow to make).
+        public var authorities: (signing: SigningAuthority, receipts: ReceiptSigningAuthority)?
         /// How often scheduled events (renewals, expiries) are applied.
         public var tickInterval: Duration = .milliseconds(500)
         public var sandboxRenewalLimit = 12
@@ -38,7 +40,9 @@ public struct SimulatorServer: Service {
         self.onListening = onListening
         let signing: SigningAuthority
         let receiptSigning: ReceiptSigningAuthority
-        if let directory = configuration.stateDirectory {
+        if let authorities = configuration.authorities {
+            (signing, receiptSigning) = authorities
+        } else if let directory = configuration.stateDirectory {
             signing = try SigningAuthority(directory: directory)
             receiptSigning = try ReceiptSigningAuthority(directory: directory)
         } else {
@@ -70,7 +74,9 @@ public struct SimulatorServer: Service {
                     // Scheduled lifecycle events: renewals, grace and retry ends, expiries.
                     while !Task.isCancelled {
                         try? await Task.sleep(for: configuration.tickInterval)
-                        do { try await store.processDue() } catch { logger.error("scheduled event failed", metadata: ["error": "\(error)"]) }
+                        do { try await store.processDue() } catch {
+                            logger.error("scheduled event failed", metadata: ["error": "\(error)"])
+                        }
                     }
                 }
                 for try await _ in group {}

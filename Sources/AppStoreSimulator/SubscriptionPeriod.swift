@@ -34,7 +34,7 @@ public struct SubscriptionPeriod: Sendable, Hashable, Codable, CustomStringConve
     public func end(from start: Date, environment: AppStoreEnvironment) -> Date {
         if environment == .production {
             var calendar = Calendar(identifier: .gregorian)
-            calendar.timeZone = TimeZone(identifier: "UTC")!
+            calendar.timeZone = .gmt
             let component: Calendar.Component =
                 switch unit {
                 case .day: .day

@@ -110,7 +110,9 @@ public final class QueueConsumer: Sendable {
                 group.cancelAll()
             }
         }
+        // Wait out a heartbeat in flight, or its ZADD could land after the deregistration.
         heartbeats.cancel()
+        await heartbeats.value
         await giveBack()
         logger.info("consumer stopped", metadata: ["consumer": "\(consumerID)"])
     }

@@ -16,7 +16,9 @@ import Testing
             purchases.append(try await sim.purchase("com.entitle.demo.premium.monthly", #""appleAccount":"caller""#))
 
             let info = try await api.getTransactionInfo(transactionId: purchases[3].transactionId)
-            #expect(try await sim.verifier.verifyTransaction(try #require(info.signedTransactionInfo)).transactionId == purchases[3].transactionId)
+            #expect(
+                try await sim.verifier.verifyTransaction(try #require(info.signedTransactionInfo)).transactionId
+                    == purchases[3].transactionId)
 
             let first = try await api.getTransactionHistory(transactionId: purchases[0].transactionId)
             #expect(first.signedTransactions?.count == 20)
@@ -49,13 +51,17 @@ import Testing
             var configuration = AppStoreServerAPIClient.Configuration(keyId: "UNKNOWN", issuerId: "i", bundleId: SimulatorHarness.bundleId)
             configuration.environment = .sandbox
             configuration.sandboxURL = sim.baseURL + "/sandbox"
-            let stranger = try AppStoreServerAPIClient(configuration: configuration, privateKeyPEM: P256.Signing.PrivateKey().pemRepresentation)
-            let refused = await #expect(throws: AppStoreError.self) { try await stranger.getTransactionInfo(transactionId: purchase.transactionId) }
+            let stranger = try AppStoreServerAPIClient(
+                configuration: configuration, privateKeyPEM: P256.Signing.PrivateKey().pemRepresentation)
+            let refused = await #expect(throws: AppStoreError.self) {
+                try await stranger.getTransactionInfo(transactionId: purchase.transactionId)
+            }
             #expect(refused?.httpStatus == 401)
 
             // Hand-made tokens: expired, living too long, wrong audience, tampered.
             let key = P256.Signing.PrivateKey()
-            let registration = #"{"keyId":"HANDMADE","issuerId":"iss","bundleId":"com.entitle.demo","publicKey":"\#(key.publicKey.pemRepresentation.replacingOccurrences(of: "\n", with: "\\n"))"}"#
+            let registration =
+                #"{"keyId":"HANDMADE","issuerId":"iss","bundleId":"com.entitle.demo","publicKey":"\#(key.publicKey.pemRepresentation.replacingOccurrences(of: "\n", with: "\\n"))"}"#
             #expect(try await sim.post("/simulator/keys", registration).status == 204)
             #expect(try await sim.post("/simulator/keys", #"{"keyId":"K","issuerId":"i","bundleId":"b","publicKey":"nope"}"#).status == 400)
             let now = Int(Date().timeIntervalSince1970)
@@ -66,7 +72,8 @@ import Testing
                 }
                 let input = try encode(["alg": "ES256", "kid": "HANDMADE", "typ": "JWT"]) + "." + (try encode(claims))
                 let signature = try key.signature(for: Data(input.utf8)).rawRepresentation.base64EncodedString()
-                    .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+                    .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(
+                        of: "=", with: "")
                 return input + "." + (tamper ? String(signature.reversed()) : signature)
             }
             let good: [String: Any] = ["iss": "iss", "aud": "appstoreconnect-v1", "bid": "com.entitle.demo", "iat": now, "exp": now + 600]
@@ -99,7 +106,9 @@ import Testing
             let info = try await withFallback.getTransactionInfo(transactionId: purchase.transactionId)
             #expect(info.signedTransactionInfo != nil)
             let strict = try await sim.apiClient(environment: .production, fallback: false)
-            let error = await #expect(throws: AppStoreError.self) { try await strict.getTransactionInfo(transactionId: purchase.transactionId) }
+            let error = await #expect(throws: AppStoreError.self) {
+                try await strict.getTransactionInfo(transactionId: purchase.transactionId)
+            }
             #expect(error?.apiErrorCode == 4_040_010)
 
             // And production purchases are found in production only.
@@ -115,7 +124,9 @@ import Testing
             let purchase = try await sim.purchase("com.entitle.demo.pass.30days")
             let api = try await sim.apiClient()
             #expect(try await sim.post("/simulator/faults", #"{"target":"serverAPI","status":429,"retryAfterSeconds":30}"#).status == 204)
-            let limited = await #expect(throws: AppStoreError.self) { try await api.getTransactionInfo(transactionId: purchase.transactionId) }
+            let limited = await #expect(throws: AppStoreError.self) {
+                try await api.getTransactionInfo(transactionId: purchase.transactionId)
+            }
             #expect(limited?.code == .rateLimited)
             #expect(limited?.apiErrorCode == 4_290_000)
             let wait = try #require(limited?.retryAfter).timeIntervalSinceNow
@@ -123,16 +134,22 @@ import Testing
             // One failure was asked for; the next call succeeds.
             #expect(try await api.getTransactionInfo(transactionId: purchase.transactionId).signedTransactionInfo != nil)
 
-            #expect(try await sim.post("/simulator/faults", #"{"target":"serverAPI","status":503,"count":2,"pathContains":"/history/"}"#).status == 204)
+            #expect(
+                try await sim.post("/simulator/faults", #"{"target":"serverAPI","status":503,"count":2,"pathContains":"/history/"}"#).status
+                    == 204)
             #expect(try await api.getTransactionInfo(transactionId: purchase.transactionId).signedTransactionInfo != nil)
             for _ in 0..<2 {
-                let unavailable = await #expect(throws: AppStoreError.self) { try await api.getTransactionHistory(transactionId: purchase.transactionId) }
+                let unavailable = await #expect(throws: AppStoreError.self) {
+                    try await api.getTransactionHistory(transactionId: purchase.transactionId)
+                }
                 #expect(unavailable?.isRetryable == true)
             }
             #expect(try await api.getTransactionHistory(transactionId: purchase.transactionId).signedTransactions?.count == 1)
 
             #expect(try await sim.post("/simulator/faults", #"{"target":"verifyReceipt","receiptStatus":21005}"#).status == 204)
-            let busy = await #expect(throws: AppStoreError.self) { try await sim.verifyReceiptClient().verify(receiptData: purchase.appReceipt) }
+            let busy = await #expect(throws: AppStoreError.self) {
+                try await sim.verifyReceiptClient().verify(receiptData: purchase.appReceipt)
+            }
             #expect(busy?.isRetryable == true)
             #expect(try await sim.post("/simulator/faults", #"{"target":"serverAPI"}"#).status == 400)
         }
@@ -161,14 +178,19 @@ import Testing
             #expect(fresh.inAppPurchases.count == 3)
 
             var excluding = sim.verifyReceiptClient()
-            excluding = VerifyReceiptClient(configuration: { var c = excluding.configuration; c.excludeOldTransactions = true; return c }())
+            excluding = VerifyReceiptClient(
+                configuration: {
+                    var c = excluding.configuration; c.excludeOldTransactions = true; return c
+                }())
             #expect(try await excluding.verify(receiptData: subscription.appReceipt).response.latestReceiptInfo?.count == 2)
 
             let wrongSecret = await #expect(throws: AppStoreError.self) {
                 try await sim.verifyReceiptClient(secret: "wrong").verify(receiptData: subscription.appReceipt)
             }
             #expect(wrongSecret?.apiErrorCode == 21004)
-            await #expect(throws: AppStoreError.self) { try await sim.verifyReceiptClient(secret: nil).verify(receiptData: subscription.appReceipt) }
+            await #expect(throws: AppStoreError.self) {
+                try await sim.verifyReceiptClient(secret: nil).verify(receiptData: subscription.appReceipt)
+            }
 
             // Production receipts sent to sandbox get 21008; tampered receipts are refused.
             let live = try await sim.purchase("com.entitle.demo.pass.30days", #""environment":"Production""#)

@@ -21,6 +21,9 @@ struct SimulatorHarness: Sendable {
     let inbox: RequestLog
     let verifier: SignedDataVerifier
 
+    /// One pair of authorities for every test: minting RSA keys costs a CPU-second in debug builds.
+    static let authorities = Result { (try SigningAuthority(), try ReceiptSigningAuthority()) }
+
     static var demoCatalog: SimulatorCatalog {
         get throws {
             let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -48,6 +51,7 @@ struct SimulatorHarness: Sendable {
         return try await LoopbackServer.run(receiver) { receiverURL in
             var configuration = SimulatorServer.Configuration(catalog: try demoCatalog)
             configuration.port = 0
+            configuration.authorities = try authorities.get()
             configuration.notifications = .init(url: receiverURL + "/v2", v1URL: receiverURL + "/v1")
             configuration.notifications.retryDelays = retryDelays
             let (ports, continuation) = AsyncStream<Int>.makeStream()
@@ -168,7 +172,8 @@ struct SimulatorHarness: Sendable {
     func apiClient(environment: AppStoreEnvironment = .sandbox, fallback: Bool = true) async throws -> AppStoreServerAPIClient {
         let key = P256.Signing.PrivateKey()
         let keyId = "KEY" + String(UUID().uuidString.prefix(6))
-        let registration = #"{"keyId":"\#(keyId)","issuerId":"issuer-1","bundleId":"\#(Self.bundleId)","publicKey":"\#(key.publicKey.pemRepresentation.replacingOccurrences(of: "\n", with: "\\n"))"}"#
+        let registration =
+            #"{"keyId":"\#(keyId)","issuerId":"issuer-1","bundleId":"\#(Self.bundleId)","publicKey":"\#(key.publicKey.pemRepresentation.replacingOccurrences(of: "\n", with: "\\n"))"}"#
         let reply = try await post("/simulator/keys", registration)
         try #require(reply.status == 204, "keys answered \(reply.status): \(reply.text)")
         var configuration = AppStoreServerAPIClient.Configuration(

@@ -74,7 +74,8 @@ import Testing
             #expect(try await sim.verifier.verifyRenewalInfo(ended.signedRenewalInfo).expirationIntent == .customerCancelled)
             #expect(
                 try await events(sim, purchase.originalTransactionId, expecting: 5) == [
-                    "SUBSCRIBED/INITIAL_BUY", "DID_CHANGE_RENEWAL_STATUS/AUTO_RENEW_DISABLED", "DID_CHANGE_RENEWAL_STATUS/AUTO_RENEW_ENABLED",
+                    "SUBSCRIBED/INITIAL_BUY", "DID_CHANGE_RENEWAL_STATUS/AUTO_RENEW_DISABLED",
+                    "DID_CHANGE_RENEWAL_STATUS/AUTO_RENEW_ENABLED",
                     "DID_CHANGE_RENEWAL_STATUS/AUTO_RENEW_DISABLED", "EXPIRED/VOLUNTARY",
                 ])
         }
@@ -178,7 +179,10 @@ import Testing
             #expect(try await sim.post("/simulator/transactions/\(own.transactionId)/revoke").status == 409)
             #expect(try await sim.post("/simulator/subscriptions/\(own.originalTransactionId)/teleport").status == 404)
             // Only family-shareable products can be shared.
-            #expect(try await sim.post("/simulator/purchases", #"{"bundleId":"com.entitle.demo","productId":"\#(Self.basic)","familyShared":true}"#).status == 400)
+            #expect(
+                try await sim.post(
+                    "/simulator/purchases", #"{"bundleId":"com.entitle.demo","productId":"\#(Self.basic)","familyShared":true}"#
+                ).status == 400)
         }
     }
 
@@ -232,14 +236,18 @@ import Testing
             _ = try await sim.subscriptionEvent(accepting.originalTransactionId, "price-increase", #"{"price":6.99}"#)
             let agreed = try await sim.subscriptionEvent(accepting.originalTransactionId, "price-increase-consent", #"{"accept":true}"#)
             #expect(try await sim.verifier.verifyRenewalInfo(agreed.signedRenewalInfo).priceIncreaseStatus == .consented)
-            #expect(try await sim.post("/simulator/subscriptions/\(accepting.originalTransactionId)/price-increase-consent", #"{"accept":true}"#).status == 409)
+            #expect(
+                try await sim.post(
+                    "/simulator/subscriptions/\(accepting.originalTransactionId)/price-increase-consent", #"{"accept":true}"#
+                ).status == 409)
 
             try await sim.advance(seconds: 301)
             let renewed = try await sim.get("/simulator/subscriptions/\(accepting.originalTransactionId)").decode(SubscriptionSnapshot.self)
             #expect(try await sim.verifier.verifyTransaction(renewed.signedTransaction).price == 6990)
             #expect(
                 try await events(sim, declining.originalTransactionId, expecting: 4) == [
-                    "SUBSCRIBED/INITIAL_BUY", "PRICE_INCREASE/PENDING", "DID_CHANGE_RENEWAL_STATUS/AUTO_RENEW_DISABLED", "EXPIRED/PRICE_INCREASE",
+                    "SUBSCRIBED/INITIAL_BUY", "PRICE_INCREASE/PENDING", "DID_CHANGE_RENEWAL_STATUS/AUTO_RENEW_DISABLED",
+                    "EXPIRED/PRICE_INCREASE",
                 ])
             #expect(
                 try await events(sim, accepting.originalTransactionId, expecting: 4) == [
@@ -273,9 +281,11 @@ import Testing
             #expect(response.effectiveDate?.milliseconds == before + 3 * 40_000)
             // A retried request (same identifier) extends once.
             _ = try await api.extendSubscriptionRenewalDate(originalTransactionId: subscription.originalTransactionId, extend)
-            let snapshot = try await sim.get("/simulator/subscriptions/\(subscription.originalTransactionId)").decode(SubscriptionSnapshot.self)
+            let snapshot = try await sim.get("/simulator/subscriptions/\(subscription.originalTransactionId)").decode(
+                SubscriptionSnapshot.self)
             #expect(snapshot.expiresDate.milliseconds == before + 3 * 40_000)
-            #expect(try await events(sim, subscription.originalTransactionId, expecting: 2) == ["SUBSCRIBED/INITIAL_BUY", "RENEWAL_EXTENDED"])
+            #expect(
+                try await events(sim, subscription.originalTransactionId, expecting: 2) == ["SUBSCRIBED/INITIAL_BUY", "RENEWAL_EXTENDED"])
             await #expect(throws: AppStoreError.self) {
                 try await api.extendSubscriptionRenewalDate(
                     originalTransactionId: subscription.originalTransactionId,

@@ -20,7 +20,10 @@ import Testing
             request.transactionId = purchase.transactionId
             let history = try await api.getNotificationHistory(request)
             let item = try #require(history.notificationHistory?.first)
-            #expect(item.sendAttempts?.map(\.sendAttemptResult?.rawValue) == ["UNSUCCESSFUL_HTTP_RESPONSE_CODE", "UNSUCCESSFUL_HTTP_RESPONSE_CODE", "SUCCESS"])
+            #expect(
+                item.sendAttempts?.map(\.sendAttemptResult?.rawValue) == [
+                    "UNSUCCESSFUL_HTTP_RESPONSE_CODE", "UNSUCCESSFUL_HTTP_RESPONSE_CODE", "SUCCESS",
+                ])
             #expect(try await sim.verifier.verifyNotification(try #require(item.signedPayload)).notificationType == .oneTimeCharge)
 
             var failures = request

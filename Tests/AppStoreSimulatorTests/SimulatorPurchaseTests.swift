@@ -24,7 +24,8 @@ import X509
             // Verifiers are pointed at the roots the simulator serves, as users would.
             let root = try Certificate(derEncoded: try await sim.get("/simulator/root.cer").body)
             let receiptRoot = try Certificate(derEncoded: try await sim.get("/simulator/receipt-root.cer").body)
-            let verifier = SignedDataVerifier(configuration: .init(bundleId: SimulatorHarness.bundleId, environment: .sandbox, roots: [root]))
+            let verifier = SignedDataVerifier(
+                configuration: .init(bundleId: SimulatorHarness.bundleId, environment: .sandbox, roots: [root]))
             let receipts = AppReceiptVerifier(configuration: .init(bundleId: SimulatorHarness.bundleId, roots: [receiptRoot]))
 
             let cases: [(String, ProductType, Int64, String)] = [
@@ -73,14 +74,16 @@ import X509
 
     @Test func introductoryOffersAndOfferCodesAsAppleAppliesThem() async throws {
         try await SimulatorHarness.run { sim in
-            let trial = try await sim.verifier.verifyTransaction(try await sim.purchase("com.entitle.demo.premium.monthly").signedTransaction)
+            let trial = try await sim.verifier.verifyTransaction(
+                try await sim.purchase("com.entitle.demo.premium.monthly").signedTransaction)
             #expect(trial.offerType == .introductory)
             #expect(trial.offerDiscountType == .freeTrial)
             #expect(trial.price == 0)
             #expect(trial.offerPeriod == "P1W")
             #expect((trial.expiresDate?.milliseconds ?? 0) - (trial.purchaseDate?.milliseconds ?? 0) == 180_000)
 
-            let upFront = try await sim.verifier.verifyTransaction(try await sim.purchase("com.entitle.demo.premium.annual").signedTransaction)
+            let upFront = try await sim.verifier.verifyTransaction(
+                try await sim.purchase("com.entitle.demo.premium.annual").signedTransaction)
             #expect(upFront.offerDiscountType == .payUpFront)
             #expect(upFront.price == 9990)
             #expect((upFront.expiresDate?.milliseconds ?? 0) - (upFront.purchaseDate?.milliseconds ?? 0) == 900_000)
@@ -131,7 +134,8 @@ import X509
             }
             _ = try await sim.purchase("com.entitle.demo.issue.2026.11", #""appleAccount":"reader""#)
             let twice = try await sim.post(
-                "/simulator/purchases", #"{"bundleId":"com.entitle.demo","productId":"com.entitle.demo.issue.2026.11","appleAccount":"reader"}"#)
+                "/simulator/purchases",
+                #"{"bundleId":"com.entitle.demo","productId":"com.entitle.demo.issue.2026.11","appleAccount":"reader"}"#)
             #expect(twice.status == 409)
             // Nothing half-done: only the one good purchase was notified.
             #expect(try await sim.get("/simulator/notifications").decodeArrayCount() == 1)

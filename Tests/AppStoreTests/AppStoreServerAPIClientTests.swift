@@ -1,7 +1,7 @@
-import HTTPTestSupport
 import AppStore
 import Crypto
 import Foundation
+import HTTPTestSupport
 import Hummingbird
 import Testing
 
@@ -141,7 +141,7 @@ import Testing
             }
         }
         try await LoopbackServer.run(router) { base in
-            let api = try client(base, timeout: .milliseconds(300))
+            let api = try client(base, timeout: .seconds(2))
             let limited = await #expect(throws: AppStoreError.self) { try await api.getAllSubscriptionStatuses(transactionId: "429") }
             #expect(limited?.code == .rateLimited)
             #expect(limited?.isRetryable == true)

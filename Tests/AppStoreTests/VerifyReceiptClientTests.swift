@@ -1,6 +1,6 @@
-import HTTPTestSupport
 import AppStore
 import Foundation
+import HTTPTestSupport
 import Hummingbird
 import Testing
 

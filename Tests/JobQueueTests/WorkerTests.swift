@@ -48,11 +48,11 @@ import Testing
         let times = starts.current
         try #require(times.count == 3)
         // Equal jitter: after attempt n the wait is between base*2^(n-1)/2 and base*2^(n-1)
-        // (plus promotion and pickup, bounded loosely here).
+        // (plus promotion and pickup, bounded loosely: the suite runs many servers in parallel).
         let first = times[1] - times[0]
         let second = times[2] - times[1]
-        #expect(first >= 200 && first < 400 + 500, "first wait \(first) ms")
-        #expect(second >= 400 && second < 800 + 500, "second wait \(second) ms")
+        #expect(first >= 200 && first < 400 + 1500, "first wait \(first) ms")
+        #expect(second >= 400 && second < 800 + 1500, "second wait \(second) ms")
         let stats = try await h.queue.stats(queue: h.name)
         #expect(stats.counters["retried:flaky"] == 2)
         #expect(stats.counters["succeeded:flaky"] == 1)
