@@ -84,8 +84,8 @@ extension SimulatedAppStore {
     ) async throws(AppleAPIError) -> StatusResponse {
         try? await processDue()
         let record = try scoped(transactionId, environment, bundleId)
-        let owned = subscriptions.values.filter {
-            $0.account == record.account && $0.bundleId == bundleId && $0.environment == environment
+        let owned = subscriptions(of: record.account).filter {
+            $0.bundleId == bundleId && $0.environment == environment
                 && (filter.isEmpty || filter.contains($0.state.status.rawValue))
         }
         var groups: [SubscriptionGroupIdentifierItem] = []

@@ -73,8 +73,7 @@ extension SimulatedAppStore {
             var seen = Set<String>()
             latest = latest.filter { seen.insert($0.transaction.originalTransactionId ?? $0.id).inserted }
         }
-        let pending = subscriptions.values.filter { $0.account == account && $0.bundleId == bundleId && $0.environment == environment }
-            .sorted { $0.originalTransactionId < $1.originalTransactionId }
+        let pending = subscriptions(of: account).filter { $0.bundleId == bundleId && $0.environment == environment }
             .map { subscription -> [String: Any] in
                 let info = renewalInfo(subscription)
                 var object: [String: Any] = [

@@ -22,6 +22,8 @@ public actor SimulatedAppStore {
     /// Transaction ids per account, in purchase order.
     var accountTransactions: [String: [String]] = [:]
     var orders: [String: [String]] = [:]
+    /// Original transaction ids of subscriptions per account, so lookups never scan them all.
+    var accountSubscriptions: [String: Set<String>] = [:]
     /// Subscriptions by when the scheduler must next look at them.
     var due = DueQueue()
     private var nextTransactionId: Int64
@@ -98,7 +100,7 @@ public actor SimulatedAppStore {
 
         var event: (NotificationType, NotificationSubtype?, String?)
         if product.type == .autoRenewable, let groupId = product.subscriptionGroup, let period = product.period {
-            let previous = subscriptions.values.first {
+            let previous = subscriptions(of: account).first {
                 $0.account == account && $0.groupId == groupId && $0.bundleId == app.bundleId && $0.environment == environment
             }
             if let previous, previous.state != .expired, previous.state != .revoked {
@@ -210,7 +212,13 @@ public actor SimulatedAppStore {
     /// Stores a subscription and tells the scheduler when it is next due.
     func save(_ subscription: SimulatedSubscription) {
         subscriptions[subscription.originalTransactionId] = subscription
+        accountSubscriptions[subscription.account, default: []].insert(subscription.originalTransactionId)
         if let next = subscription.nextDue { due.push(next, subscription.originalTransactionId) }
+    }
+
+    /// The account's subscriptions, in original-transaction-id order.
+    func subscriptions(of account: String) -> [SimulatedSubscription] {
+        (accountSubscriptions[account] ?? []).sorted().compactMap { subscriptions[$0] }
     }
 
     func newTransactionId() -> String {

@@ -64,7 +64,7 @@ extension SimulatorServer {
         control.post("subscriptions/:id/:event") { request, context in
             try await Self.handle {
                 let id = try context.parameters.require("id")
-                let body = try await Self.decodeOptional(LifecycleRequest.self, request)
+                let body = try await Self.decode(LifecycleRequest.self, request, allowEmpty: true)
                 let snapshot: SubscriptionSnapshot
                 switch try context.parameters.require("event") {
                 case "renew": snapshot = try await store.renew(id)
@@ -100,7 +100,7 @@ extension SimulatorServer {
         control.post("transactions/:id/:event") { request, context in
             try await Self.handle {
                 let id = try context.parameters.require("id")
-                let body = try await Self.decodeOptional(LifecycleRequest.self, request)
+                let body = try await Self.decode(LifecycleRequest.self, request, allowEmpty: true)
                 let snapshot: TransactionSnapshot
                 switch try context.parameters.require("event") {
                 case "refund": snapshot = try await store.refund(id, reason: body.reason ?? 0, percentage: body.percentage)
@@ -123,7 +123,7 @@ extension SimulatorServer {
         }
         control.post("notifications/release") { request, _ in
             try await Self.handle {
-                let body = try await Self.decodeOptional(ReleaseRequest.self, request)
+                let body = try await Self.decode(ReleaseRequest.self, request, allowEmpty: true)
                 return Response.encoded(await store.notifications.release(order: body.order ?? .sent))
             }
         }
@@ -151,21 +151,12 @@ extension SimulatorServer {
 
     static let maximumBody = 1 << 20
 
-    static func decode<Value: Decodable>(_ type: Value.Type, _ request: Request) async throws -> Value {
-        let buffer = try await request.body.collect(upTo: maximumBody)
-        do {
-            return try JSONDecoder().decode(Value.self, from: Data(buffer.readableBytesView))
-        } catch {
-            throw SimulatorError(.invalidRequest, "the body is not a valid \(Value.self): \(Self.describe(error))")
-        }
-    }
-
-    /// Lifecycle bodies are optional: an empty body means no options.
-    static func decodeOptional<Value: Decodable>(_ type: Value.Type, _ request: Request) async throws -> Value {
+    /// Decodes a JSON body; with `allowEmpty` (lifecycle options) an empty body is `{}`.
+    static func decode<Value: Decodable>(_ type: Value.Type, _ request: Request, allowEmpty: Bool = false) async throws -> Value {
         let buffer = try await request.body.collect(upTo: maximumBody)
         let data = Data(buffer.readableBytesView)
         do {
-            return try JSONDecoder().decode(Value.self, from: data.isEmpty ? Data("{}".utf8) : data)
+            return try JSONDecoder().decode(Value.self, from: data.isEmpty && allowEmpty ? Data("{}".utf8) : data)
         } catch {
             throw SimulatorError(.invalidRequest, "the body is not a valid \(Value.self): \(Self.describe(error))")
         }
