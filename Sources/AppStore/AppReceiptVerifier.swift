@@ -45,7 +45,7 @@ public struct AppReceiptVerifier: Sendable {
 
     /// Verifies a receipt as apps send it: base64 (padding optional, line breaks allowed).
     public func verify(base64 text: String) async throws(AppStoreError) -> AppReceipt {
-        guard let bytes = Base64Decoding.decode(text), !bytes.isEmpty else {
+        guard let bytes = AppleBase64.decode(text), !bytes.isEmpty else {
             throw AppStoreError(.invalidFormat, "the receipt is not base64")
         }
         return try await verify(der: bytes)

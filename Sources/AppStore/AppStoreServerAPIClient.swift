@@ -233,13 +233,13 @@ public struct AppStoreServerAPIClient: Sendable {
         let signature: P256.Signing.ECDSASignature
         do {
             signingInput =
-                Base64Decoding.encodeURL(try JSONSerialization.data(withJSONObject: header, options: .sortedKeys)) + "."
-                + Base64Decoding.encodeURL(try JSONSerialization.data(withJSONObject: claims, options: .sortedKeys))
+                AppleBase64.encodeURL(try JSONSerialization.data(withJSONObject: header, options: .sortedKeys)) + "."
+                + AppleBase64.encodeURL(try JSONSerialization.data(withJSONObject: claims, options: .sortedKeys))
             signature = try signingKey.signature(for: Data(signingInput.utf8))
         } catch {
             throw AppStoreError(.invalidConfiguration, "the API token cannot be signed")
         }
-        let value = signingInput + "." + Base64Decoding.encodeURL(signature.rawRepresentation)
+        let value = signingInput + "." + AppleBase64.encodeURL(signature.rawRepresentation)
         token.current.withLock { $0 = (value, now.addingTimeInterval(lifetime)) }
         return value
     }

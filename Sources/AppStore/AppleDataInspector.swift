@@ -63,7 +63,7 @@ public struct AppleDataInspector: Sendable {
         if text.split(separator: ".", omittingEmptySubsequences: false).count == 3 {
             return await inspectJWS(text, kind: Self.guessKind(ofJWS: text))
         }
-        guard let bytes = Base64Decoding.decode(text), !bytes.isEmpty else {
+        guard let bytes = AppleBase64.decode(text), !bytes.isEmpty else {
             var inspection = Inspection(kind: .unknown)
             inspection.reason = "neither a JWS, a notification body, nor base64 receipt data"
             return inspection

@@ -51,7 +51,7 @@ public enum AppleRootCertificates {
     public static var receiptRoots: [Certificate] { parsed([appleIncRootDER]) }
 
     private static func decode(_ text: String) -> [UInt8] {
-        Base64Decoding.decode(text) ?? []
+        AppleBase64.decode(text) ?? []
     }
 
     private static func parsed(_ ders: [[UInt8]]) -> [Certificate] {

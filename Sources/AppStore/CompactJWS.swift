@@ -60,7 +60,7 @@ struct CompactJWS {
     private static func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09 }
 
     private static func decode(_ bytes: ArraySlice<UInt8>) -> [UInt8]? {
-        bytes.withUnsafeBufferPointer { Base64Decoding.decode(bytes: $0) }
+        bytes.withUnsafeBufferPointer { AppleBase64.decode(bytes: $0) }
     }
 
     func decodePayload<T: Decodable>() throws(AppStoreError) -> T {
@@ -74,7 +74,7 @@ struct CompactJWS {
     func parseCertificates() throws(AppStoreError) -> [Certificate] {
         var certificates: [Certificate] = []
         for (index, encoded) in certificateChain.enumerated() {
-            guard let der = Base64Decoding.decode(encoded), let certificate = try? Certificate(derEncoded: der) else {
+            guard let der = AppleBase64.decode(encoded), let certificate = try? Certificate(derEncoded: der) else {
                 throw AppStoreError(.invalidFormat, "x5c[\(index)] is not a DER certificate")
             }
             certificates.append(certificate)

@@ -17,9 +17,9 @@ public struct LegacyTransactionReceipt: Sendable, Hashable {
 
     /// Parses a base64 transaction receipt.
     public init(base64 text: String) throws(AppStoreError) {
-        guard let bytes = Base64Decoding.decode(text),
+        guard let bytes = AppleBase64.decode(text),
             let outer = OldStylePropertyList.parse(String(decoding: bytes, as: UTF8.self)),
-            let purchaseInfo = outer["purchase-info"], let innerBytes = Base64Decoding.decode(purchaseInfo),
+            let purchaseInfo = outer["purchase-info"], let innerBytes = AppleBase64.decode(purchaseInfo),
             let inner = OldStylePropertyList.parse(String(decoding: innerBytes, as: UTF8.self))
         else {
             throw AppStoreError(.invalidFormat, "not an iOS 6 transaction receipt")

@@ -1,3 +1,4 @@
+import AppStore
 import Crypto
 import Foundation
 import Synchronization
@@ -57,8 +58,9 @@ public final class APIKeyRegistry: Sendable {
     public func authenticate(_ authorization: String?, now: Date = Date()) throws(Unauthorized) -> String {
         guard let authorization, authorization.hasPrefix("Bearer ") else { throw Unauthorized(reason: "no bearer token") }
         let parts = authorization.dropFirst(7).split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let headerBytes = Self.base64URL(parts[0]), let claimsBytes = Self.base64URL(parts[1]),
-            let signatureBytes = Self.base64URL(parts[2]),
+        guard parts.count == 3, let headerBytes = AppleBase64.decode(parts[0]).map { Data($0) },
+            let claimsBytes = AppleBase64.decode(parts[1]).map { Data($0) },
+            let signatureBytes = AppleBase64.decode(parts[2]).map { Data($0) },
             let header = (try? JSONSerialization.jsonObject(with: headerBytes)) as? [String: Any],
             let claims = (try? JSONSerialization.jsonObject(with: claimsBytes)) as? [String: Any]
         else { throw Unauthorized(reason: "the token is not a JWT") }
@@ -79,11 +81,5 @@ public final class APIKeyRegistry: Sendable {
             throw Unauthorized(reason: "the token lives longer than 60 minutes")
         }
         return key.bundleId
-    }
-
-    private static func base64URL(_ text: Substring) -> Data? {
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while base64.count % 4 != 0 { base64 += "=" }
-        return Data(base64Encoded: base64)
     }
 }

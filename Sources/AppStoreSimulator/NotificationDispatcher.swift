@@ -76,6 +76,9 @@ public actor NotificationDispatcher {
         self.logger = logger
     }
 
+    /// Whether V1 bodies go anywhere.
+    public var sendsV1: Bool { configuration.v1URL != nil }
+
     /// Changes where notifications go (`POST /simulator/notifications/url`).
     public func setURLs(v2: String?, v1: String?) {
         configuration.url = v2

@@ -93,20 +93,13 @@ public struct SigningAuthority: Sendable {
     public func sign(payload: [UInt8], chain: [Certificate]? = nil, algorithm: String = "ES256") throws -> String {
         let certificates = try chain.map { try $0.map { Data(try CertificateChainMinter.der($0)).base64EncodedString() } } ?? encodedChain
         let header = try JSONSerialization.data(withJSONObject: ["alg": algorithm, "x5c": certificates], options: [.sortedKeys])
-        let signingInput = Self.base64URL(header) + "." + Self.base64URL(payload)
+        let signingInput = AppleBase64.encodeURL(header) + "." + AppleBase64.encodeURL(payload)
         let signature = try leafKey.signature(for: Data(signingInput.utf8))
-        return signingInput + "." + Self.base64URL(signature.rawRepresentation)
+        return signingInput + "." + AppleBase64.encodeURL(signature.rawRepresentation)
     }
 
     /// Signs an `Encodable` payload (encoded with Apple's conventions: dates as milliseconds).
     public func sign(_ payload: some Encodable, chain: [Certificate]? = nil) throws -> String {
         try sign(payload: Array(JSONEncoder().encode(payload)), chain: chain)
-    }
-
-    static func base64URL<Bytes: Sequence>(_ bytes: Bytes) -> String where Bytes.Element == UInt8 {
-        var text = Data(bytes).base64EncodedString()
-        text = text.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-        while text.hasSuffix("=") { text.removeLast() }
-        return text
     }
 }

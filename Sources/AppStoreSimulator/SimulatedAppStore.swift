@@ -367,7 +367,8 @@ public actor SimulatedAppStore {
         payload.data = data
         payload.version = "2.0"
         payload.signedDate = AppleTimestamp(clock.now)
-        let v1Body = try v1.map { try v1Notification(type: $0, record: record) }
+        // A V1 body holds a freshly signed receipt: only build it when someone listens.
+        let v1Body = await notifications.sendsV1 ? try v1.map { try v1Notification(type: $0, record: record) } : nil
         await notifications.send(
             OutgoingNotification(
                 uuid: uuid, type: type, subtype: subtype, signedPayload: try signing.sign(payload), v1Body: v1Body,

@@ -1,8 +1,9 @@
 import Foundation
 
-/// Lenient base64 decoding for what apps and Apple actually send: standard or URL-safe
-/// alphabets, with or without padding, with line breaks.
-enum Base64Decoding {
+/// Base64 as Apple's data uses it: lenient decoding of what apps and Apple actually send
+/// (standard or URL-safe alphabets, with or without padding, with line breaks), and the
+/// URL-safe encoding of JWS segments.
+public enum AppleBase64 {
     private static let table: [UInt8] = {
         var table = [UInt8](repeating: 0xFF, count: 256)
         for (index, byte) in Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789".utf8).enumerated() {
@@ -16,7 +17,7 @@ enum Base64Decoding {
     }()
 
     /// Decodes base64 text; `nil` when a character is outside both alphabets or the length is impossible.
-    static func decode(_ text: some StringProtocol) -> [UInt8]? {
+    public static func decode(_ text: some StringProtocol) -> [UInt8]? {
         if let bytes = text.utf8.withContiguousStorageIfAvailable({ decode(bytes: $0) }) { return bytes }
         var copy = String(text)
         return copy.withUTF8 { decode(bytes: $0) }
@@ -62,11 +63,30 @@ enum Base64Decoding {
         return output
     }
 
-    /// Encodes as base64url without padding (JWT segments).
-    static func encodeURL<Bytes: Sequence>(_ bytes: Bytes) -> String where Bytes.Element == UInt8 {
-        var text = Data(bytes).base64EncodedString()
-        text = text.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-        while text.hasSuffix("=") { text.removeLast() }
-        return text
+    private static let urlAlphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+
+    /// Encodes as base64url without padding (JWS segments), a byte at a time: Foundation's
+    /// string replacing made this a signing hot spot.
+    public static func encodeURL<Bytes: Sequence>(_ bytes: Bytes) -> String where Bytes.Element == UInt8 {
+        let input = Array(bytes)
+        var output = [UInt8]()
+        output.reserveCapacity((input.count + 2) / 3 * 4)
+        var index = 0
+        while index + 2 < input.count {
+            let value = UInt32(input[index]) << 16 | UInt32(input[index + 1]) << 8 | UInt32(input[index + 2])
+            output.append(urlAlphabet[Int(value >> 18 & 63)])
+            output.append(urlAlphabet[Int(value >> 12 & 63)])
+            output.append(urlAlphabet[Int(value >> 6 & 63)])
+            output.append(urlAlphabet[Int(value & 63)])
+            index += 3
+        }
+        let remaining = input.count - index
+        if remaining > 0 {
+            let value = UInt32(input[index]) << 16 | (remaining == 2 ? UInt32(input[index + 1]) << 8 : 0)
+            output.append(urlAlphabet[Int(value >> 18 & 63)])
+            output.append(urlAlphabet[Int(value >> 12 & 63)])
+            if remaining == 2 { output.append(urlAlphabet[Int(value >> 6 & 63)]) }
+        }
+        return String(decoding: output, as: UTF8.self)
     }
 }
