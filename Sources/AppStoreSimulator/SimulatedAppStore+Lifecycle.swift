@@ -75,11 +75,16 @@ extension SimulatedAppStore {
         }
     }
 
-    /// Bills the next period: a new transaction for the auto-renew product, starting at `date`.
-    func renewTransaction(_ subscription: inout SimulatedSubscription, at date: Date) throws -> String {
-        guard let product = catalog.product(subscription.autoRenewProductId), let period = product.period,
-            var template = transactions[subscription.latestTransactionId]
-        else { throw SimulatorError(.notFound, "subscription \(subscription.originalTransactionId) has no product to renew") }
+    /// Bills the next period: a new transaction for the auto-renew product, starting at
+    /// `date`. An immediate product change is a `.purchase` and does not count as a renewal.
+    func renewTransaction(
+        _ subscription: inout SimulatedSubscription, at date: Date, reason: TransactionReason = .renewal
+    ) throws
+        -> String
+    {
+        guard let product = catalog.product(subscription.autoRenewProductId), let period = product.period else {
+            throw SimulatorError(.notFound, "subscription \(subscription.originalTransactionId) has no product to renew")
+        }
         var transaction = JWSTransaction()
         transaction.transactionId = newTransactionId()
         transaction.originalTransactionId = subscription.originalTransactionId
@@ -93,17 +98,18 @@ extension SimulatedAppStore {
         transaction.inAppOwnershipType = subscription.ownership
         transaction.environment = subscription.environment
         transaction.storefront = subscription.storefront
-        transaction.storefrontId = template.transaction.storefrontId
-        transaction.transactionReason = .renewal
+        transaction.storefrontId = transactions[subscription.latestTransactionId]?.transaction.storefrontId
+        transaction.transactionReason = reason
         transaction.currency = subscription.currency
-        template = SimulatedTransaction(transaction: transaction, account: subscription.account, orderId: Self.newOrderId())
         let regular = product.price(in: subscription.storefront)?.milliunits ?? 0
-        let record = fillSubscriptionPeriod(template, subscription: &subscription, start: date, period: period, regularPrice: regular)
+        let record = fillSubscriptionPeriod(
+            SimulatedTransaction(transaction: transaction, account: subscription.account, orderId: Self.newOrderId()),
+            subscription: &subscription, start: date, period: period, regularPrice: regular)
         if subscription.priceIncrease?.consented == true || subscription.priceIncrease?.requiresConsent == false {
             subscription.priceIncrease?.requiresConsent = false
         }
         subscription.productId = product.productId
-        subscription.renewals += 1
+        if reason == .renewal { subscription.renewals += 1 }
         subscription.state = .active
         subscription.gracePeriodExpires = nil
         subscription.billingRetryEnds = nil
@@ -226,9 +232,7 @@ extension SimulatedAppStore {
         transactions[subscription.latestTransactionId]?.transaction.isUpgraded = true
         subscription.offer = nil
         subscription.recentStartDate = clock.now
-        let id = try renewTransaction(&subscription, at: clock.now)
-        transactions[id]?.transaction.transactionReason = .purchase
-        subscriptions[originalTransactionId]?.renewals -= 1
+        let id = try renewTransaction(&subscription, at: clock.now, reason: .purchase)
         let uuid = try await notify(.didChangeRenewalPref, .upgrade, v1: "INTERACTIVE_RENEWAL", transactionId: id)
         return try snapshot(originalTransactionId, notifications: [uuid])
     }

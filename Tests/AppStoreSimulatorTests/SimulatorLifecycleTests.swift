@@ -201,6 +201,7 @@ import Testing
             let new = try await sim.verifier.verifyTransaction(upgraded.signedTransaction)
             #expect(new.productId == Self.monthly)
             #expect(new.originalTransactionId == id)
+            #expect(new.transactionReason == .purchase)
 
             let downgraded = try await sim.subscriptionEvent(id, "downgrade", #"{"productId":"\#(Self.basic)"}"#)
             #expect(downgraded.productId == Self.monthly)
