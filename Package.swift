@@ -10,6 +10,7 @@ let package = Package(
         .library(name: "JobQueue", targets: ["JobQueue"]),
         .library(name: "AppStore", targets: ["AppStore"]),
         .library(name: "AppStoreSimulator", targets: ["AppStoreSimulator"]),
+        .library(name: "Entitlements", targets: ["Entitlements"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.0"),
@@ -62,6 +63,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        /// The domain: publishers' catalogs, access periods, subscriptions, credits; pure, no I/O.
+        .target(name: "Entitlements"),
         /// The local App Store: Apple-shaped signing, products, subscriptions over simulated time,
         /// notifications, and Apple's endpoints plus a control API over HTTP.
         .target(
@@ -148,6 +151,7 @@ let package = Package(
             ],
             exclude: ["python"]
         ),
+        .testTarget(name: "EntitlementsTests", dependencies: ["Entitlements"]),
         .testTarget(
             name: "EntitleCLITests",
             dependencies: [

@@ -1,0 +1,42 @@
+import Foundation
+
+/// A customer's credits (calling minutes, tokens): every change keyed, so a replayed job,
+/// a duplicate notification or a resubmitted receipt changes nothing. The balance may go
+/// negative when credits already spent are refunded.
+public struct CreditLedger: Sendable, Hashable, Codable {
+    public struct Entry: Sendable, Hashable, Codable {
+        public enum Kind: String, Sendable, Hashable, Codable {
+            case purchase, clawback
+        }
+
+        public var kind: Kind
+        public var transactionId: String
+        public var offerId: String
+        public var amount: Int
+        public var at: Date
+    }
+
+    public private(set) var entries: [Entry] = []
+
+    public init() {}
+
+    public var balance: Int { entries.reduce(0) { $0 + $1.amount } }
+
+    /// Credits a purchase once per transaction; returns the amount added (0 for a repeat).
+    @discardableResult
+    mutating func credit(_ amount: Int, transactionId: String, offerId: String, at date: Date) -> Int {
+        guard !entries.contains(where: { $0.kind == .purchase && $0.transactionId == transactionId }) else { return 0 }
+        entries.append(Entry(kind: .purchase, transactionId: transactionId, offerId: offerId, amount: amount, at: date))
+        return amount
+    }
+
+    /// Takes back what a refunded transaction credited, once; returns the amount removed.
+    @discardableResult
+    mutating func clawBack(transactionId: String, at date: Date) -> Int {
+        guard let credited = entries.first(where: { $0.kind == .purchase && $0.transactionId == transactionId }),
+            !entries.contains(where: { $0.kind == .clawback && $0.transactionId == transactionId })
+        else { return 0 }
+        entries.append(Entry(kind: .clawback, transactionId: transactionId, offerId: credited.offerId, amount: -credited.amount, at: date))
+        return credited.amount
+    }
+}

@@ -1,0 +1,102 @@
+import Foundation
+
+/// Every publisher Entitle serves, read from `Config/` and checked as a whole before use:
+/// a wrong catalog fails at start with a message naming the bad entry.
+public struct EntitlementCatalog: Sendable, Hashable, Codable {
+    public var publishers: [Publisher]
+
+    public init(publishers: [Publisher]) throws {
+        self.publishers = publishers
+        try validate()
+    }
+
+    /// Reads and checks a catalog document.
+    public init(json data: Data) throws(CatalogError) {
+        do {
+            self = try JSONDecoder().decode(Self.self, from: data)
+        } catch let DecodingError.keyNotFound(key, context) {
+            throw .invalidEntry(entry: Self.path(context.codingPath), problem: "\(key.stringValue) is missing")
+        } catch let DecodingError.typeMismatch(_, context), let DecodingError.valueNotFound(_, context) {
+            throw .invalidEntry(entry: Self.path(context.codingPath), problem: "has the wrong type")
+        } catch let DecodingError.dataCorrupted(context) {
+            throw .invalidEntry(entry: Self.path(context.codingPath), problem: context.debugDescription)
+        } catch {
+            throw .unreadable("\(error)")
+        }
+        try validate()
+    }
+
+    public func publisher(_ id: String) -> Publisher? { publishers.first { $0.id == id } }
+
+    /// Checks what the handlers rely on, naming the first bad entry.
+    public func validate() throws(CatalogError) {
+        var publisherIds = Set<String>()
+        for publisher in publishers {
+            let name = "publisher \"\(publisher.id)\""
+            guard Self.isIdentifier(publisher.id), publisherIds.insert(publisher.id).inserted else {
+                throw .invalidEntry(entry: name, problem: "ids must be unique, 1-64 letters, digits, '-' or '_'")
+            }
+            guard !publisher.apps.isEmpty else { throw .invalidEntry(entry: name, problem: "has no apps") }
+            var bundleIds = Set<String>()
+            for app in publisher.apps {
+                let appName = "\(name) app \"\(app.bundleId)\""
+                guard !app.bundleId.isEmpty, bundleIds.insert(app.bundleId).inserted else {
+                    throw .invalidEntry(entry: appName, problem: "bundle ids must be unique and not empty")
+                }
+                guard !app.environments.isEmpty, app.environments.allSatisfy(["Production", "Sandbox"].contains) else {
+                    throw .invalidEntry(entry: appName, problem: "environments must name Production and/or Sandbox")
+                }
+                if app.environments.contains("Production"), app.appAppleId == nil {
+                    throw .invalidEntry(entry: appName, problem: "production apps need their appAppleId")
+                }
+            }
+            var offerIds = Set<String>()
+            var products: [String: String] = [:]
+            for offer in publisher.offers {
+                let offerName = "\(name) offer \"\(offer.offerId)\""
+                guard Self.isIdentifier(offer.offerId), offerIds.insert(offer.offerId).inserted else {
+                    throw .invalidEntry(entry: offerName, problem: "offer ids must be unique, 1-64 letters, digits, '-' or '_'")
+                }
+                guard !offer.productIds.isEmpty else { throw .invalidEntry(entry: offerName, problem: "maps no App Store product") }
+                for product in offer.productIds {
+                    if let other = products.updateValue(offer.offerId, forKey: product) {
+                        throw .invalidEntry(entry: offerName, problem: "product \(product) is already mapped to offer \"\(other)\"")
+                    }
+                }
+                if let credits = offer.credits, credits <= 0 {
+                    throw .invalidEntry(entry: offerName, problem: "credits must be positive")
+                }
+                if let days = offer.accessDays, days <= 0 {
+                    throw .invalidEntry(entry: offerName, problem: "accessDays must be positive")
+                }
+                guard offer.credits != nil || !offer.entitlements.isEmpty else {
+                    throw .invalidEntry(entry: offerName, problem: "grants neither entitlements nor credits")
+                }
+            }
+            for group in publisher.subscriptionGroups {
+                for (product, level) in group.levels where products[product] == nil || level < 1 {
+                    throw .invalidEntry(
+                        entry: "\(name) subscription group \"\(group.id)\"", problem: "\(product) needs an offer and a level of 1 or more")
+                }
+            }
+            for campaign in publisher.couponCampaigns where !offerIds.contains(campaign.offerId) {
+                throw .invalidEntry(entry: "\(name) coupon \"\(campaign.code)\"", problem: "names no offer \"\(campaign.offerId)\"")
+            }
+            if let webhook = publisher.webhook {
+                guard let url = URL(string: webhook.url), ["http", "https"].contains(url.scheme ?? ""), url.host != nil else {
+                    throw .invalidEntry(entry: "\(name) webhook", problem: "\(webhook.url) is not an http(s) URL")
+                }
+            }
+        }
+    }
+
+    static func isIdentifier(_ text: String) -> Bool {
+        (1...64).contains(text.count)
+            && text.unicodeScalars.allSatisfy { CharacterSet.alphanumerics.contains($0) && $0.isASCII || $0 == "-" || $0 == "_" }
+    }
+
+    static func path(_ codingPath: [any CodingKey]) -> String {
+        codingPath.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".")
+            .replacingOccurrences(of: ".[", with: "[")
+    }
+}

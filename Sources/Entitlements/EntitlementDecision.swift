@@ -1,0 +1,27 @@
+import Foundation
+
+/// What applying Apple's word to a customer decided: the job result clients read.
+public struct EntitlementDecision: Sendable, Hashable, Codable {
+    /// Why access was refused.
+    public enum Refusal: String, Sendable, Hashable, Codable {
+        case unknownProduct, wrongBundle, wrongEnvironment, expired, revoked, invalidReceipt, ownedByAnotherCustomer
+    }
+
+    public var accessGranted: Bool
+    public var offerId: String?
+    /// The customer's entitlements now, after the change.
+    public var entitlements: [String]
+    public var subscription: SubscriptionRecord?
+    public var reason: Refusal?
+    /// Credits this application added (0 for a repeat) and the balance after it.
+    public var creditsAdded: Int
+    public var creditBalance: Int
+    /// Whether anything changed (false for a replay): webhooks and change events fire only then.
+    public var changed: Bool
+
+    public static func refused(_ reason: Refusal, offerId: String? = nil, state: CustomerEntitlements, now: Date) -> Self {
+        EntitlementDecision(
+            accessGranted: false, offerId: offerId, entitlements: state.entitlements(at: now), subscription: nil, reason: reason,
+            creditsAdded: 0, creditBalance: state.credits.balance, changed: false)
+    }
+}

@@ -1,0 +1,83 @@
+import Foundation
+
+/// A publisher: its apps, what it sells, and its rules.
+public struct Publisher: Sendable, Hashable, Codable {
+    /// An app of the publisher on the App Store. Secrets are named, never stored: the
+    /// variables hold them at run time.
+    public struct App: Sendable, Hashable, Codable {
+        public struct APIKey: Sendable, Hashable, Codable {
+            public var keyId: String
+            public var issuerId: String
+            /// The environment variable holding the `.p8` key (PEM).
+            public var privateKeyVariable: String
+        }
+
+        public var bundleId: String
+        public var appAppleId: Int64?
+        /// `Production`, `Sandbox`: where purchases are accepted from.
+        public var environments: [String]
+        /// The environment variable holding the app-specific shared secret (verifyReceipt).
+        public var sharedSecretVariable: String?
+        public var apiKey: APIKey?
+    }
+
+    /// Subscription products of one App Store group, with their levels (1 is the highest).
+    public struct SubscriptionGroup: Sendable, Hashable, Codable {
+        public var id: String
+        public var levels: [String: Int]
+    }
+
+    /// A coupon customers enter, matching an App Store offer code or introductory offer.
+    public struct CouponCampaign: Sendable, Hashable, Codable {
+        public var code: String
+        public var offerId: String
+        /// The App Store offer code it corresponds to, when it is one.
+        public var appleOfferCode: String?
+    }
+
+    /// Where change events are posted, HMAC-signed with the secret the variable holds.
+    public struct Webhook: Sendable, Hashable, Codable {
+        public var url: String
+        public var secretVariable: String
+    }
+
+    /// How customers are named on this publisher's road.
+    public enum CustomerIdentity: String, Sendable, Hashable, Codable {
+        case email, username, appAccountToken
+    }
+
+    public var id: String
+    public var name: String?
+    public var customerIdentity: CustomerIdentity
+    public var transferPolicy: TransferPolicy
+    public var apps: [App]
+    public var offers: [Offer]
+    public var subscriptionGroups: [SubscriptionGroup]
+    public var couponCampaigns: [CouponCampaign]
+    public var webhook: Webhook?
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        id = try container.decode(String.self, forKey: .id)
+        name = try container.decodeIfPresent(String.self, forKey: .name)
+        customerIdentity = try container.decodeIfPresent(CustomerIdentity.self, forKey: .customerIdentity) ?? .email
+        transferPolicy = try container.decodeIfPresent(TransferPolicy.self, forKey: .transferPolicy) ?? .transfer
+        apps = try container.decode([App].self, forKey: .apps)
+        offers = try container.decode([Offer].self, forKey: .offers)
+        subscriptionGroups = try container.decodeIfPresent([SubscriptionGroup].self, forKey: .subscriptionGroups) ?? []
+        couponCampaigns = try container.decodeIfPresent([CouponCampaign].self, forKey: .couponCampaigns) ?? []
+        webhook = try container.decodeIfPresent(Webhook.self, forKey: .webhook)
+    }
+
+    public func app(bundleId: String) -> App? { apps.first { $0.bundleId == bundleId } }
+
+    /// The offer a product buys.
+    public func offer(forProduct productId: String) -> Offer? { offers.first { $0.productIds.contains(productId) } }
+
+    public func offer(_ offerId: String) -> Offer? { offers.first { $0.offerId == offerId } }
+
+    /// The level of a subscription product in its group (1 is the highest).
+    public func level(ofProduct productId: String) -> Int? {
+        subscriptionGroups.lazy.compactMap { $0.levels[productId] }.first
+    }
+}

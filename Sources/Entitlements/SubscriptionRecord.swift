@@ -1,0 +1,32 @@
+import Foundation
+
+/// A customer's auto-renewable subscription as Entitle last understood it.
+public struct SubscriptionRecord: Sendable, Hashable, Codable {
+    public enum Status: String, Sendable, Hashable, Codable {
+        /// Paid up: access until `expiresDate`.
+        case active
+        /// Renewal failed; Apple keeps access during the grace period.
+        case gracePeriod
+        /// Renewal failed; Apple is still trying, without access.
+        case billingRetry
+        case expired
+        /// Refunded or revoked (family sharing).
+        case revoked
+
+        public var grantsAccess: Bool { self == .active || self == .gracePeriod }
+    }
+
+    public var originalTransactionId: String
+    public var offerId: String
+    public var productId: String
+    public var status: Status
+    public var expiresDate: Date?
+    public var gracePeriodExpiresDate: Date?
+    public var autoRenew: Bool?
+    public var autoRenewProductId: String?
+    public var latestTransactionId: String
+    public var isIntroductoryOffer: Bool
+    public var offerIdentifier: String?
+    /// The signed date of the newest Apple data applied: older views never overwrite newer.
+    public var asOf: Date?
+}

@@ -1,0 +1,154 @@
+import Entitlements
+import Foundation
+import Testing
+
+@Suite struct EntitlementEngineTests {
+    let engine: EntitlementEngine
+    let day: TimeInterval = 86_400
+    let start = Date(timeIntervalSince1970: 1_790_000_000)
+
+    init() throws {
+        let catalog = try EntitlementCatalog(json: try EntitlementCatalogTests.developmentCatalog)
+        engine = EntitlementEngine(publisher: try #require(catalog.publisher("demo")))
+    }
+
+    func fact(
+        _ id: String, _ product: String, _ kind: ProductKind, at date: Date, expires: Date? = nil, original: String? = nil,
+        quantity: Int = 1
+    ) -> PurchaseFact {
+        PurchaseFact(
+            transactionId: id, originalTransactionId: original ?? id, productId: product, bundleId: "com.entitle.demo", kind: kind,
+            environment: "Sandbox", purchaseDate: date, expiresDate: expires, quantity: quantity, signedDate: date)
+    }
+
+    @Test func consumablesAreCreditedOnceAndClawedBackOnRefund() {
+        var state = CustomerEntitlements(publisher: "demo", customer: "caller@example.com")
+        let purchase = fact("1", "com.entitle.demo.credits.100", .consumable, at: start, quantity: 3)
+        let first = engine.apply(purchase, to: &state, now: start)
+        #expect(first.accessGranted && first.creditsAdded == 300 && first.creditBalance == 300 && first.changed)
+        // A duplicate submission, a replayed job: nothing changes.
+        let again = engine.apply(purchase, to: &state, now: start.addingTimeInterval(60))
+        #expect(again.creditsAdded == 0 && again.creditBalance == 300 && !again.changed)
+        // Spent credits refunded: the balance goes negative, and is reported.
+        _ = engine.apply(fact("2", "com.entitle.demo.credits.100", .consumable, at: start), to: &state, now: start)
+        let refund = engine.refund(transactionId: "1", at: start.addingTimeInterval(day), in: &state)
+        #expect(refund.creditBalance == 100 && refund.changed)
+        #expect(!engine.refund(transactionId: "1", at: start.addingTimeInterval(2 * day), in: &state).changed)
+        #expect(state.credits.entries.map(\.amount) == [300, 100, -300])
+    }
+
+    @Test func newsstandIssuesAreEntitledExactlyAsPaidFor() {
+        var state = CustomerEntitlements(publisher: "demo", customer: "reader@example.com")
+        _ = engine.apply(fact("10", "com.entitle.demo.issue.2026.11", .nonConsumable, at: start), to: &state, now: start)
+        let december = start.addingTimeInterval(30 * day)
+        _ = engine.apply(fact("11", "com.entitle.demo.issue.2026.12", .nonConsumable, at: december), to: &state, now: december)
+        #expect(state.entitlements(at: start.addingTimeInterval(-1)) == [])
+        #expect(state.entitlements(at: start.addingTimeInterval(day)) == ["issue:2026-11"])
+        #expect(state.entitlements(at: december.addingTimeInterval(365 * day)) == ["issue:2026-11", "issue:2026-12"])
+        // A refunded issue stops at the refund, and history still shows it was paid before.
+        let refundDate = december.addingTimeInterval(2 * day)
+        _ = engine.refund(transactionId: "10", at: refundDate, in: &state)
+        #expect(state.entitlements(at: refundDate.addingTimeInterval(1)) == ["issue:2026-12"])
+        #expect(state.entitlements(at: refundDate.addingTimeInterval(-1)) == ["issue:2026-11", "issue:2026-12"])
+    }
+
+    @Test func nonRenewingPassesLastTheirDays() {
+        var state = CustomerEntitlements(publisher: "demo", customer: "c")
+        let decision = engine.apply(fact("20", "com.entitle.demo.pass.30days", .nonRenewing, at: start), to: &state, now: start)
+        #expect(decision.accessGranted && decision.entitlements == ["premium"])
+        #expect(state.entitlements(at: start.addingTimeInterval(30 * day - 1)) == ["premium"])
+        #expect(state.entitlements(at: start.addingTimeInterval(30 * day)) == [])
+        let late = engine.apply(
+            fact("20", "com.entitle.demo.pass.30days", .nonRenewing, at: start), to: &state, now: start.addingTimeInterval(31 * day))
+        #expect(!late.accessGranted && late.reason == .expired)
+    }
+
+    @Test func subscriptionsRenewExpireAndKeepGraceAccess() {
+        var state = CustomerEntitlements(publisher: "demo", customer: "viewer")
+        let month = 30 * day
+        let first = engine.apply(
+            fact("30", "com.entitle.demo.basic.monthly", .autoRenewable, at: start, expires: start.addingTimeInterval(month)),
+            renewal: RenewalFact(originalTransactionId: "30", autoRenew: true), to: &state, now: start)
+        #expect(first.accessGranted && first.subscription?.status == .active && first.entitlements == ["basic"])
+
+        let renewed = start.addingTimeInterval(month)
+        let second = engine.apply(
+            fact(
+                "31", "com.entitle.demo.basic.monthly", .autoRenewable, at: renewed, expires: renewed.addingTimeInterval(month),
+                original: "30"),
+            to: &state, now: renewed)
+        #expect(second.subscription?.latestTransactionId == "31")
+        #expect(second.subscription?.autoRenew == true)
+
+        // Billing fails at the next renewal: grace keeps access, billing retry does not.
+        let lapse = renewed.addingTimeInterval(month)
+        let grace = RenewalFact(
+            originalTransactionId: "30", autoRenew: true, isInBillingRetry: true, gracePeriodExpiresDate: lapse.addingTimeInterval(16 * day)
+        )
+        let inGrace = engine.apply(
+            fact("31", "com.entitle.demo.basic.monthly", .autoRenewable, at: renewed, expires: lapse, original: "30"), renewal: grace,
+            to: &state, now: lapse.addingTimeInterval(day))
+        #expect(inGrace.accessGranted && inGrace.subscription?.status == .gracePeriod)
+        let retry = engine.apply(
+            fact("31", "com.entitle.demo.basic.monthly", .autoRenewable, at: renewed, expires: lapse, original: "30"), renewal: grace,
+            to: &state, now: lapse.addingTimeInterval(20 * day))
+        #expect(!retry.accessGranted && retry.subscription?.status == .billingRetry && retry.reason == .expired)
+        // History: entitled during the paid months, not after grace ended.
+        #expect(state.entitlements(at: start.addingTimeInterval(45 * day)) == ["basic"])
+        #expect(state.entitlements(at: lapse.addingTimeInterval(17 * day)) == [])
+    }
+
+    @Test func anUpgradeReplacesTheOldProductAtOnceAndOldViewsNeverWin() {
+        var state = CustomerEntitlements(publisher: "demo", customer: "upgrader")
+        let month = 30 * day
+        _ = engine.apply(
+            fact("40", "com.entitle.demo.basic.monthly", .autoRenewable, at: start, expires: start.addingTimeInterval(month)), to: &state,
+            now: start)
+        let upgradeDate = start.addingTimeInterval(10 * day)
+        let upgraded = engine.apply(
+            fact(
+                "41", "com.entitle.demo.premium.monthly", .autoRenewable, at: upgradeDate, expires: upgradeDate.addingTimeInterval(month),
+                original: "40"),
+            to: &state, now: upgradeDate)
+        #expect(upgraded.entitlements == ["hd", "premium"])
+        #expect(upgraded.offerId == "premium")
+        #expect(state.entitlements(at: upgradeDate.addingTimeInterval(-1)) == ["basic"])
+        // The older transaction arriving late (an out-of-order notification) adds nothing current.
+        let late = engine.apply(
+            fact("40", "com.entitle.demo.basic.monthly", .autoRenewable, at: start, expires: start.addingTimeInterval(month)), to: &state,
+            now: upgradeDate.addingTimeInterval(60))
+        #expect(late.subscription?.latestTransactionId == "41")
+        #expect(state.entitlements(at: upgradeDate.addingTimeInterval(60)) == ["hd", "premium"])
+    }
+
+    @Test func refusalsSayWhy() {
+        var state = CustomerEntitlements(publisher: "demo", customer: "c")
+        var unknown = fact("50", "com.entitle.demo.unknown", .consumable, at: start)
+        #expect(engine.apply(unknown, to: &state, now: start).reason == .unknownProduct)
+        unknown.bundleId = "com.other"
+        #expect(engine.apply(unknown, to: &state, now: start).reason == .wrongBundle)
+        var refunded = fact("51", "com.entitle.demo.issue.2026.11", .nonConsumable, at: start)
+        refunded.revocationDate = start.addingTimeInterval(day)
+        let decision = engine.apply(refunded, to: &state, now: start.addingTimeInterval(2 * day))
+        #expect(!decision.accessGranted && decision.reason == .revoked)
+        #expect(state.entitlements(at: start.addingTimeInterval(day / 2)) == ["issue:2026-11"])
+    }
+
+    @Test func transfersEndThePreviousOwnersAccess() {
+        var previous = CustomerEntitlements(publisher: "demo", customer: "old@example.com")
+        var claimant = CustomerEntitlements(publisher: "demo", customer: "new@example.com")
+        let purchase = fact(
+            "60", "com.entitle.demo.premium.monthly", .autoRenewable, at: start, expires: start.addingTimeInterval(30 * day))
+        _ = engine.apply(purchase, to: &previous, now: start)
+        #expect(previous.holds(originalTransactionId: "60"))
+        #expect(engine.resolveOwnership(claimant: "new@example.com", currentOwner: "old@example.com") == .transfer)
+        #expect(engine.resolveOwnership(claimant: "old@example.com", currentOwner: "old@example.com") == nil)
+        let transfer = start.addingTimeInterval(5 * day)
+        previous.release(originalTransactionId: "60", at: transfer)
+        _ = engine.apply(purchase, to: &claimant, now: transfer)
+        #expect(previous.entitlements(at: transfer) == [])
+        #expect(previous.entitlements(at: transfer.addingTimeInterval(-1)) == ["hd", "premium"])
+        #expect(!previous.holds(originalTransactionId: "60"))
+        #expect(claimant.entitlements(at: transfer) == ["hd", "premium"])
+    }
+}
