@@ -65,6 +65,14 @@ let package = Package(
         ),
         /// The domain: publishers' catalogs, access periods, subscriptions, credits; pure, no I/O.
         .target(name: "Entitlements"),
+        /// Job handlers and the Redis-backed entitlement store (issue 5, in progress).
+        .target(
+            name: "Worker",
+            dependencies: [
+                "AppStore", "Entitlements", "JobQueue", "RedisClient",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         /// The local App Store: Apple-shaped signing, products, subscriptions over simulated time,
         /// notifications, and Apple's endpoints plus a control API over HTTP.
         .target(
@@ -152,6 +160,10 @@ let package = Package(
             exclude: ["python"]
         ),
         .testTarget(name: "EntitlementsTests", dependencies: ["Entitlements"]),
+        .testTarget(
+            name: "EntitlementWorkerTests",
+            dependencies: ["Worker", "Entitlements", "AppStore", "AppStoreSimulator", "RedisClient", "RedisTestSupport"]
+        ),
         .testTarget(
             name: "EntitleCLITests",
             dependencies: [

@@ -1,0 +1,95 @@
+import Entitlements
+import Foundation
+import RedisClient
+import RedisTestSupport
+import Testing
+import Worker
+
+/// The entitlement store against a real redis-server.
+@Suite struct EntitlementStoreTests {
+    func store() async throws -> EntitlementStore {
+        EntitlementStore(redis: try await TestRedis.pool(), prefix: TestRedis.uniquePrefix("ent"), logger: TestRedis.logger)
+    }
+
+    static let engine: EntitlementEngine = {
+        let publisher = try? EntitlementCatalog(
+            json: Data(
+                #"{"publishers":[{"id":"voip","apps":[{"bundleId":"com.voip","environments":["Sandbox"]}],"offers":[{"offerId":"credits","productIds":["credits.10"],"credits":10}]}]}"#
+                    .utf8)
+        ).publisher("voip")
+        return EntitlementEngine(publisher: publisher!)
+    }()
+
+    func credit(_ id: String, at date: Date = Date(timeIntervalSince1970: 1_790_000_000)) -> PurchaseFact {
+        PurchaseFact(
+            transactionId: id, originalTransactionId: id, productId: "credits.10", bundleId: "com.voip", kind: .consumable,
+            environment: "Sandbox", purchaseDate: date)
+    }
+
+    @Test func updatesAreVersionedAndRepeatsWriteNothing() async throws {
+        let store = try await store()
+        #expect(try await store.load(publisher: "voip", customer: "alice").version == 0)
+        let first = try await store.update(publisher: "voip", customer: "alice") { state in
+            Self.engine.apply(credit("1"), to: &state, now: Date())
+        }
+        #expect(first.creditsAdded == 10)
+        let (state, version) = try await store.load(publisher: "voip", customer: "alice")
+        #expect(version == 1)
+        #expect(state.credits.balance == 10)
+        // The same purchase again: the engine changes nothing, so nothing is written.
+        let repeatDecision = try await store.update(publisher: "voip", customer: "alice") { state in
+            Self.engine.apply(credit("1"), to: &state, now: Date())
+        }
+        #expect(!repeatDecision.changed)
+        #expect(try await store.load(publisher: "voip", customer: "alice").version == 1)
+        // A refused purchase for a new customer leaves no document behind.
+        _ = try await store.update(publisher: "voip", customer: "bob") { state in
+            var unknown = credit("9")
+            unknown.productId = "nope"
+            return Self.engine.apply(unknown, to: &state, now: Date())
+        }
+        #expect(try await store.redis.send(["EXISTS", "\(store.prefix):ent:voip:customer:bob"]).int == 0)
+    }
+
+    @Test func concurrentWritersAllLand() async throws {
+        var store = try await store()
+        store.maximumAttempts = 100
+        let writer = store
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for index in 0..<24 {
+                group.addTask {
+                    _ = try await writer.update(publisher: "voip", customer: "busy") { state in
+                        Self.engine.apply(credit("t\(index)"), to: &state, now: Date())
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let (state, version) = try await store.load(publisher: "voip", customer: "busy")
+        #expect(state.credits.balance == 240)
+        #expect(version == 24)
+    }
+
+    @Test func changesArePublishedOnThePublishersChannel() async throws {
+        let store = try await store()
+        let subscriber = try ChildProcess(
+            "/usr/bin/env", ["redis-cli", "-u", try await TestRedis.url(), "--csv", "SUBSCRIBE", store.channel("voip")])
+        defer { subscriber.signal(SIGKILL) }
+        try await eventually("the subscription") { subscriber.output.contains("subscribe") }
+        _ = try await store.update(publisher: "voip", customer: "carol\"quoted") { state in
+            Self.engine.apply(credit("c1"), to: &state, now: Date())
+        }
+        try await eventually("the change event") { subscriber.output.contains(#"\"version\":1}"#) }
+        #expect(
+            subscriber.output.contains(#"{\"customer\":\"carol\\\"quoted\",\"publisher\":\"voip\",\"version\":1}"#), "\(subscriber.output)")
+    }
+
+    @Test func ownersAreClaimedOnceAndMoved() async throws {
+        let store = try await store()
+        #expect(try await store.claim(publisher: "voip", originalTransactionId: "77", for: "alice") == "alice")
+        #expect(try await store.claim(publisher: "voip", originalTransactionId: "77", for: "bob") == "alice")
+        try await store.setOwner(publisher: "voip", originalTransactionId: "77", to: "bob")
+        #expect(try await store.owner(publisher: "voip", originalTransactionId: "77") == "bob")
+        #expect(try await store.owner(publisher: "other", originalTransactionId: "77") == nil)
+    }
+}
