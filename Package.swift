@@ -97,6 +97,8 @@ let package = Package(
                 "JobQueue",
                 "AppStore",
                 "AppStoreSimulator",
+                "Entitlements",
+                "Worker",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -167,7 +169,7 @@ let package = Package(
         .testTarget(
             name: "EntitleCLITests",
             dependencies: [
-                "JobQueue", "RedisClient", "RedisTestSupport",
+                "JobQueue", "RedisClient", "RedisTestSupport", "Entitlements", "Worker",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ]
         ),

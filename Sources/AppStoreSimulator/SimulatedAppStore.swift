@@ -101,7 +101,7 @@ public actor SimulatedAppStore {
         var event: (NotificationType, NotificationSubtype?, String?)
         if product.type == .autoRenewable, let groupId = product.subscriptionGroup, let period = product.period {
             let previous = subscriptions(of: account).first {
-                $0.account == account && $0.groupId == groupId && $0.bundleId == app.bundleId && $0.environment == environment
+                $0.groupId == groupId && $0.bundleId == app.bundleId && $0.environment == environment
             }
             if let previous, previous.state != .expired, previous.state != .revoked {
                 throw SimulatorError(

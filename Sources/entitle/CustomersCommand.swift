@@ -1,0 +1,91 @@
+import ArgumentParser
+import Entitlements
+import Foundation
+import RedisClient
+import Worker
+
+/// `entitle customers show CUSTOMER --publisher P [--at ISO8601] [--json]`.
+struct CustomersCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "customers", abstract: "Inspect customers' entitlements.", subcommands: [Show.self])
+
+    struct Show: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Show a customer's entitlements, subscriptions and credits (now, or at a past date from history).")
+
+        @OptionGroup var options: RedisOptions
+
+        @Argument(help: "The customer id (an email, a username or an appAccountToken, as the publisher names customers).")
+        var customer: String
+
+        @Option(help: "The publisher id.")
+        var publisher: String
+
+        @Option(help: "Answer as of this time (ISO 8601), from history.")
+        var at: String?
+
+        @Flag(help: "Print JSON.")
+        var json = false
+
+        func run() async throws {
+            let date =
+                try at.map { text -> Date in
+                    guard let date = try? Date(text, strategy: .iso8601) else {
+                        throw ValidationError("--at must be an ISO 8601 time such as 2026-01-31T12:00:00Z, not \"\(text)\"")
+                    }
+                    return date
+                } ?? Date()
+            let logger = options.makeLogger("entitle.customers")
+            let pool = RedisConnectionPool(
+                configuration: try RedisConfiguration(url: options.redisURL), maximumConnections: 1, logger: logger)
+            defer { pool.close() }
+            let store = EntitlementStore(redis: pool, prefix: options.keyPrefix, logger: logger)
+            let (state, version) = try await store.load(publisher: publisher, customer: customer)
+            guard version > 0 else { throw CommandFailure("no customer \(customer) of publisher \(publisher)") }
+            let object = Self.object(state, at: date)
+            if json {
+                print(JSONOutput.line(object))
+            } else {
+                print(Self.text(state, at: date))
+            }
+        }
+
+        static func object(_ state: CustomerEntitlements, at date: Date) -> [String: Any] {
+            let milliseconds = { (date: Date?) -> Any in date.map { Int64($0.timeIntervalSince1970 * 1000) } ?? NSNull() }
+            let subscriptions = state.subscriptions.values.sorted { $0.originalTransactionId < $1.originalTransactionId }.map {
+                subscription -> [String: Any] in
+                [
+                    "originalTransactionId": subscription.originalTransactionId, "offerId": subscription.offerId,
+                    "productId": subscription.productId, "status": subscription.status.rawValue,
+                    "expiresDate": milliseconds(subscription.expiresDate), "autoRenew": subscription.autoRenew ?? NSNull(),
+                ]
+            }
+            let ledger = state.credits.entries.map { entry -> [String: Any] in
+                [
+                    "kind": entry.kind.rawValue, "transactionId": entry.transactionId, "offerId": entry.offerId, "amount": entry.amount,
+                    "at": milliseconds(entry.at),
+                ]
+            }
+            return [
+                "publisher": state.publisher, "customer": state.customer, "at": milliseconds(date),
+                "entitlements": state.entitlements(at: date), "subscriptions": subscriptions,
+                "credits": ["balance": state.credits.balance, "ledger": ledger],
+            ]
+        }
+
+        static func text(_ state: CustomerEntitlements, at date: Date) -> String {
+            var lines = [
+                "customer:      \(state.customer) (publisher \(state.publisher))",
+                "at:            \(date.formatted(.iso8601))",
+                "entitlements:  \(state.entitlements(at: date).joined(separator: ", "))",
+                "credits:       \(state.credits.balance)",
+            ]
+            for subscription in state.subscriptions.values.sorted(by: { $0.originalTransactionId < $1.originalTransactionId }) {
+                lines.append(
+                    "subscription:  \(subscription.originalTransactionId) \(subscription.offerId) \(subscription.status.rawValue)"
+                        + (subscription.expiresDate.map { " until \($0.formatted(.iso8601))" } ?? ""))
+            }
+            return lines.joined(separator: "\n")
+        }
+    }
+}
