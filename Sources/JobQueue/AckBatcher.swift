@@ -6,7 +6,7 @@ import RedisClient
 /// commit), so a busy consumer pays one round trip per batch, an idle one no extra wait.
 actor AckBatcher {
     struct Outcome: Sendable {
-        enum Kind: String, Sendable { case ok, retry, dead }
+        enum Kind: String, Sendable { case ok, retry, deferred = "defer", dead }
         var id: String
         var lease: String
         var type: String

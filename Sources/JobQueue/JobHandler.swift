@@ -45,9 +45,18 @@ public struct JobFailure: Error, Sendable, Hashable, CustomStringConvertible {
     public let isRetryable: Bool
     /// When another attempt makes sense, if the handler knows (e.g. Apple's Retry-After).
     public let retryAfter: Duration?
+    /// The job could not start its work yet (a lock held by another job): run it again
+    /// after `retryAfter` without spending an attempt.
+    public var isDeferral = false
 
     public static func retryable(_ code: String, _ message: String, after: Duration? = nil) -> JobFailure {
         JobFailure(code: code, message: message, isRetryable: true, retryAfter: after)
+    }
+
+    /// Not a failure: the job must wait its turn (another job holds what it needs). It runs
+    /// again after `after` with its attempt given back, however often that happens.
+    public static func deferred(_ code: String, _ message: String, after: Duration) -> JobFailure {
+        JobFailure(code: code, message: message, isRetryable: true, retryAfter: after, isDeferral: true)
     }
 
     public static func permanent(_ code: String, _ message: String) -> JobFailure {

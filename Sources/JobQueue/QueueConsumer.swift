@@ -258,7 +258,11 @@ public final class QueueConsumer: Sendable {
                     ? .retryable("interrupted", "the attempt was cancelled")
                     : .retryable("error", String(describing: error)))
             outcome.data = failure.description
-            if failure.isRetryable && job.attempt < maxAttempts {
+            if failure.isDeferral {
+                outcome.kind = .deferred
+                outcome.retryAt = JobQueue.nowMilliseconds() + (failure.retryAfter ?? .seconds(1)).milliseconds
+                logger.debug("job deferred", metadata: metadata(["reason": "\(failure.code)"]))
+            } else if failure.isRetryable && job.attempt < maxAttempts {
                 var generator = SystemRandomNumberGenerator()
                 let delay = failure.retryAfter ?? policy.delay(afterAttempt: job.attempt, using: &generator)
                 outcome.kind = .retry
@@ -280,6 +284,7 @@ public final class QueueConsumer: Sendable {
         switch outcome.kind {
         case .ok: metrics.succeeded.increment()
         case .retry: metrics.retried.increment()
+        case .deferred: metrics.deferred.increment()
         case .dead: metrics.dead.increment()
         }
     }

@@ -7,7 +7,7 @@ final class QueueMetrics: Sendable {
     static let shared = QueueMetrics()
 
     struct JobInstruments: Sendable {
-        let enqueued, started, succeeded, retried, dead, fenced: Counter
+        let enqueued, started, succeeded, retried, deferred, dead, fenced: Counter
         /// From start to finish of one attempt.
         let runTime: Metrics.Timer
         /// From enqueue (or due time) to start.
@@ -32,6 +32,7 @@ final class QueueMetrics: Sendable {
                 started: Counter(label: "entitle_jobs_started_total", dimensions: labels),
                 succeeded: Counter(label: "entitle_jobs_succeeded_total", dimensions: labels),
                 retried: Counter(label: "entitle_jobs_retried_total", dimensions: labels),
+                deferred: Counter(label: "entitle_jobs_deferred_total", dimensions: labels),
                 dead: Counter(label: "entitle_jobs_dead_total", dimensions: labels),
                 fenced: Counter(label: "entitle_jobs_fenced_total", dimensions: labels),
                 runTime: Metrics.Timer(label: "entitle_job_run_seconds", dimensions: labels, preferredDisplayUnit: .seconds),

@@ -115,7 +115,8 @@ public enum QueueScripts {
     ///
     /// KEYS: active:{W}, scheduled, dead, stats.
     /// ARGV: nowMs, resultTTLms, deadTTLms, jobPrefix, then per job six values: id, lease,
-    /// type, outcome ('ok', 'retry' or 'dead'), result JSON or error text, retryAtMs.
+    /// type, outcome ('ok', 'retry', 'defer': retry with the attempt given back, or 'dead'),
+    /// result JSON or error text, retryAtMs.
     /// Returns per job 1 (recorded) or 0 (fenced off).
     public static let finish = RedisScript(
         name: "finish",
@@ -140,6 +141,12 @@ public enum QueueScripts {
                   redis.call('HDEL', key, 'lease')
                   redis.call('ZADD', KEYS[2], retryAt, id)
                   counter = 'retried:'
+                elseif outcome == 'defer' then
+                  redis.call('HSET', key, 'status', 'queued', 'lastError', data, 'retryAt', retryAt)
+                  redis.call('HINCRBY', key, 'attempt', -1)
+                  redis.call('HDEL', key, 'lease')
+                  redis.call('ZADD', KEYS[2], retryAt, id)
+                  counter = 'deferred:'
                 else
                   redis.call('HSET', key, 'status', 'failed', 'lastError', data, 'finishedAt', now)
                   redis.call('HDEL', key, 'lease', 'retryAt')

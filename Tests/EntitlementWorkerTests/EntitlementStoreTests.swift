@@ -11,14 +11,15 @@ import Worker
         EntitlementStore(redis: try await TestRedis.pool(), prefix: TestRedis.uniquePrefix("ent"), logger: TestRedis.logger)
     }
 
-    static let engine: EntitlementEngine = {
-        let publisher = try? EntitlementCatalog(
-            json: Data(
-                #"{"publishers":[{"id":"voip","apps":[{"bundleId":"com.voip","environments":["Sandbox"]}],"offers":[{"offerId":"credits","productIds":["credits.10"],"credits":10}]}]}"#
-                    .utf8)
-        ).publisher("voip")
-        return EntitlementEngine(publisher: publisher!)
-    }()
+    static let catalog =
+        #"{"publishers":[{"id":"voip","apps":[{"bundleId":"com.voip","environments":["Sandbox"]}],"offers":[{"offerId":"credits","productIds":["credits.10"],"credits":10}]}]}"#
+
+    /// The engine of the one-publisher catalog above.
+    let engine: EntitlementEngine
+
+    init() throws {
+        engine = EntitlementEngine(publisher: try #require(try EntitlementCatalog(json: Data(Self.catalog.utf8)).publisher("voip")))
+    }
 
     func credit(_ id: String, at date: Date = Date(timeIntervalSince1970: 1_790_000_000)) -> PurchaseFact {
         PurchaseFact(
@@ -30,7 +31,7 @@ import Worker
         let store = try await store()
         #expect(try await store.load(publisher: "voip", customer: "alice").version == 0)
         let first = try await store.update(publisher: "voip", customer: "alice") { state in
-            Self.engine.apply(credit("1"), to: &state, now: Date())
+            engine.apply(credit("1"), to: &state, now: Date())
         }
         #expect(first.creditsAdded == 10)
         let (state, version) = try await store.load(publisher: "voip", customer: "alice")
@@ -38,7 +39,7 @@ import Worker
         #expect(state.credits.balance == 10)
         // The same purchase again: the engine changes nothing, so nothing is written.
         let repeatDecision = try await store.update(publisher: "voip", customer: "alice") { state in
-            Self.engine.apply(credit("1"), to: &state, now: Date())
+            engine.apply(credit("1"), to: &state, now: Date())
         }
         #expect(!repeatDecision.changed)
         #expect(try await store.load(publisher: "voip", customer: "alice").version == 1)
@@ -46,7 +47,7 @@ import Worker
         _ = try await store.update(publisher: "voip", customer: "bob") { state in
             var unknown = credit("9")
             unknown.productId = "nope"
-            return Self.engine.apply(unknown, to: &state, now: Date())
+            return engine.apply(unknown, to: &state, now: Date())
         }
         #expect(try await store.redis.send(["EXISTS", "\(store.prefix):ent:voip:customer:bob"]).int == 0)
     }
@@ -59,7 +60,7 @@ import Worker
             for index in 0..<24 {
                 group.addTask {
                     _ = try await writer.update(publisher: "voip", customer: "busy") { state in
-                        Self.engine.apply(credit("t\(index)"), to: &state, now: Date())
+                        engine.apply(credit("t\(index)"), to: &state, now: Date())
                     }
                 }
             }
@@ -77,7 +78,7 @@ import Worker
         defer { subscriber.signal(SIGKILL) }
         try await eventually("the subscription") { subscriber.output.contains("subscribe") }
         _ = try await store.update(publisher: "voip", customer: "carol\"quoted") { state in
-            Self.engine.apply(credit("c1"), to: &state, now: Date())
+            engine.apply(credit("c1"), to: &state, now: Date())
         }
         try await eventually("the change event") { subscriber.output.contains(#"\"version\":1}"#) }
         #expect(

@@ -58,6 +58,35 @@ import Testing
         #expect(stats.counters["succeeded:flaky"] == 1)
     }
 
+    @Test func deferredJobsWaitTheirTurnWithoutSpendingAttempts() async throws {
+        let h = try await QueueHarness("defer")
+        let runs = Box(0)
+        var registry = JobHandlerRegistry()
+        registry.register(
+            "patient",
+            JobRegistration(
+                handler: ClosureHandler { job in
+                    // Busy five times: more than its two attempts allow, were deferrals failures.
+                    let run = runs.update { value -> Int in
+                        value += 1
+                        return value
+                    }
+                    if run <= 5 { throw JobFailure.deferred("busy", "another job holds the lock", after: .milliseconds(20)) }
+                    return #"{"attempt":\#(job.attempt)}"#
+                },
+                retryPolicy: RetryPolicy(base: .milliseconds(10), cap: .seconds(1), maxAttempts: 2)
+            ))
+        let id = try await h.enqueue("patient")
+        let job = try await h.whileRunning(h.worker(registry: registry)) { try await h.waitForStatus(id, .succeeded) }
+        #expect(runs.current == 6)
+        #expect(job.attempt == 1)
+        #expect(job.result == #"{"attempt":1}"#)
+        let stats = try await h.queue.stats(queue: h.name)
+        #expect(stats.counters["deferred:patient"] == 5)
+        #expect(stats.counters["retried:patient"] == nil)
+        #expect(stats.dead == 0)
+    }
+
     @Test func retryDelayFollowsThePolicy() {
         let policy = RetryPolicy(base: .seconds(1), cap: .seconds(10), maxAttempts: 20)
         var generator = SystemRandomNumberGenerator()
