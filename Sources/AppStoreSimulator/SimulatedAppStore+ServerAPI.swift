@@ -92,10 +92,8 @@ extension SimulatedAppStore {
         for groupId in Set(owned.map(\.groupId)).sorted() {
             var item = SubscriptionGroupIdentifierItem()
             item.subscriptionGroupIdentifier = groupId
-            item.lastTransactions = try owned.filter { $0.groupId == groupId }.sorted {
-                $0.originalTransactionId < $1.originalTransactionId
-            }
-            .map { subscription throws(AppleAPIError) in
+            // `subscriptions(of:)` is already in original-transaction-id order.
+            item.lastTransactions = try owned.filter { $0.groupId == groupId }.map { subscription throws(AppleAPIError) in
                 var last = LastTransactionsItem()
                 last.status = subscription.state.status
                 last.originalTransactionId = subscription.originalTransactionId
