@@ -65,12 +65,17 @@ let package = Package(
         ),
         /// The domain: publishers' catalogs, access periods, subscriptions, credits; pure, no I/O.
         .target(name: "Entitlements"),
-        /// Job handlers and the Redis-backed entitlement store (issue 5, in progress).
+        /// The entitlement jobs (receipt, transfer, refund, renewal-check, notification,
+        /// webhook), the Redis-backed entitlement store, locks, and the deployment configuration.
         .target(
             name: "Worker",
             dependencies: [
                 "AppStore", "Entitlements", "JobQueue", "RedisClient",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         /// The local App Store: Apple-shaped signing, products, subscriptions over simulated time,
@@ -165,6 +170,15 @@ let package = Package(
         .testTarget(
             name: "EntitlementWorkerTests",
             dependencies: ["Worker", "Entitlements", "AppStore", "AppStoreSimulator", "RedisClient", "RedisTestSupport"]
+        ),
+        /// Real processes end to end: redis-server, `entitle simulator`, `entitle worker`.
+        .testTarget(
+            name: "EndToEndTests",
+            dependencies: [
+                "JobQueue", "RedisClient", "RedisTestSupport", "HTTPTestSupport", "Entitlements", "Worker",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ]
         ),
         .testTarget(
             name: "EntitleCLITests",

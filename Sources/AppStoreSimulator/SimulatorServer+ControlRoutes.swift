@@ -22,7 +22,11 @@ extension SimulatorServer {
         control.get("root.cer") { _, _ in Response.certificate(try store.signing.rootDER) }
         control.get("receipt-root.cer") { _, _ in Response.certificate(try store.receiptSigning.rootDER) }
         control.get("products") { _, _ in Response.encoded(catalog.products) }
-        control.get("apps") { _, _ in Response.encoded(catalog.apps.map { AppSummary(bundleId: $0.bundleId, appAppleId: $0.appAppleId) }) }
+        // The shared secrets are the simulator's demo values: a development worker reads them here.
+        control.get("apps") { _, _ in
+            Response.encoded(
+                catalog.apps.map { AppSummary(bundleId: $0.bundleId, appAppleId: $0.appAppleId, sharedSecret: $0.sharedSecret) })
+        }
 
         control.post("purchases") { request, _ in
             try await Self.handle {
@@ -190,7 +194,7 @@ extension SimulatorServer {
     }
 }
 
-struct AppSummary: Codable { var bundleId: String; var appAppleId: Int64 }
+struct AppSummary: Codable { var bundleId: String; var appAppleId: Int64; var sharedSecret: String? }
 struct ClockState: Codable { var now: AppleTimestamp; var advancedSeconds: Double }
 struct ClockAdvance: Codable { var seconds: Double }
 struct ReleaseRequest: Codable { var order: NotificationDispatcher.ReleaseOrder? }

@@ -6,7 +6,7 @@ import Foundation
 public struct CreditLedger: Sendable, Hashable, Codable {
     public struct Entry: Sendable, Hashable, Codable {
         public enum Kind: String, Sendable, Hashable, Codable {
-            case purchase, clawback
+            case purchase, clawback, reinstatement
         }
 
         public var kind: Kind
@@ -30,13 +30,28 @@ public struct CreditLedger: Sendable, Hashable, Codable {
         return amount
     }
 
-    /// Takes back what a refunded transaction credited, once; returns the amount removed.
+    /// Takes back what a refunded transaction credited, once per refund (a reversed refund
+    /// can be refunded again); returns the amount removed.
     @discardableResult
     mutating func clawBack(transactionId: String, at date: Date) -> Int {
-        guard let credited = entries.first(where: { $0.kind == .purchase && $0.transactionId == transactionId }),
-            !entries.contains(where: { $0.kind == .clawback && $0.transactionId == transactionId })
+        let clawedBack = entries.filter { $0.transactionId == transactionId && $0.kind == .clawback }.count
+        let reinstated = entries.filter { $0.transactionId == transactionId && $0.kind == .reinstatement }.count
+        guard clawedBack == reinstated, let credited = entries.first(where: { $0.kind == .purchase && $0.transactionId == transactionId })
         else { return 0 }
         entries.append(Entry(kind: .clawback, transactionId: transactionId, offerId: credited.offerId, amount: -credited.amount, at: date))
+        return credited.amount
+    }
+
+    /// Gives back what a clawback took when Apple reverses the refund; a later refund can
+    /// claw back again. Returns the amount given back.
+    @discardableResult
+    mutating func reinstate(transactionId: String, at date: Date) -> Int {
+        let clawedBack = entries.filter { $0.transactionId == transactionId && $0.kind == .clawback }.count
+        let reinstated = entries.filter { $0.transactionId == transactionId && $0.kind == .reinstatement }.count
+        guard clawedBack > reinstated, let credited = entries.first(where: { $0.kind == .purchase && $0.transactionId == transactionId })
+        else { return 0 }
+        entries.append(
+            Entry(kind: .reinstatement, transactionId: transactionId, offerId: credited.offerId, amount: credited.amount, at: date))
         return credited.amount
     }
 }

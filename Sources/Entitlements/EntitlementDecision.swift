@@ -4,7 +4,7 @@ import Foundation
 public struct EntitlementDecision: Sendable, Hashable, Codable {
     /// Why access was refused.
     public enum Refusal: String, Sendable, Hashable, Codable {
-        case unknownProduct, wrongBundle, wrongEnvironment, expired, revoked, invalidReceipt, ownedByAnotherCustomer
+        case unknownProduct, wrongBundle, wrongEnvironment, expired, revoked, invalidReceipt, ownedByAnotherCustomer, offerMismatch
     }
 
     public var accessGranted: Bool

@@ -11,8 +11,13 @@ public struct EntitlementEngine: Sendable {
     }
 
     /// Applies one transaction (and, for subscriptions, the renewal info that came with it).
+    ///
+    /// A newer view of a transaction without the revocation an older view had is a reversed
+    /// refund: the access and credits it took back are restored. `accessFrom` starts the
+    /// customer's access no earlier than that date (a purchase transferred to them).
     public func apply(
-        _ fact: PurchaseFact, renewal: RenewalFact? = nil, to state: inout CustomerEntitlements, now: Date
+        _ fact: PurchaseFact, renewal: RenewalFact? = nil, to state: inout CustomerEntitlements, now: Date,
+        accessFrom: Date? = nil
     )
         -> EntitlementDecision
     {
@@ -29,8 +34,10 @@ public struct EntitlementEngine: Sendable {
         // A newer view of a transaction replaces an older one, never the reverse.
         let stored = state.transactions[fact.transactionId]?.signedDate
         let isOlderView = stored.flatMap { old in fact.signedDate.map { old > $0 } } ?? false
+        let wasRevoked = state.transactions[fact.transactionId]?.revocationDate != nil
         if !isOlderView { state.transactions[fact.transactionId] = fact }
         let current = state.transactions[fact.transactionId] ?? fact
+        if wasRevoked, current.revocationDate == nil { reinstate(current, in: &state) }
 
         var creditsAdded = 0
         switch current.kind {
@@ -38,14 +45,14 @@ public struct EntitlementEngine: Sendable {
             creditsAdded = state.credits.credit(
                 (offer.credits ?? 0) * max(1, current.quantity), transactionId: current.transactionId, offerId: offer.offerId,
                 at: current.purchaseDate)
-            if !offer.entitlements.isEmpty { record(current, offer: offer, end: current.purchaseDate, in: &state) }
+            if !offer.entitlements.isEmpty { record(current, offer: offer, end: current.purchaseDate, from: accessFrom, in: &state) }
         case .nonConsumable:
-            record(current, offer: offer, end: nil, in: &state)
+            record(current, offer: offer, end: nil, from: accessFrom, in: &state)
         case .nonRenewing:
             let days = Double(offer.accessDays ?? 0) * 86_400
-            record(current, offer: offer, end: current.purchaseDate.addingTimeInterval(days), in: &state)
+            record(current, offer: offer, end: current.purchaseDate.addingTimeInterval(days), from: accessFrom, in: &state)
         case .autoRenewable:
-            applySubscription(current, renewal: renewal, offer: offer, to: &state, now: now)
+            applySubscription(current, renewal: renewal, offer: offer, to: &state, now: now, from: accessFrom)
         }
         if let revoked = current.revocationDate {
             endTransaction(current, at: revoked, reason: current.isFamilyShared ? .revoked : .refunded, in: &state)
@@ -96,14 +103,16 @@ public struct EntitlementEngine: Sendable {
 
     // MARK: Rules
 
-    private func record(_ fact: PurchaseFact, offer: Offer, end: Date?, in state: inout CustomerEntitlements) {
+    private func record(_ fact: PurchaseFact, offer: Offer, end: Date?, from: Date?, in state: inout CustomerEntitlements) {
         var period = AccessPeriod(
             transactionId: fact.transactionId, originalTransactionId: fact.originalTransactionId, offerId: offer.offerId,
-            productId: fact.productId, entitlements: offer.entitlements, start: fact.purchaseDate, end: end)
+            productId: fact.productId, entitlements: offer.entitlements, start: max(fact.purchaseDate, from ?? .distantPast), end: end)
         if let index = state.periods.firstIndex(where: { $0.transactionId == fact.transactionId }) {
-            // Keep an early end already recorded (a refund applied before this view arrived).
+            // Keep an early end already recorded (a refund applied before this view arrived),
+            // and a later start (the purchase came to this customer by a transfer).
             period.endedAt = state.periods[index].endedAt
             period.endReason = state.periods[index].endReason
+            period.start = max(period.start, state.periods[index].start)
             state.periods[index] = period
         } else {
             state.periods.append(period)
@@ -111,12 +120,17 @@ public struct EntitlementEngine: Sendable {
     }
 
     private func applySubscription(
-        _ fact: PurchaseFact, renewal: RenewalFact?, offer: Offer, to state: inout CustomerEntitlements, now: Date
+        _ fact: PurchaseFact, renewal newRenewal: RenewalFact?, offer: Offer, to state: inout CustomerEntitlements, now: Date, from: Date?
     ) {
+        // Renewal info older than what was applied says nothing new (notifications arrive out of order).
+        let asOf = state.subscriptions[fact.originalTransactionId]?.asOf
+        let renewal = newRenewal.flatMap { renewal in
+            (asOf.flatMap { asOf in renewal.signedDate.map { $0 < asOf } } ?? false) ? nil : renewal
+        }
         let inGrace = renewal.map { $0.isInBillingRetry && ($0.gracePeriodExpiresDate.map { $0 > now } ?? false) } ?? false
         let expires = fact.expiresDate ?? fact.purchaseDate
         let end = inGrace ? max(expires, renewal?.gracePeriodExpiresDate ?? expires) : expires
-        record(fact, offer: offer, end: end, in: &state)
+        record(fact, offer: offer, end: end, from: from, in: &state)
         // A newer transaction of the same subscription (an upgrade, an early renewal)
         // replaces the older ones from its start.
         for index in state.periods.indices
@@ -162,6 +176,25 @@ public struct EntitlementEngine: Sendable {
         record.autoRenewProductId = renewal.autoRenewProductId
         record.asOf = renewal.signedDate ?? record.asOf
         state.subscriptions[renewal.originalTransactionId] = record
+    }
+
+    /// Undoes what a refund or revocation took (Apple reversed it).
+    private func reinstate(_ fact: PurchaseFact, in state: inout CustomerEntitlements) {
+        for index in state.periods.indices
+        where state.periods[index].transactionId == fact.transactionId
+            && (state.periods[index].endReason == .refunded || state.periods[index].endReason == .revoked)
+        {
+            state.periods[index].endedAt = nil
+            state.periods[index].endReason = nil
+        }
+        if fact.kind == .consumable { state.credits.reinstate(transactionId: fact.transactionId, at: fact.signedDate ?? fact.purchaseDate) }
+        if var subscription = state.subscriptions[fact.originalTransactionId], subscription.latestTransactionId == fact.transactionId,
+            subscription.status == .revoked
+        {
+            // Recomputed from the transaction by the subscription rules that follow.
+            subscription.status = .expired
+            state.subscriptions[fact.originalTransactionId] = subscription
+        }
     }
 
     private func endTransaction(_ fact: PurchaseFact, at date: Date, reason: AccessPeriod.EndReason, in state: inout CustomerEntitlements) {

@@ -8,7 +8,8 @@ import RedisClient
 /// an owner index saying which customer holds each original transaction.
 ///
 /// Keys (`P` the publisher, `C` the customer, `T` an original transaction id):
-/// - `{prefix}:ent:P:customer:C`: hash `doc` (JSON `CustomerEntitlements`), `v` (version)
+/// - `{prefix}:ent:P:customer:C`: hash `doc` (JSON `CustomerEntitlements`), `v` (version),
+///   `outbox` (follow-up jobs written with the change, enqueued after it), `fence:T`
 /// - `{prefix}:ent:P:owner:T`: string, the customer holding T
 /// - channel `{prefix}:ent:P:changes`: `{"publisher", "customer", "version"}` per change
 ///
@@ -33,28 +34,46 @@ public struct EntitlementStore: Sendable {
     }
     public func channel(_ publisher: String) -> String { "\(prefix):ent:\(publisher):changes" }
 
-    /// Writes the document when the stored version is still `ARGV[1]` ("" for none), then
-    /// publishes the change. Returns the new version, or 0 when someone else wrote first.
+    /// Writes the document when the stored version is still `ARGV[1]` ("" for none) and no
+    /// newer lock holder wrote it (fence field `ARGV[5]` holds at most token `ARGV[6]`), then
+    /// publishes the change. Returns the new version, 0 when someone else wrote first, or -1
+    /// when the writer's lock was taken over (fenced out).
     static let compareAndSet = RedisScript(
         name: "entitlements-compare-and-set",
         source: """
             local current = redis.call('HGET', KEYS[1], 'v') or ''
             if current ~= ARGV[1] then return 0 end
+            if ARGV[5] ~= '' then
+              local seen = tonumber(redis.call('HGET', KEYS[1], ARGV[5]) or '0')
+              if seen > tonumber(ARGV[6]) then return -1 end
+              redis.call('HSET', KEYS[1], ARGV[5], ARGV[6])
+            end
             local version = (tonumber(current) or 0) + 1
             redis.call('HSET', KEYS[1], 'doc', ARGV[2], 'v', version)
+            if ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'outbox', ARGV[7]) end
             redis.call('PUBLISH', ARGV[3], ARGV[4] .. version .. '}')
             return version
             """)
 
     /// The customer's document and its version (0 when the customer is new).
     public func load(publisher: String, customer: String) async throws -> (state: CustomerEntitlements, version: Int) {
-        let reply = try await redis.send(["HMGET", customerKey(publisher, customer), "doc", "v"])
-        guard let values = reply.array, values.count == 2, let document = values[0].string else {
-            return (CustomerEntitlements(publisher: publisher, customer: customer), 0)
+        let loaded = try await loadWithOutbox(publisher: publisher, customer: customer)
+        return (loaded.state, loaded.version)
+    }
+
+    func loadWithOutbox(
+        publisher: String, customer: String
+    ) async throws -> (
+        state: CustomerEntitlements, version: Int, outbox: [FollowUpJob]
+    ) {
+        let reply = try await redis.send(["HMGET", customerKey(publisher, customer), "doc", "v", "outbox"])
+        guard let values = reply.array, values.count == 3, let document = values[0].string else {
+            return (CustomerEntitlements(publisher: publisher, customer: customer), 0, [])
         }
         do {
             let state = try JSONDecoder().decode(CustomerEntitlements.self, from: Data(document.utf8))
-            return (state, values[1].string.flatMap { Int($0) } ?? 0)
+            let outbox = try values[2].string.map { try JSONDecoder().decode([FollowUpJob].self, from: Data($0.utf8)) } ?? []
+            return (state, values[1].string.flatMap { Int($0) } ?? 0, outbox)
         } catch {
             throw EntitlementStoreError(.unreadable, "the entitlements of customer \(customer) of \(publisher) cannot be read: \(error)")
         }
@@ -63,25 +82,69 @@ public struct EntitlementStore: Sendable {
     /// Reads the customer, lets `change` modify the document, and writes it back if nobody
     /// else wrote meanwhile (otherwise reads again and reapplies). Nothing is written when
     /// `change` leaves the document as it was. Returns what `change` returned.
+    ///
+    /// With a `fence`, the write is refused (`EntitlementStoreError.fenced`) once a later
+    /// holder of that lock has written the customer: a job that lost its lock changes nothing.
     public func update<Result: Sendable>(
-        publisher: String, customer: String, _ change: (inout CustomerEntitlements) throws -> Result
+        publisher: String, customer: String, fence: TransactionLock.Token? = nil, _ change: (inout CustomerEntitlements) throws -> Result
     ) async throws -> Result {
+        try await update(publisher: publisher, customer: customer, fence: fence, change, followUps: { _, _ in [] }).result
+    }
+
+    /// `update`, writing with the change the follow-up jobs `followUps` derives from the
+    /// document before and after it (webhooks, renewal checks) into the customer's outbox, in
+    /// the same atomic write. Returns the outbox as it stands after the update: the caller
+    /// enqueues and `clear`s it; a caller that died before that leaves it for the job's rerun.
+    public func update<Result: Sendable>(
+        publisher: String, customer: String, fence: TransactionLock.Token?, _ change: (inout CustomerEntitlements) throws -> Result,
+        followUps: (_ before: CustomerEntitlements, _ after: CustomerEntitlements) -> [FollowUpJob]
+    ) async throws -> (result: Result, outbox: [FollowUpJob]) {
         for attempt in 1...maximumAttempts {
-            let (stored, version) = try await load(publisher: publisher, customer: customer)
+            let (stored, version, outbox) = try await loadWithOutbox(publisher: publisher, customer: customer)
             var state = stored
             let result = try change(&state)
-            if state == stored { return result }
+            if state == stored { return (result, outbox) }
+            let added = followUps(stored, state).filter { job in !outbox.contains { $0.id == job.id } }
             let encoder = JSONEncoder()
             encoder.outputFormatting = .sortedKeys
             let document = String(decoding: try encoder.encode(state), as: UTF8.self)
+            let newOutbox = added.isEmpty ? "" : String(decoding: try encoder.encode(outbox + added), as: UTF8.self)
             let event = try Self.eventPrefix(publisher: publisher, customer: customer)
             let written = try await redis.run(
                 Self.compareAndSet, keys: [customerKey(publisher, customer)],
-                arguments: [version == 0 ? "" : String(version), document, channel(publisher), event])
-            if let newVersion = written.int, newVersion > 0 { return result }
+                arguments: [
+                    version == 0 ? "" : String(version), document, channel(publisher), event,
+                    fence.map { "fence:" + $0.originalTransactionId } ?? "", fence.map { String($0.value) } ?? "", newOutbox,
+                ])
+            if let newVersion = written.int, newVersion > 0 { return (result, outbox + added) }
+            if written.int == -1, let fence {
+                throw EntitlementStoreError(
+                    .fenced, "the lock on \(fence.originalTransactionId) passed to a later job before this one wrote")
+            }
             logger.debug("entitlement write raced; retrying", metadata: ["attempt": "\(attempt)"])
         }
         throw EntitlementStoreError(.contended, "customer \(customer) of \(publisher) kept changing under \(maximumAttempts) attempts")
+    }
+
+    /// Removes follow-up jobs, once enqueued, from the customer's outbox.
+    static let clearOutbox = RedisScript(
+        name: "entitlements-clear-outbox",
+        source: """
+            local raw = redis.call('HGET', KEYS[1], 'outbox')
+            if not raw then return 0 end
+            local done = {}
+            for i = 1, #ARGV do done[ARGV[i]] = true end
+            local keep = {}
+            for _, item in ipairs(cjson.decode(raw)) do
+              if not done[item.id] then table.insert(keep, item) end
+            end
+            if #keep == 0 then redis.call('HDEL', KEYS[1], 'outbox') else redis.call('HSET', KEYS[1], 'outbox', cjson.encode(keep)) end
+            return #keep
+            """)
+
+    public func clear(outbox ids: [String], publisher: String, customer: String) async throws {
+        guard !ids.isEmpty else { return }
+        _ = try await redis.run(Self.clearOutbox, keys: [customerKey(publisher, customer)], arguments: ids)
     }
 
     /// The start of the change event; the script appends the version and the closing brace.
@@ -107,5 +170,36 @@ public struct EntitlementStore: Sendable {
 
     public func owner(publisher: String, originalTransactionId: String) async throws -> String? {
         try await redis.send(["GET", ownerKey(publisher, originalTransactionId)]).string
+    }
+
+    // MARK: Receipts
+
+    func receiptKey(_ publisher: String, _ originalTransactionId: String) -> String {
+        "\(prefix):ent:\(publisher):receipt:\(originalTransactionId)"
+    }
+
+    /// Keeps the latest app receipt that proved `originalTransactionId`, for renewal checks
+    /// by verifyReceipt when the app has no App Store Server API key.
+    public func keepReceipt(_ receipt: String, publisher: String, originalTransactionIds: some Sequence<String>) async throws {
+        let commands = originalTransactionIds.map { ["SET", receiptKey(publisher, $0), receipt] }
+        if !commands.isEmpty { _ = try await redis.pipeline(commands) }
+    }
+
+    public func receipt(publisher: String, originalTransactionId: String) async throws -> String? {
+        try await redis.send(["GET", receiptKey(publisher, originalTransactionId)]).string
+    }
+
+    // MARK: Notifications
+
+    func notificationKey(_ publisher: String, _ id: String) -> String { "\(prefix):ent:\(publisher):notification:\(id)" }
+
+    /// Whether a notification with this id (Apple's notificationUUID, or a digest of a V1 body) was applied.
+    public func wasApplied(publisher: String, notification id: String) async throws -> Bool {
+        try await redis.send(["EXISTS", notificationKey(publisher, id)]).int == 1
+    }
+
+    /// Marks a notification applied, for `retention` (Apple retries for about three days).
+    public func markApplied(publisher: String, notification id: String, retention: Duration = .seconds(30 * 86_400)) async throws {
+        _ = try await redis.send(["SET", notificationKey(publisher, id), "1", "EX", String(retention.components.seconds)])
     }
 }

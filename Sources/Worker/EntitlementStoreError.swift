@@ -8,6 +8,8 @@ public struct EntitlementStoreError: Error, Sendable, Hashable, CustomStringConv
         public static let unreadable = Code(rawValue: "unreadable")
         /// Too many concurrent writers changed the customer meanwhile; retry the job.
         public static let contended = Code(rawValue: "contended")
+        /// The job's per-transaction lock passed to a later job, which already wrote.
+        public static let fenced = Code(rawValue: "fenced")
     }
 
     public let code: Code

@@ -73,20 +73,7 @@ struct SimulatorCommand: AsyncParsableCommand {
     /// The demo catalog: `$ENTITLE_CONFIG_DIR`, `./Config`, or the `Config` of the checkout
     /// the executable was built in.
     static func demoCatalog() throws -> URL {
-        var candidates: [URL] = []
-        if let directory = ProcessInfo.processInfo.environment["ENTITLE_CONFIG_DIR"] {
-            candidates.append(URL(fileURLWithPath: directory))
-        }
-        candidates.append(URL(fileURLWithPath: FileManager.default.currentDirectoryPath).appending(path: "Config"))
-        var directory = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
-        for _ in 0..<5 {
-            candidates.append(directory.appending(path: "Config"))
-            directory = directory.deletingLastPathComponent()
-        }
-        let file = candidates.map { $0.appending(path: "simulator-catalog.json") }.first {
-            FileManager.default.fileExists(atPath: $0.path)
-        }
-        guard let file else {
+        guard let file = ConfigFiles.find("simulator-catalog.json") else {
             throw ValidationError("no --catalog given and no Config/simulator-catalog.json found (set ENTITLE_CONFIG_DIR)")
         }
         return file

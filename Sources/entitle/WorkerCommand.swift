@@ -5,6 +5,7 @@ import Logging
 import Metrics
 import Prometheus
 import ServiceLifecycle
+import Worker
 
 /// `entitle worker`: consumes queues until SIGTERM or SIGINT.
 struct WorkerCommand: AsyncParsableCommand {
@@ -30,11 +31,26 @@ struct WorkerCommand: AsyncParsableCommand {
     @Option(help: "Seconds without a heartbeat after which other workers reap this one's jobs.")
     var heartbeatTTL: Double = 5
 
+    @Option(
+        help: """
+            The publishers' catalog (JSON), which enables the entitlement jobs (default: $ENTITLE_CATALOG; with \
+            ENTITLE_ENV=development, Config/catalog.development.json).
+            """)
+    var catalog: String?
+
     func validate() throws {
         _ = try Self.parseQueues(queues)
         if let metricsPort, !(1...65535).contains(metricsPort) { throw ValidationError("--metrics-port must be 1-65535") }
         guard shutdownTimeout >= 0 else { throw ValidationError("--shutdown-timeout cannot be negative") }
         guard heartbeatTTL >= 1 else { throw ValidationError("--heartbeat-ttl must be at least 1 second") }
+    }
+
+    /// The catalog to load: the option, `$ENTITLE_CATALOG`, or the development catalog.
+    static func catalogPath(_ option: String?) -> String? {
+        let environment = ProcessInfo.processInfo.environment
+        if let path = option ?? environment["ENTITLE_CATALOG"].flatMap({ $0.isEmpty ? nil : $0 }) { return path }
+        guard environment["ENTITLE_ENV"] == "development" else { return nil }
+        return ConfigFiles.find("catalog.development.json")?.path
     }
 
     static func parseQueues(_ text: String) throws -> [String: Int] {
@@ -67,8 +83,35 @@ struct WorkerCommand: AsyncParsableCommand {
             configuration.queues[name]?.heartbeatTTL = .milliseconds(Int64(heartbeatTTL * 1000))
             configuration.queues[name]?.heartbeatInterval = .milliseconds(Int64(heartbeatTTL * 1000 / 5))
         }
-        let worker = WorkerService(configuration: configuration, jobQueue: jobQueue, registry: .builtIn(), logger: logger)
-        var services: [any Service] = [worker]
+        var handlers = JobHandlerRegistry.builtIn()
+        var services: [any Service] = []
+        if let catalogPath = Self.catalogPath(catalog) {
+            let environment = ProcessInfo.processInfo.environment
+            let settings: EntitleConfiguration
+            do {
+                settings = try await EntitleConfiguration.load(catalogPath: catalogPath, environment: environment, logger: logger)
+            } catch let error as WorkerError {
+                throw CommandFailure("entitle worker: \(error.message)")
+            }
+            var service = EntitlementService(configuration: settings, jobQueue: jobQueue, logger: logger)
+            if case .development = settings.mode, environment["ENTITLE_CRASH_POINT"] == "after-entitlement-write" {
+                service.crashAfterWrite = true
+            }
+            EntitlementJobs.register(in: &handlers, service: service)
+            let development = settings.mode != .production
+            services.append(
+                RenewalSweep(
+                    service: service, queue: concurrency.keys.sorted().first ?? "default",
+                    interval: development ? .seconds(2) : .seconds(60),
+                    grace: development ? .seconds(30) : .seconds(900), logger: logger))
+            logger.info(
+                "entitlement jobs enabled",
+                metadata: ["catalog": "\(catalogPath)", "publishers": "\(settings.catalog.publishers.count)", "mode": "\(settings.mode)"])
+        } else {
+            logger.notice("no catalog (--catalog, ENTITLE_CATALOG or ENTITLE_ENV=development): entitlement jobs are not run")
+        }
+        let worker = WorkerService(configuration: configuration, jobQueue: jobQueue, registry: handlers, logger: logger)
+        services.insert(worker, at: 0)
         if let metricsPort {
             services.append(MetricsServer.make(registry: registry, host: metricsHost, port: metricsPort, logger: logger))
         }

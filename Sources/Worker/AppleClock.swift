@@ -1,0 +1,34 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+
+/// "Now" as the App Store sees it. In production that is the wall clock. In development the
+/// local simulator's clock can be advanced (a month of sandbox time in one call), so a
+/// development worker asks it for its offset before each decision.
+public struct AppleClock: Sendable {
+    /// The simulator whose clock this follows; `nil` for the wall clock.
+    public let simulatorURL: String?
+    private let httpClient: HTTPClient
+
+    public static let wall = AppleClock(simulatorURL: nil)
+
+    public init(simulatorURL: String?, httpClient: HTTPClient = .shared) {
+        self.simulatorURL = simulatorURL
+        self.httpClient = httpClient
+    }
+
+    /// How far the App Store's clock is ahead of the wall clock.
+    public func offset() async throws -> TimeInterval {
+        guard let simulatorURL else { return 0 }
+        do {
+            let response = try await httpClient.execute(HTTPClientRequest(url: simulatorURL + "/simulator/clock"), timeout: .seconds(10))
+            let body = try await response.body.collect(upTo: 1 << 16)
+            struct State: Decodable { var advancedSeconds: Double }
+            return try JSONDecoder().decode(State.self, from: Data(body.readableBytesView)).advancedSeconds
+        } catch {
+            throw WorkerError(.appleUnavailable, "the simulator's clock at \(simulatorURL) cannot be read: \(error)")
+        }
+    }
+
+    public func now() async throws -> Date { Date().addingTimeInterval(try await offset()) }
+}

@@ -1,0 +1,39 @@
+import AppStore
+import Entitlements
+
+/// Everything that proves one app's purchases with Apple: its signed-data verifier, its
+/// verifyReceipt client (with the app's shared secret) and, when the app has an In-App
+/// Purchase key, an App Store Server API client per environment.
+public struct AppleGateway: Sendable {
+    public let app: Publisher.App
+    public let signedData: SignedDataVerifier
+    public let receipts: VerifyReceiptClient
+    /// The shared secret, to check V1 notifications' `password` against.
+    public let sharedSecret: String?
+    let production: AppStoreServerAPIClient?
+    let sandbox: AppStoreServerAPIClient?
+
+    public init(
+        app: Publisher.App, signedData: SignedDataVerifier, receipts: VerifyReceiptClient, sharedSecret: String?,
+        production: AppStoreServerAPIClient?, sandbox: AppStoreServerAPIClient?
+    ) {
+        self.app = app
+        self.signedData = signedData
+        self.receipts = receipts
+        self.sharedSecret = sharedSecret
+        self.production = production
+        self.sandbox = sandbox
+    }
+
+    public var hasServerAPI: Bool { production != nil || sandbox != nil }
+
+    /// The App Store Server API client for data of `environment`; for an unknown
+    /// environment, production (which falls back to sandbox) when the app sells there.
+    public func serverAPI(for environment: String?) -> AppStoreServerAPIClient? {
+        switch environment {
+        case "Sandbox": sandbox
+        case "Production": production
+        default: app.environments.contains("Production") ? production : sandbox
+        }
+    }
+}

@@ -1,0 +1,213 @@
+import AppStore
+import AsyncHTTPClient
+import Crypto
+import Entitlements
+import Foundation
+import Logging
+import NIOCore
+import X509
+
+/// A deployment's configuration: the catalog, where Apple is, whom to trust, and the
+/// secrets, taken from the environment by the names the catalog gives.
+///
+/// - `ENTITLE_ENV=development`: every Apple URL points at the simulator at
+///   `ENTITLE_SIMULATOR_URL` (default `http://127.0.0.1:8081`), whose roots are trusted, whose
+///   clock is followed, whose demo shared secrets fill secrets left unset, and with which a
+///   fresh In-App Purchase key is registered for every app without one. No other
+///   configuration trusts a simulator.
+/// - otherwise (production): Apple's URLs and roots; every secret the catalog names must be set.
+public struct EntitleConfiguration: Sendable {
+    public enum Mode: Sendable, Hashable {
+        case development(simulatorURL: String)
+        case production
+    }
+
+    public let mode: Mode
+    public let catalog: EntitlementCatalog
+    /// Keyed by publisher id, then bundle id.
+    public let gateways: [String: [String: AppleGateway]]
+    public let clock: AppleClock
+    /// Publisher id -> the webhook's HMAC secret.
+    public let webhookSecrets: [String: String]
+    /// How long after a subscription's expiry its renewal check runs.
+    public var renewalCheckMargin: Duration
+    /// How often a subscription in billing retry is checked.
+    public var billingRetryCheckInterval: Duration
+
+    public func gateway(publisher: String, bundleId: String) -> AppleGateway? { gateways[publisher]?[bundleId] }
+
+    /// Reads the catalog at `catalogPath` and the environment.
+    public static func load(
+        catalogPath: String, environment: [String: String], httpClient: HTTPClient = .shared, logger: Logger
+    ) async throws -> EntitleConfiguration {
+        let data: Data
+        do {
+            data = try Data(contentsOf: URL(fileURLWithPath: catalogPath))
+        } catch {
+            throw WorkerError(.invalidConfiguration, "the catalog \(catalogPath) cannot be read: \(error.localizedDescription)")
+        }
+        let catalog: EntitlementCatalog
+        do {
+            catalog = try EntitlementCatalog(json: data)
+        } catch {
+            throw WorkerError(.invalidConfiguration, "the catalog \(catalogPath) is wrong: \(error)")
+        }
+        let mode: Mode
+        switch environment["ENTITLE_ENV"] ?? "production" {
+        case "development":
+            let url = environment["ENTITLE_SIMULATOR_URL"].flatMap { $0.isEmpty ? nil : $0 } ?? "http://127.0.0.1:8081"
+            guard let parsed = URL(string: url), ["http", "https"].contains(parsed.scheme ?? ""), parsed.host != nil else {
+                throw WorkerError(.invalidConfiguration, "ENTITLE_SIMULATOR_URL \(url) is not an http(s) URL")
+            }
+            mode = .development(simulatorURL: url.hasSuffix("/") ? String(url.dropLast()) : url)
+        case "production", "":
+            mode = .production
+        case let other:
+            throw WorkerError(.invalidConfiguration, "ENTITLE_ENV must be development or production, not \(other)")
+        }
+        return try await Loader(mode: mode, environment: environment, httpClient: httpClient, logger: logger).load(catalog)
+    }
+
+    private struct Loader {
+        let mode: Mode
+        let environment: [String: String]
+        let httpClient: HTTPClient
+        let logger: Logger
+
+        func load(_ catalog: EntitlementCatalog) async throws -> EntitleConfiguration {
+            var signedRoots = AppleRootCertificates.signedDataRoots
+            var simulatorSecrets: [String: String] = [:]
+            if case .development(let url) = mode {
+                signedRoots = [try await certificate(url + "/simulator/root.cer")]
+                struct SimulatorApp: Decodable { var bundleId: String; var sharedSecret: String? }
+                for app in try JSONDecoder().decode([SimulatorApp].self, from: Data(try await get(url + "/simulator/apps"))) {
+                    simulatorSecrets[app.bundleId] = app.sharedSecret
+                }
+            }
+            var gateways: [String: [String: AppleGateway]] = [:]
+            var webhookSecrets: [String: String] = [:]
+            for publisher in catalog.publishers {
+                for app in publisher.apps {
+                    let name = "publisher \"\(publisher.id)\" app \"\(app.bundleId)\""
+                    let secret = try app.sharedSecretVariable.flatMap { variable in
+                        try value(of: variable, for: name) ?? simulatorSecrets[app.bundleId]
+                            ?? missing(variable, for: name)
+                    }
+                    var verifierConfiguration = SignedDataVerifier.Configuration(
+                        bundleId: app.bundleId, appAppleId: app.appAppleId, roots: signedRoots)
+                    verifierConfiguration.validationTime = .signedDate
+                    var receipts = VerifyReceiptClient.Configuration(sharedSecret: secret)
+                    if case .development(let url) = mode {
+                        receipts.productionURL = url + "/verifyReceipt"
+                        receipts.sandboxURL = url + "/sandbox/verifyReceipt"
+                    }
+                    let (production, sandbox) = try await serverAPIClients(app, name: name)
+                    gateways[publisher.id, default: [:]][app.bundleId] = AppleGateway(
+                        app: app, signedData: SignedDataVerifier(configuration: verifierConfiguration),
+                        receipts: VerifyReceiptClient(configuration: receipts, httpClient: httpClient), sharedSecret: secret,
+                        production: production, sandbox: sandbox)
+                }
+                if let webhook = publisher.webhook {
+                    webhookSecrets[publisher.id] =
+                        try value(of: webhook.secretVariable, for: "publisher \"\(publisher.id)\" webhook")
+                        ?? missing(webhook.secretVariable, for: "publisher \"\(publisher.id)\" webhook")
+                }
+            }
+            let development: Bool
+            let clock: AppleClock
+            if case .development(let url) = mode {
+                development = true
+                clock = AppleClock(simulatorURL: url, httpClient: httpClient)
+            } else {
+                development = false
+                clock = .wall
+            }
+            return EntitleConfiguration(
+                mode: mode, catalog: catalog, gateways: gateways, clock: clock, webhookSecrets: webhookSecrets,
+                renewalCheckMargin: development ? .seconds(5) : .seconds(3600),
+                billingRetryCheckInterval: development ? .seconds(60) : .seconds(6 * 3600))
+        }
+
+        func value(of variable: String, for name: String) throws -> String? {
+            environment[variable].flatMap { $0.isEmpty ? nil : $0 }
+        }
+
+        func missing(_ variable: String, for name: String) throws -> String {
+            throw WorkerError(.invalidConfiguration, "\(name): the environment variable \(variable) is not set")
+        }
+
+        func serverAPIClients(_ app: Publisher.App, name: String) async throws -> (AppStoreServerAPIClient?, AppStoreServerAPIClient?) {
+            let keyId: String
+            let issuerId: String
+            let pem: String
+            if let key = app.apiKey {
+                guard let text = try value(of: key.privateKeyVariable, for: name) else {
+                    _ = try missing(key.privateKeyVariable, for: name)
+                    return (nil, nil)
+                }
+                (keyId, issuerId, pem) = (key.keyId, key.issuerId, text)
+            } else if case .development(let url) = mode {
+                // A key of its own, registered with the simulator for this run.
+                let key = P256.Signing.PrivateKey()
+                keyId = "DEV" + UUID().uuidString.prefix(7).uppercased()
+                issuerId = "entitle-development"
+                pem = key.pemRepresentation
+                let registration = try JSONSerialization.data(withJSONObject: [
+                    "keyId": keyId, "issuerId": issuerId, "bundleId": app.bundleId, "publicKey": key.publicKey.pemRepresentation,
+                ])
+                _ = try await get(url + "/simulator/keys", post: registration)
+            } else {
+                return (nil, nil)
+            }
+            func client(_ environment: AppStoreEnvironment) throws -> AppStoreServerAPIClient {
+                var configuration = AppStoreServerAPIClient.Configuration(
+                    keyId: keyId, issuerId: issuerId, bundleId: app.bundleId, environment: environment)
+                if case .development(let url) = mode {
+                    configuration.productionURL = url
+                    configuration.sandboxURL = url + "/sandbox"
+                }
+                do {
+                    return try AppStoreServerAPIClient(configuration: configuration, privateKeyPEM: pem, httpClient: httpClient)
+                } catch {
+                    throw WorkerError(.invalidConfiguration, "\(name): \(error.message)")
+                }
+            }
+            return (
+                app.environments.contains("Production") ? try client(.production) : nil,
+                app.environments.contains("Sandbox") ? try client(.sandbox) : nil
+            )
+        }
+
+        func certificate(_ url: String) async throws -> Certificate {
+            do {
+                return try Certificate(derEncoded: try await get(url))
+            } catch let error as WorkerError {
+                throw error
+            } catch {
+                throw WorkerError(.appleUnavailable, "\(url) did not serve a certificate: \(error)")
+            }
+        }
+
+        func get(_ url: String, post body: Data? = nil) async throws -> [UInt8] {
+            var request = HTTPClientRequest(url: url)
+            if let body {
+                request.method = .POST
+                request.headers.add(name: "Content-Type", value: "application/json")
+                request.body = .bytes(ByteBuffer(bytes: body))
+            }
+            do {
+                let response = try await httpClient.execute(request, timeout: .seconds(10))
+                let bytes = try await response.body.collect(upTo: 1 << 20)
+                guard (200..<300).contains(response.status.code) else {
+                    throw WorkerError(.appleUnavailable, "\(url) answered \(response.status.code)")
+                }
+                return Array(bytes.readableBytesView)
+            } catch let error as WorkerError {
+                throw error
+            } catch {
+                throw WorkerError(
+                    .appleUnavailable, "the simulator at \(url) cannot be reached (is `entitle simulator` running?): \(error)")
+            }
+        }
+    }
+}

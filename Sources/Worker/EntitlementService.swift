@@ -1,0 +1,146 @@
+import Entitlements
+import Foundation
+import JobQueue
+import Logging
+import RedisClient
+
+/// What every entitlement job shares: the catalog, Apple, the store, the per-transaction
+/// locks, and applying verified facts to a customer with the follow-up jobs that change
+/// needs (webhooks, renewal checks), enqueued through the customer's outbox.
+public struct EntitlementService: Sendable {
+    public let configuration: EntitleConfiguration
+    public let store: EntitlementStore
+    public let locks: TransactionLock
+    public let jobQueue: JobQueue
+    let logger: Logger
+    /// Test hook for crash tests: SIGKILL this process right after an entitlement write,
+    /// before the job is acknowledged (`ENTITLE_CRASH_POINT=after-entitlement-write`,
+    /// honoured in development only).
+    public var crashAfterWrite = false
+
+    public init(configuration: EntitleConfiguration, jobQueue: JobQueue, logger: Logger) {
+        self.configuration = configuration
+        self.jobQueue = jobQueue
+        self.store = EntitlementStore(redis: jobQueue.redis, prefix: jobQueue.configuration.prefix, logger: logger)
+        self.locks = TransactionLock(redis: jobQueue.redis, prefix: jobQueue.configuration.prefix)
+        self.logger = logger
+    }
+
+    /// The sorted set of subscriptions' next renewal checks (`publisher/originalTransactionId`,
+    /// scored by due time in ms), read by the sweep.
+    public var renewalIndex: String { "\(jobQueue.configuration.prefix):ent:renewals" }
+
+    func publisher(_ id: String) throws -> Publisher {
+        guard let publisher = configuration.catalog.publisher(id) else { throw JobRefusal.unknownPublisher(id) }
+        return publisher
+    }
+
+    func reader(_ publisher: Publisher, bundleId: String?) throws -> AppleReader {
+        let gateways = configuration.gateways[publisher.id] ?? [:]
+        let gateway = bundleId.flatMap { gateways[$0] } ?? publisher.apps.lazy.compactMap { gateways[$0.bundleId] }.first
+        guard let gateway else {
+            throw JobRefusal.notPossible(code: "unknownApp", "publisher \(publisher.id) has no app \(bundleId ?? "")")
+        }
+        return AppleReader(gateway: gateway, publisher: publisher)
+    }
+
+    /// Readers for each of the publisher's apps (a signed transaction names its app only once verified).
+    func readers(_ publisher: Publisher) -> [AppleReader] {
+        publisher.apps.compactMap { app in configuration.gateway(publisher: publisher.id, bundleId: app.bundleId) }
+            .map { AppleReader(gateway: $0, publisher: publisher) }
+    }
+
+    /// Runs `body` holding the locks of these original transactions for `job`. When another
+    /// job holds one, the job is deferred (run again shortly, its attempt given back).
+    func withLocks<Result: Sendable>(
+        publisher: String, originalTransactionIds: some Sequence<String>, job: JobContext,
+        _ body: ([String: TransactionLock.Token]) async throws -> Result
+    ) async throws -> Result {
+        var tokens: [String: TransactionLock.Token] = [:]
+        func releaseAll() async {
+            for token in tokens.values { try? await locks.release(publisher: publisher, token: token, job: job.id) }
+        }
+        // Sorted, so two jobs wanting the same pair never hold one each forever.
+        for id in Set(originalTransactionIds).sorted() {
+            guard let token = try await locks.acquire(publisher: publisher, originalTransactionId: id, job: job.id) else {
+                await releaseAll()
+                throw JobFailure.deferred("locked", "another job is working on \(id)", after: .milliseconds(200))
+            }
+            tokens[id] = token
+        }
+        do {
+            let result = try await body(tokens)
+            await releaseAll()
+            return result
+        } catch {
+            await releaseAll()
+            throw error
+        }
+    }
+
+    func changeEvents(_ publisher: Publisher, now: Date, clockOffset: TimeInterval) -> ChangeEvents {
+        ChangeEvents(
+            publisher: publisher, clockOffset: clockOffset, renewalCheckMargin: configuration.renewalCheckMargin,
+            billingRetryCheckInterval: configuration.billingRetryCheckInterval, now: now)
+    }
+
+    /// Applies verified facts to a customer (oldest first) and enqueues what the change
+    /// needs. Returns the engine's decision per transaction id.
+    func apply(
+        _ evidence: AppleEvidence, publisher: Publisher, customer: String, fence: TransactionLock.Token?, now: Date,
+        clockOffset: TimeInterval, accessFrom: Date? = nil, extraFollowUps: [FollowUpJob] = [], job: JobContext
+    ) async throws -> [String: EntitlementDecision] {
+        let engine = EntitlementEngine(publisher: publisher)
+        let events = changeEvents(publisher, now: now, clockOffset: clockOffset)
+        let facts = evidence.facts.sorted { ($0.purchaseDate, $0.transactionId) < ($1.purchaseDate, $1.transactionId) }
+        let (decisions, outbox) = try await store.update(
+            publisher: publisher.id, customer: customer, fence: fence,
+            { state in
+                var decisions: [String: EntitlementDecision] = [:]
+                for fact in facts {
+                    decisions[fact.transactionId] = engine.apply(
+                        fact, renewal: evidence.renewals[fact.originalTransactionId], to: &state, now: now, accessFrom: accessFrom)
+                }
+                return decisions
+            },
+            followUps: { before, after in events.followUps(before: before, after: after) + extraFollowUps })
+        try await deliver(outbox, publisher: publisher.id, customer: customer, job: job)
+        return decisions
+    }
+
+    /// Changes a customer's document directly (transfers, refunds of what is stored).
+    func change<Result: Sendable>(
+        publisher: Publisher, customer: String, fence: TransactionLock.Token?, now: Date, clockOffset: TimeInterval,
+        extraFollowUps: [FollowUpJob] = [], job: JobContext, _ body: (inout CustomerEntitlements) throws -> Result
+    ) async throws -> Result {
+        let events = changeEvents(publisher, now: now, clockOffset: clockOffset)
+        let (result, outbox) = try await store.update(
+            publisher: publisher.id, customer: customer, fence: fence, body,
+            followUps: { before, after in events.followUps(before: before, after: after) + extraFollowUps })
+        try await deliver(outbox, publisher: publisher.id, customer: customer, job: job)
+        return result
+    }
+
+    /// Enqueues a customer's outbox (each follow-up once, by its id) and clears it.
+    func deliver(_ outbox: [FollowUpJob], publisher: String, customer: String, job: JobContext) async throws {
+        if crashAfterWrite {
+            logger.critical("crash point after-entitlement-write: SIGKILL", metadata: ["job": "\(job.id)"])
+            kill(getpid(), SIGKILL)
+        }
+        guard !outbox.isEmpty else { return }
+        let wall = Date()
+        let requests = outbox.map { followUp in
+            EnqueueRequest(
+                type: followUp.type, payload: followUp.payload, queue: job.queue, idempotencyKey: followUp.id,
+                delay: followUp.runAtMs.map { .milliseconds(max(0, $0 - Int64(wall.timeIntervalSince1970 * 1000))) })
+        }
+        _ = try await jobQueue.enqueue(batch: requests)
+        let checks = outbox.filter { $0.type == "renewal-check" }.compactMap { followUp -> [String]? in
+            guard let payload = try? JobPayloads.decode(JobPayloads.RenewalCheck.self, followUp.payload), let due = followUp.runAtMs
+            else { return nil }
+            return ["ZADD", renewalIndex, String(due), "\(payload.publisher)/\(payload.originalTransactionId)"]
+        }
+        if !checks.isEmpty { _ = try await jobQueue.redis.pipeline(checks) }
+        try await store.clear(outbox: outbox.map(\.id), publisher: publisher, customer: customer)
+    }
+}

@@ -1,0 +1,21 @@
+import Foundation
+
+/// A job a change makes necessary (a webhook, the next renewal check), written into the
+/// customer's outbox together with the change and enqueued after it, with `id` as its
+/// idempotency key: a crash between the write and the enqueue loses nothing, and a rerun
+/// enqueues nothing twice.
+public struct FollowUpJob: Sendable, Hashable, Codable {
+    public var id: String
+    public var type: String
+    /// JSON text.
+    public var payload: String
+    /// Run no earlier than this (ms since 1970, wall clock); `nil` at once.
+    public var runAtMs: Int64?
+
+    public init(id: String, type: String, payload: String, runAt: Date? = nil) {
+        self.id = id
+        self.type = type
+        self.payload = payload
+        self.runAtMs = runAt.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) }
+    }
+}

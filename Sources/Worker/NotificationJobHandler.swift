@@ -1,0 +1,227 @@
+import AppStore
+import Crypto
+import Entitlements
+import Foundation
+import JobQueue
+
+/// `notification`: an App Store Server Notification. V2 payloads are verified (and the
+/// transaction and renewal info inside them); V1 bodies are not signed, so their receipt is
+/// verified with Apple and only its answer is applied. Each notification is applied once
+/// (by notificationUUID, or a digest of a V1 body); older data never overwrites newer (the
+/// engine orders by signed date). Refunds, revocations and reversals become `refund` jobs;
+/// everything else is applied to the customer holding the purchase.
+public struct NotificationJobHandler: JobHandler {
+    let service: EntitlementService
+
+    public init(service: EntitlementService) { self.service = service }
+
+    public struct Result: Sendable, Hashable, Codable {
+        public var publisher: String
+        public var notificationType: String?
+        public var subtype: String?
+        public var notificationId: String
+        public var duplicate: Bool
+        public var customer: String?
+        public var originalTransactionId: String?
+        public var accessGranted: Bool?
+        public var entitlements: [String]?
+        public var subscription: SubscriptionRecord?
+        /// The `refund` job a refund, revocation or reversal became.
+        public var refundJobId: String?
+        public var message: String?
+    }
+
+    public func handle(_ job: JobContext) async throws -> String? {
+        do {
+            return JobPayloads.encode(try await run(job))
+        } catch {
+            throw JobFailure.from(error)
+        }
+    }
+
+    func run(_ job: JobContext) async throws -> Result {
+        let payload = try JobPayloads.decode(JobPayloads.Notification.self, job.payload)
+        let publisher = try service.publisher(payload.publisher)
+        if let signed = payload.signedPayload {
+            return try await version2(signed, publisher: publisher, job: job)
+        }
+        guard let v1 = payload.v1 else { throw JobRefusal.invalidPayload("give signedPayload (V2) or v1 (the V1 body)") }
+        return try await version1(v1, publisher: publisher, job: job)
+    }
+
+    // MARK: V2
+
+    func version2(_ signed: String, publisher: Publisher, job: JobContext) async throws -> Result {
+        var verified: VerifiedNotification?
+        var reader: AppleReader?
+        var lastError = AppStoreError(.invalidAppIdentifier, "the notification is for an app \(publisher.id) does not have")
+        for candidate in service.readers(publisher) {
+            do {
+                verified = try await candidate.gateway.signedData.verifyNotificationContents(signed)
+                reader = candidate
+                break
+            } catch let error where error.code == .invalidAppIdentifier {
+                continue
+            } catch {
+                lastError = error
+                break
+            }
+        }
+        guard let verified, let reader else {
+            throw lastError.isRetryable ? lastError : JobRefusal.notPossible(code: "invalidNotification", lastError.message)
+        }
+        let type = verified.payload.notificationType?.rawValue
+        let subtype = verified.payload.subtype?.rawValue
+        guard let uuid = verified.payload.notificationUUID else {
+            throw JobRefusal.notPossible(code: "invalidNotification", "the notification has no notificationUUID")
+        }
+        var result = Result(publisher: publisher.id, notificationType: type, subtype: subtype, notificationId: uuid, duplicate: false)
+        if try await service.store.wasApplied(publisher: publisher.id, notification: uuid) {
+            result.duplicate = true
+            return result
+        }
+        if let transaction = verified.transaction {
+            let fact = try reader.fact(transaction)
+            result.originalTransactionId = fact.originalTransactionId
+            switch verified.payload.notificationType {
+            case .refund?, .revoke?, .refundReversed?:
+                guard let signedTransaction = verified.payload.data?.signedTransactionInfo else { break }
+                let refund = JobPayloads.Refund(
+                    publisher: publisher.id, transactionId: fact.transactionId, originalTransactionId: fact.originalTransactionId,
+                    bundleId: fact.bundleId, signedTransaction: signedTransaction)
+                result.refundJobId =
+                    try await service.jobQueue.enqueue(
+                        EnqueueRequest(
+                            type: "refund", payload: JobPayloads.encode(refund), queue: job.queue, idempotencyKey: "refund:\(uuid)")
+                    ).id
+            default:
+                var evidence = AppleEvidence(facts: [fact])
+                if let info = verified.renewalInfo {
+                    do {
+                        let renewal = try AppleFacts.renewal(info)
+                        evidence.renewals[renewal.originalTransactionId] = renewal
+                    } catch {
+                        throw JobRefusal.notPossible(code: "invalidNotification", "the renewal info has no \(error.field)")
+                    }
+                }
+                try await apply(evidence, to: &result, publisher: publisher, appAccountToken: fact.appAccountToken, job: job)
+            }
+        } else {
+            result.message = "nothing to apply (no transaction in the notification)"
+        }
+        try await service.store.markApplied(publisher: publisher.id, notification: uuid)
+        return result
+    }
+
+    // MARK: V1
+
+    /// The V1 fields used: `notification_type`, `password`, `bid`, `unified_receipt.latest_receipt`.
+    struct Version1: Decodable {
+        struct UnifiedReceipt: Decodable {
+            var latestReceipt: String?
+            enum CodingKeys: String, CodingKey { case latestReceipt = "latest_receipt" }
+        }
+        var notificationType: String?
+        var password: String?
+        var bid: String?
+        var originalTransactionId: String?
+        var unifiedReceipt: UnifiedReceipt?
+        enum CodingKeys: String, CodingKey {
+            case notificationType = "notification_type", password, bid
+            case originalTransactionId = "original_transaction_id", unifiedReceipt = "unified_receipt"
+        }
+    }
+
+    func version1(_ body: String, publisher: Publisher, job: JobContext) async throws -> Result {
+        let notification: Version1
+        do {
+            notification = try JSONDecoder().decode(Version1.self, from: Data(body.utf8))
+        } catch {
+            throw JobRefusal.invalidPayload("the V1 body is not a notification")
+        }
+        let reader = try service.reader(publisher, bundleId: notification.bid)
+        if let secret = reader.gateway.sharedSecret {
+            // V1 bodies are not signed; the shared secret they carry is the only sign they are Apple's.
+            guard let password = notification.password, ConstantTime.equal(password, secret) else {
+                throw JobRefusal.notPossible(code: "invalidNotification", "the V1 notification's password is not the app's shared secret")
+            }
+        }
+        let digest = SHA256.hash(data: Data(body.utf8)).map { String(format: "%02x", $0) }.joined()
+        var result = Result(
+            publisher: publisher.id, notificationType: notification.notificationType, subtype: nil, notificationId: "v1:" + digest,
+            duplicate: false)
+        if try await service.store.wasApplied(publisher: publisher.id, notification: result.notificationId) {
+            result.duplicate = true
+            return result
+        }
+        guard let receipt = notification.unifiedReceipt?.latestReceipt else {
+            throw JobRefusal.notPossible(code: "invalidNotification", "the V1 notification carries no latest_receipt")
+        }
+        var evidence: AppleEvidence
+        do {
+            evidence = try await reader.receipt(receipt)
+        } catch let error as AppStoreError where !error.isRetryable {
+            throw JobRefusal.notPossible(
+                code: "invalidNotification", "Apple does not vouch for the V1 notification's receipt: \(error.message)")
+        }
+        // The subscription the notification is about: the unsigned hint, checked against Apple's answer.
+        let latest = evidence.facts.filter { $0.kind == .autoRenewable }.max { $0.purchaseDate < $1.purchaseDate }
+        let original =
+            notification.originalTransactionId.flatMap { hint in evidence.facts.contains { $0.originalTransactionId == hint } ? hint : nil }
+            ?? latest?.originalTransactionId
+        if let original { evidence.facts.removeAll { $0.originalTransactionId != original } }
+        result.originalTransactionId = original
+        try await apply(evidence, to: &result, publisher: publisher, appAccountToken: nil, job: job)
+        if let original, let newest = evidence.latestReceipt, result.customer != nil {
+            try await service.store.keepReceipt(newest, publisher: publisher.id, originalTransactionIds: [original])
+        }
+        try await service.store.markApplied(publisher: publisher.id, notification: result.notificationId)
+        return result
+    }
+
+    // MARK: Applying
+
+    /// Applies to the customer holding the purchase; a purchase nobody holds yet waits for
+    /// its receipt job (or is claimed by its appAccountToken when that names customers).
+    func apply(
+        _ evidence: AppleEvidence, to result: inout Result, publisher: Publisher, appAccountToken: String?, job: JobContext
+    ) async throws {
+        guard let original = evidence.facts.first?.originalTransactionId else {
+            result.message = "the notification names no purchase"
+            return
+        }
+        var customer = try await service.store.owner(publisher: publisher.id, originalTransactionId: original)
+        if customer == nil, publisher.customerIdentity == .appAccountToken, let token = appAccountToken {
+            customer = try await service.store.claim(publisher: publisher.id, originalTransactionId: original, for: token)
+        }
+        guard let customer else {
+            result.message = "no customer holds this purchase yet; its receipt job will apply it"
+            return
+        }
+        result.customer = customer
+        let offset = try await service.configuration.clock.offset()
+        let now = Date().addingTimeInterval(offset)
+        let decisions = try await service.withLocks(publisher: publisher.id, originalTransactionIds: [original], job: job) { tokens in
+            try await service.apply(
+                evidence, publisher: publisher, customer: customer, fence: tokens[original], now: now, clockOffset: offset, job: job)
+        }
+        let newest = evidence.facts.max { $0.purchaseDate < $1.purchaseDate }
+        let decision = newest.flatMap { decisions[$0.transactionId] }
+        result.accessGranted = decision?.accessGranted
+        result.entitlements = decision?.entitlements
+        result.subscription = decision?.subscription
+    }
+}
+
+/// Comparing secrets without leaking, through timing, how much of them matched.
+enum ConstantTime {
+    static func equal(_ a: String, _ b: String) -> Bool {
+        let left = Array(a.utf8)
+        let right = Array(b.utf8)
+        var difference = UInt8(truncatingIfNeeded: left.count ^ right.count)
+        for index in 0..<max(left.count, right.count) {
+            difference |= (index < left.count ? left[index] : 0) ^ (index < right.count ? right[index] : 0)
+        }
+        return difference == 0
+    }
+}

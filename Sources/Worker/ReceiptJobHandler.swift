@@ -1,0 +1,199 @@
+import AppStore
+import Entitlements
+import Foundation
+import JobQueue
+
+/// `receipt`: proves a purchase with Apple (a signed transaction, a transaction id, or an
+/// app receipt), settles who owns it, and applies it to the customer. A purchase Apple does
+/// not vouch for, or the catalog does not sell, is a result with a `reason`, not a failure.
+public struct ReceiptJobHandler: JobHandler {
+    let service: EntitlementService
+
+    public init(service: EntitlementService) { self.service = service }
+
+    /// The job result clients read.
+    public struct Result: Sendable, Hashable, Codable {
+        public struct Credits: Sendable, Hashable, Codable {
+            public var added: Int
+            public var balance: Int
+        }
+
+        public struct Transfer: Sendable, Hashable, Codable {
+            public var jobId: String
+            public var from: String
+            public var to: String
+        }
+
+        public var publisher: String
+        public var customer: String
+        public var transactionId: String?
+        public var originalTransactionId: String?
+        public var productId: String?
+        public var accessGranted: Bool
+        public var offerId: String?
+        public var entitlements: [String]
+        public var subscription: SubscriptionRecord?
+        public var reason: String?
+        public var message: String?
+        public var credits: Credits
+        public var transfer: Transfer?
+        /// Under the `share` policy: the customer who held the purchase first.
+        public var sharedWith: String?
+    }
+
+    public func handle(_ job: JobContext) async throws -> String? {
+        do {
+            return JobPayloads.encode(try await run(job))
+        } catch {
+            throw JobFailure.from(error)
+        }
+    }
+
+    func run(_ job: JobContext) async throws -> Result {
+        let payload = try JobPayloads.decode(JobPayloads.Receipt.self, job.payload)
+        let roads = [payload.signedTransaction, payload.appReceipt, payload.appReceipt == nil ? payload.transactionId : nil]
+        guard roads.compactMap({ $0 }).count == 1 else {
+            throw JobRefusal.invalidPayload("give exactly one of signedTransaction, transactionId and appReceipt")
+        }
+        guard !payload.customer.isEmpty, payload.customer.utf8.count <= 256 else {
+            throw JobRefusal.invalidPayload("customer must be 1 to 256 bytes")
+        }
+        let publisher = try service.publisher(payload.publisher)
+        let offset = try await service.configuration.clock.offset()
+        let now = Date().addingTimeInterval(offset)
+
+        func refused(_ reason: EntitlementDecision.Refusal, _ message: String, fact: PurchaseFact? = nil) async throws -> Result {
+            let state = try await service.store.load(publisher: publisher.id, customer: payload.customer).state
+            return Result(
+                publisher: publisher.id, customer: payload.customer, transactionId: fact?.transactionId ?? payload.transactionId,
+                originalTransactionId: fact?.originalTransactionId, productId: fact?.productId, accessGranted: false,
+                offerId: fact.flatMap { publisher.offer(forProduct: $0.productId)?.offerId }, entitlements: state.entitlements(at: now),
+                subscription: nil, reason: reason.rawValue, message: message, credits: .init(added: 0, balance: state.credits.balance))
+        }
+
+        // 1. What Apple vouches for.
+        var evidence = AppleEvidence()
+        let primaryId: String
+        let reader: AppleReader
+        do {
+            if let jws = payload.signedTransaction {
+                (reader, evidence.facts) = try await verify(jws, publisher: publisher)
+                primaryId = evidence.facts[0].transactionId
+            } else if let receipt = payload.appReceipt {
+                reader = try service.reader(publisher, bundleId: payload.bundleId)
+                evidence = try await reader.receipt(receipt)
+                guard let id = payload.transactionId ?? evidence.facts.max(by: { $0.purchaseDate < $1.purchaseDate })?.transactionId else {
+                    return try await refused(.invalidReceipt, "the receipt holds no purchase")
+                }
+                primaryId = id
+            } else {
+                reader = try service.reader(publisher, bundleId: payload.bundleId)
+                let fact = try await reader.transaction(id: payload.transactionId ?? "")
+                evidence.facts = [fact]
+                primaryId = fact.transactionId
+            }
+            if payload.appReceipt == nil, let fact = evidence.facts.first, fact.kind == .autoRenewable, reader.gateway.hasServerAPI {
+                // The subscription's state now: latest transaction and renewal info.
+                evidence.merge(
+                    try await reader.subscription(originalTransactionId: fact.originalTransactionId, environment: fact.environment))
+            }
+        } catch let error as AppStoreError where !error.isRetryable {
+            let reason: EntitlementDecision.Refusal = error.code == .invalidAppIdentifier ? .wrongBundle : .invalidReceipt
+            return try await refused(reason, error.message)
+        }
+        guard let primary = evidence.facts.first(where: { $0.transactionId == primaryId }) else {
+            return try await refused(.invalidReceipt, "transaction \(primaryId) is not in the receipt")
+        }
+        guard let offer = publisher.offer(forProduct: primary.productId) else {
+            return try await refused(.unknownProduct, "no offer of \(publisher.id) sells \(primary.productId)", fact: primary)
+        }
+        if let offerId = payload.offerId, offerId != offer.offerId {
+            return try await refused(
+                .offerMismatch, "product \(primary.productId) buys offer \(offer.offerId), not \(offerId)", fact: primary)
+        }
+
+        // 2. Who owns it, then apply, one job at a time per original transaction.
+        let originals = Set(evidence.facts.map(\.originalTransactionId))
+        return try await service.withLocks(publisher: publisher.id, originalTransactionIds: originals, job: job) { tokens in
+            let sorted = originals.sorted()
+            var commands = sorted.flatMap { id in
+                [
+                    ["SET", service.store.ownerKey(publisher.id, id), payload.customer, "NX"],
+                    ["GET", service.store.ownerKey(publisher.id, id)],
+                ]
+            }
+            commands.append(["HGET", job.keys.job(job.id), "transfer"])
+            let replies = try await service.jobQueue.redis.pipeline(commands)
+            var owners: [String: String] = [:]
+            for (index, id) in sorted.enumerated() { owners[id] = replies[index * 2 + 1].string ?? payload.customer }
+            let conflicts = owners.filter { $0.value != payload.customer }
+            let memo = replies.last?.string.flatMap { try? JSONDecoder().decode(Result.Transfer.self, from: Data($0.utf8)) }
+
+            var sharedWith: String?
+            switch publisher.transferPolicy {
+            case .keep:
+                evidence.facts.removeAll { conflicts[$0.originalTransactionId] != nil }
+                if let owner = conflicts[primary.originalTransactionId] {
+                    _ = owner
+                    return try await refused(
+                        .ownedByAnotherCustomer, "another customer holds this purchase and \(publisher.id) keeps purchases with them",
+                        fact: primary)
+                }
+            case .share:
+                sharedWith = conflicts[primary.originalTransactionId]
+            case .transfer:
+                if !conflicts.isEmpty { try await requestTransfers(conflicts, publisher: publisher, to: payload.customer, job: job) }
+            }
+
+            let fence = tokens[primary.originalTransactionId]
+            let decisions = try await service.apply(
+                evidence, publisher: publisher, customer: payload.customer, fence: fence, now: now, clockOffset: offset, job: job)
+            if payload.appReceipt != nil, let receipt = evidence.latestReceipt {
+                try await service.store.keepReceipt(receipt, publisher: publisher.id, originalTransactionIds: originals)
+            }
+            let decision = decisions[primary.transactionId]
+            return Result(
+                publisher: publisher.id, customer: payload.customer, transactionId: primary.transactionId,
+                originalTransactionId: primary.originalTransactionId, productId: primary.productId,
+                accessGranted: decision?.accessGranted ?? false, offerId: offer.offerId, entitlements: decision?.entitlements ?? [],
+                subscription: decision?.subscription, reason: decision?.reason?.rawValue, message: nil,
+                credits: .init(added: decisions.values.reduce(0) { $0 + $1.creditsAdded }, balance: decision?.creditBalance ?? 0),
+                transfer: memo, sharedWith: sharedWith)
+        }
+    }
+
+    /// Verifies a signed transaction with the verifier of whichever app it is for.
+    func verify(_ jws: String, publisher: Publisher) async throws -> (AppleReader, [PurchaseFact]) {
+        var lastError = AppStoreError(.invalidAppIdentifier, "publisher \(publisher.id) has no app")
+        for reader in service.readers(publisher) {
+            do {
+                return (reader, [try await reader.signedTransaction(jws)])
+            } catch let error as AppStoreError where error.code == .invalidAppIdentifier {
+                lastError = AppStoreError(.invalidAppIdentifier, "the transaction is for an app \(publisher.id) does not have")
+                _ = error
+            }
+        }
+        throw lastError
+    }
+
+    /// Asks for each purchase another customer holds to be transferred (as `transfer`
+    /// jobs), then waits its turn: the job runs again once they are done.
+    func requestTransfers(_ conflicts: [String: String], publisher: Publisher, to customer: String, job: JobContext) async throws {
+        for (originalTransactionId, owner) in conflicts.sorted(by: { $0.key < $1.key }) {
+            let transfer = JobPayloads.Transfer(
+                publisher: publisher.id, originalTransactionId: originalTransactionId, to: customer, from: owner)
+            let enqueued = try await service.jobQueue.enqueue(
+                EnqueueRequest(
+                    type: "transfer", payload: JobPayloads.encode(transfer), queue: job.queue,
+                    idempotencyKey: "transfer:\(job.id):\(originalTransactionId)"))
+            let memo = Result.Transfer(jobId: enqueued.id, from: owner, to: customer)
+            _ = try await service.jobQueue.redis.send(["HSET", job.keys.job(job.id), "transfer", JobPayloads.encode(memo)])
+            if let record = try await service.jobQueue.job(id: enqueued.id, queue: job.queue), record.status == .failed {
+                throw JobRefusal.notPossible(
+                    code: "transferFailed", "transfer job \(enqueued.id) failed: \(record.lastError ?? "no reason recorded")")
+            }
+        }
+        throw JobFailure.deferred(
+            "transferring", "waiting for the transfer of a purchase another customer holds", after: .milliseconds(200))
+    }
+}

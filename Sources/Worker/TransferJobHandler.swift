@@ -1,0 +1,77 @@
+import Entitlements
+import Foundation
+import JobQueue
+
+/// `transfer`: moves a purchase (an original transaction) from the customer holding it to
+/// another, as the publisher's policy allows: the new owner's access starts now, the
+/// previous owner's ends now. Each step is idempotent, so a rerun after a crash completes it.
+public struct TransferJobHandler: JobHandler {
+    let service: EntitlementService
+
+    public init(service: EntitlementService) { self.service = service }
+
+    public struct Result: Sendable, Hashable, Codable {
+        public var publisher: String
+        public var originalTransactionId: String
+        public var previousOwner: String
+        public var newOwner: String
+        public var transferredAt: Date
+        public var entitlements: [String]
+    }
+
+    public func handle(_ job: JobContext) async throws -> String? {
+        do {
+            return JobPayloads.encode(try await run(job))
+        } catch {
+            throw JobFailure.from(error)
+        }
+    }
+
+    func run(_ job: JobContext) async throws -> Result {
+        let payload = try JobPayloads.decode(JobPayloads.Transfer.self, job.payload)
+        guard !payload.to.isEmpty, payload.to.utf8.count <= 256 else { throw JobRefusal.invalidPayload("to must be 1 to 256 bytes") }
+        let publisher = try service.publisher(payload.publisher)
+        guard publisher.transferPolicy != .keep else {
+            throw JobRefusal.notPossible(code: "transferRefused", "publisher \(publisher.id) keeps purchases with their first owner")
+        }
+        let offset = try await service.configuration.clock.offset()
+        let now = Date().addingTimeInterval(offset)
+        let id = payload.originalTransactionId
+        return try await service.withLocks(publisher: publisher.id, originalTransactionIds: [id], job: job) { tokens in
+            let owner = try await service.store.owner(publisher: publisher.id, originalTransactionId: id)
+            // After a crash between the owner change and the release, the owner is already
+            // the new one: the requester's `from` names whom to release.
+            guard let previous = owner == payload.to ? payload.from : owner else {
+                throw JobRefusal.notPossible(code: "notHeld", "no customer of \(publisher.id) holds \(id)")
+            }
+            guard previous != payload.to else {
+                throw JobRefusal.notPossible(code: "alreadyHeld", "\(payload.to) already holds \(id)")
+            }
+            let held = try await service.store.load(publisher: publisher.id, customer: previous).state
+            let facts = held.transactions.values.filter { $0.originalTransactionId == id }
+            guard !facts.isEmpty else { throw JobRefusal.notPossible(code: "notHeld", "\(previous) holds nothing of \(id)") }
+            // The moment of transfer is kept from the first run, so reruns change nothing.
+            let transferredAt = held.periods.first { $0.originalTransactionId == id && $0.endReason == .transferred }?.endedAt ?? now
+
+            let events = service.changeEvents(publisher, now: now, clockOffset: offset)
+            let latest = facts.max { $0.purchaseDate < $1.purchaseDate }
+            let event = events.webhook(
+                ChangeEvents.Event(
+                    id: "\(publisher.id):\(id):transfer:\(previous):\(payload.to)", type: "transfer", publisher: publisher.id,
+                    customer: payload.to, occurredAt: transferredAt, transactionId: latest?.transactionId, originalTransactionId: id,
+                    productId: latest?.productId, offerId: latest.flatMap { publisher.offer(forProduct: $0.productId)?.offerId },
+                    expiresDate: latest?.expiresDate, entitlements: [], from: previous, to: payload.to))
+            let decisions = try await service.apply(
+                AppleEvidence(facts: Array(facts)), publisher: publisher, customer: payload.to, fence: tokens[id], now: now,
+                clockOffset: offset, accessFrom: transferredAt, extraFollowUps: publisher.webhook == nil ? [] : [event], job: job)
+            try await service.store.setOwner(publisher: publisher.id, originalTransactionId: id, to: payload.to)
+            try await service.change(publisher: publisher, customer: previous, fence: tokens[id], now: now, clockOffset: offset, job: job) {
+                $0.release(originalTransactionId: id, at: transferredAt)
+            }
+            return Result(
+                publisher: publisher.id, originalTransactionId: id, previousOwner: previous, newOwner: payload.to,
+                transferredAt: transferredAt,
+                entitlements: decisions.values.first?.entitlements ?? [])
+        }
+    }
+}
