@@ -92,6 +92,11 @@ struct AppleReader: Sendable {
 
     /// verifyReceipt: every transaction of the receipt and its latest info, with pending renewals.
     func receipt(_ base64: String) async throws -> AppleEvidence {
+        // Apple answers garbage with 21002, which it also uses for its own hiccups (retryable):
+        // refuse what cannot be a receipt (a DER PKCS#7 container, or an iOS 6 plist) here.
+        guard let bytes = AppleBase64.decode(base64), bytes.count >= 16, bytes[0] == 0x30 || bytes[0] == UInt8(ascii: "{") else {
+            throw AppStoreError(.invalidFormat, "the receipt is not base64 of an App Store receipt")
+        }
         let result = try await gateway.receipts.verify(receiptData: base64)
         let response = result.response
         guard let bundleId = response.receipt?.bundleId, bundleId == gateway.app.bundleId else {

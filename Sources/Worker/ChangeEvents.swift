@@ -117,7 +117,7 @@ public struct ChangeEvents: Sendable {
         return FollowUpJob(
             id: "renewal-check:\(publisher.id):\(originalTransactionId):\(dueMs)", type: "renewal-check",
             payload: JobPayloads.encode(JobPayloads.RenewalCheck(publisher: publisher.id, originalTransactionId: originalTransactionId)),
-            runAt: due.addingTimeInterval(-clockOffset))
+            runAt: due.addingTimeInterval(-clockOffset), due: due)
     }
 }
 

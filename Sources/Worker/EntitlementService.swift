@@ -27,7 +27,7 @@ public struct EntitlementService: Sendable {
     }
 
     /// The sorted set of subscriptions' next renewal checks (`publisher/originalTransactionId`,
-    /// scored by due time in ms), read by the sweep.
+    /// scored by due time in ms, App Store time), read by the sweep.
     public var renewalIndex: String { "\(jobQueue.configuration.prefix):ent:renewals" }
 
     func publisher(_ id: String) throws -> Publisher {
@@ -136,7 +136,7 @@ public struct EntitlementService: Sendable {
         }
         _ = try await jobQueue.enqueue(batch: requests)
         let checks = outbox.filter { $0.type == "renewal-check" }.compactMap { followUp -> [String]? in
-            guard let payload = try? JobPayloads.decode(JobPayloads.RenewalCheck.self, followUp.payload), let due = followUp.runAtMs
+            guard let payload = try? JobPayloads.decode(JobPayloads.RenewalCheck.self, followUp.payload), let due = followUp.dueMs
             else { return nil }
             return ["ZADD", renewalIndex, String(due), "\(payload.publisher)/\(payload.originalTransactionId)"]
         }

@@ -11,11 +11,15 @@ public struct FollowUpJob: Sendable, Hashable, Codable {
     public var payload: String
     /// Run no earlier than this (ms since 1970, wall clock); `nil` at once.
     public var runAtMs: Int64?
+    /// Renewal checks: when the check is due in App Store time (the simulator's clock can
+    /// run ahead of the wall clock), which the renewal sweep compares with.
+    public var dueMs: Int64?
 
-    public init(id: String, type: String, payload: String, runAt: Date? = nil) {
+    public init(id: String, type: String, payload: String, runAt: Date? = nil, due: Date? = nil) {
         self.id = id
         self.type = type
         self.payload = payload
         self.runAtMs = runAt.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) }
+        self.dueMs = due.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) }
     }
 }

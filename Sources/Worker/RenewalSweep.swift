@@ -40,7 +40,8 @@ public struct RenewalSweep: Service {
     /// Enqueues checks for overdue subscriptions; returns how many were found.
     @discardableResult
     public func sweep(limit: Int = 500) async throws -> Int {
-        let cutoff = Int64((Date().timeIntervalSince1970 - grace.seconds) * 1000)
+        let now = try await service.configuration.clock.now()
+        let cutoff = Int64((now.timeIntervalSince1970 - grace.seconds) * 1000)
         let due =
             try await service.jobQueue.redis.send([
                 "ZRANGEBYSCORE", service.renewalIndex, "-inf", String(cutoff), "WITHSCORES", "LIMIT", "0", String(limit),

@@ -17,8 +17,11 @@ struct JobsCommand: AsyncParsableCommand {
         @Option(help: "The job's queue (default: look in every known queue).")
         var queue: String?
 
-        @Flag(help: "Print JSON.")
+        @Flag(help: "Print JSON: {\"id\", \"type\", \"status\", \"attempt\", \"result\", ...}.")
         var json = false
+
+        @Flag(help: "Include the payload (it may hold receipts and signed transactions: keep it out of logs).")
+        var payload = false
 
         func run() async throws {
             let logger = options.makeLogger("entitle.jobs")
@@ -28,18 +31,19 @@ struct JobsCommand: AsyncParsableCommand {
                 throw CommandFailure("no job \(id) (never enqueued, or its record expired)")
             }
             if json {
-                print(JSONOutput.line(Self.object(job)))
+                print(JSONOutput.line(Self.object(job, payload: payload)))
             } else {
                 print(Self.text(job))
             }
         }
 
-        static func object(_ job: JobRecord) -> [String: Any] {
+        static func object(_ job: JobRecord, payload: Bool) -> [String: Any] {
             var object: [String: Any] = [
                 "id": job.id, "type": job.type, "queue": job.queue, "status": job.status.rawValue, "attempt": job.attempt,
                 "maxAttempts": job.maxAttempts, "createdAt": job.createdAt, "enqueuedAt": job.enqueuedAt,
-                "payload": JSONOutput.embed(job.payload), "result": JSONOutput.embed(job.result),
+                "result": JSONOutput.embed(job.result),
             ]
+            if payload { object["payload"] = JSONOutput.embed(job.payload) }
             object["idempotencyKey"] = job.idempotencyKey
             object["startedAt"] = job.startedAt
             object["finishedAt"] = job.finishedAt

@@ -103,7 +103,7 @@ struct WorkerCommand: AsyncParsableCommand {
                 RenewalSweep(
                     service: service, queue: concurrency.keys.sorted().first ?? "default",
                     interval: development ? .seconds(2) : .seconds(60),
-                    grace: development ? .seconds(30) : .seconds(900), logger: logger))
+                    grace: development ? .seconds(10) : .seconds(900), logger: logger))
             logger.info(
                 "entitlement jobs enabled",
                 metadata: ["catalog": "\(catalogPath)", "publishers": "\(settings.catalog.publishers.count)", "mode": "\(settings.mode)"])

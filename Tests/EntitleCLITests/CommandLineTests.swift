@@ -15,7 +15,7 @@ import Testing
         let ids = enqueued.output.split(separator: "\n").map(String.init)
         #expect(ids.count == 3 && Set(ids).count == 3)
 
-        let job = try await cli.json(["jobs", "show", ids[0], "--json"])
+        let job = try await cli.json(["jobs", "show", ids[0], "--json", "--payload"])
         #expect(job["id"] as? String == ids[0])
         #expect(job["type"] as? String == "noop")
         #expect(job["status"] as? String == "queued")
