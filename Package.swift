@@ -72,6 +72,7 @@ let package = Package(
             dependencies: [
                 "AppStore", "Entitlements", "JobQueue", "RedisClient",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

@@ -43,7 +43,7 @@ public struct ReceiptJobHandler: JobHandler {
 
     public func handle(_ job: JobContext) async throws -> String? {
         do {
-            return JobPayloads.encode(try await run(job))
+            return JobPayloads.encode(try await ReceiptTimings.measure(.total) { try await run(job) })
         } catch {
             throw JobFailure.from(error)
         }
@@ -59,7 +59,7 @@ public struct ReceiptJobHandler: JobHandler {
             throw JobRefusal.invalidPayload("customer must be 1 to 256 bytes")
         }
         let publisher = try service.publisher(payload.publisher)
-        let offset = try await service.configuration.clock.offset()
+        let offset = try await ReceiptTimings.measure(.apple) { try await service.configuration.clock.offset() }
         let now = Date().addingTimeInterval(offset)
 
         func refused(_ reason: EntitlementDecision.Refusal, _ message: String, fact: PurchaseFact? = nil) async throws -> Result {
@@ -77,18 +77,18 @@ public struct ReceiptJobHandler: JobHandler {
         let reader: AppleReader
         do {
             if let jws = payload.signedTransaction {
-                (reader, evidence.facts) = try await verify(jws, publisher: publisher)
+                (reader, evidence.facts) = try await ReceiptTimings.measure(.verify) { try await verify(jws, publisher: publisher) }
                 primaryId = evidence.facts[0].transactionId
             } else if let receipt = payload.appReceipt {
                 reader = try service.reader(publisher, bundleId: payload.bundleId)
-                evidence = try await reader.receipt(receipt)
+                evidence = try await ReceiptTimings.measure(.apple) { try await reader.receipt(receipt) }
                 guard let id = payload.transactionId ?? evidence.facts.max(by: { $0.purchaseDate < $1.purchaseDate })?.transactionId else {
                     return try await refused(.invalidReceipt, "the receipt holds no purchase")
                 }
                 primaryId = id
             } else {
                 reader = try service.reader(publisher, bundleId: payload.bundleId)
-                let fact = try await reader.transaction(id: payload.transactionId ?? "")
+                let fact = try await ReceiptTimings.measure(.apple) { try await reader.transaction(id: payload.transactionId ?? "") }
                 evidence.facts = [fact]
                 primaryId = fact.transactionId
             }
@@ -113,6 +113,20 @@ public struct ReceiptJobHandler: JobHandler {
         }
 
         // 2. Who owns it, then apply, one job at a time per original transaction.
+        let locked = evidence
+        return try await ReceiptTimings.measure(.store) {
+            try await store(
+                locked, primary: primary, offer: offer, payload: payload, publisher: publisher, now: now, offset: offset, job: job,
+                refused: refused)
+        }
+    }
+
+    func store(
+        _ verified: AppleEvidence, primary: PurchaseFact, offer: Offer, payload: JobPayloads.Receipt, publisher: Publisher, now: Date,
+        offset: TimeInterval, job: JobContext,
+        refused: (EntitlementDecision.Refusal, String, PurchaseFact?) async throws -> Result
+    ) async throws -> Result {
+        var evidence = verified
         let originals = Set(evidence.facts.map(\.originalTransactionId))
         return try await service.withLocks(publisher: publisher.id, originalTransactionIds: originals, job: job) { tokens in
             let sorted = originals.sorted()
@@ -137,7 +151,7 @@ public struct ReceiptJobHandler: JobHandler {
                     _ = owner
                     return try await refused(
                         .ownedByAnotherCustomer, "another customer holds this purchase and \(publisher.id) keeps purchases with them",
-                        fact: primary)
+                        primary)
                 }
             case .share:
                 sharedWith = conflicts[primary.originalTransactionId]

@@ -19,6 +19,11 @@ import Testing
             type: job.type, payload: job.payload, queue: job.queue, idempotencyKey: job.idempotencyKey, maxAttempts: job.maxAttempts,
             id: job.id
         ).validate()
+        // The finished receipt example too, with a result that is JSON.
+        let receipt = try JSONDecoder().decode(JobRecord.self, from: try read("examples/receipt.json"))
+        #expect(receipt.type == "receipt" && receipt.status == .succeeded)
+        try EnqueueRequest(type: receipt.type, payload: receipt.payload, queue: receipt.queue, id: receipt.id).validate()
+        #expect(try JSONSerialization.jsonObject(with: Data((receipt.result ?? "").utf8)) is [String: Any])
     }
 
     @Test func theSchemaDescribesExactlyTheSwiftEnvelope() throws {

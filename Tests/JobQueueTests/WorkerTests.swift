@@ -47,12 +47,13 @@ import Testing
         #expect(job.lastError == "flaky: not yet")
         let times = starts.current
         try #require(times.count == 3)
-        // Equal jitter: after attempt n the wait is between base*2^(n-1)/2 and base*2^(n-1)
-        // (plus promotion and pickup, bounded loosely: the suite runs many servers in parallel).
+        // Equal jitter: after attempt n the wait is at least base*2^(n-1)/2; the lower bounds are
+        // exact. The upper ones (base*2^(n-1) plus promotion and pickup) only catch a retry that
+        // was lost: the suite runs worker, simulator and Redis processes in parallel on 2 cores.
         let first = times[1] - times[0]
         let second = times[2] - times[1]
-        #expect(first >= 200 && first < 400 + 1500, "first wait \(first) ms")
-        #expect(second >= 400 && second < 800 + 1500, "second wait \(second) ms")
+        #expect(first >= 200 && first < 400 + 5000, "first wait \(first) ms")
+        #expect(second >= 400 && second < 800 + 5000, "second wait \(second) ms")
         let stats = try await h.queue.stats(queue: h.name)
         #expect(stats.counters["retried:flaky"] == 2)
         #expect(stats.counters["succeeded:flaky"] == 1)
