@@ -10,7 +10,7 @@ import JobQueue
 /// (by notificationUUID, or a digest of a V1 body); older data never overwrites newer (the
 /// engine orders by signed date). Refunds, revocations and reversals become `refund` jobs;
 /// everything else is applied to the customer holding the purchase.
-public struct NotificationJobHandler: JobHandler {
+public struct NotificationJobHandler: EntitlementJobHandler {
     let service: EntitlementService
 
     public init(service: EntitlementService) { self.service = service }
@@ -29,14 +29,6 @@ public struct NotificationJobHandler: JobHandler {
         /// The `refund` job a refund, revocation or reversal became.
         public var refundJobId: String?
         public var message: String?
-    }
-
-    public func handle(_ job: JobContext) async throws -> String? {
-        do {
-            return JobPayloads.encode(try await run(job))
-        } catch {
-            throw JobFailure.from(error)
-        }
     }
 
     func run(_ job: JobContext) async throws -> Result {

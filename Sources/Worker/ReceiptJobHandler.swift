@@ -6,7 +6,7 @@ import JobQueue
 /// `receipt`: proves a purchase with Apple (a signed transaction, a transaction id, or an
 /// app receipt), settles who owns it, and applies it to the customer. A purchase Apple does
 /// not vouch for, or the catalog does not sell, is a result with a `reason`, not a failure.
-public struct ReceiptJobHandler: JobHandler {
+public struct ReceiptJobHandler: EntitlementJobHandler {
     let service: EntitlementService
 
     public init(service: EntitlementService) { self.service = service }
@@ -41,15 +41,11 @@ public struct ReceiptJobHandler: JobHandler {
         public var sharedWith: String?
     }
 
-    public func handle(_ job: JobContext) async throws -> String? {
-        do {
-            return JobPayloads.encode(try await ReceiptTimings.measure(.total) { try await run(job) })
-        } catch {
-            throw JobFailure.from(error)
-        }
+    func run(_ job: JobContext) async throws -> Result {
+        try await ReceiptTimings.measure(.total) { try await prove(job) }
     }
 
-    func run(_ job: JobContext) async throws -> Result {
+    func prove(_ job: JobContext) async throws -> Result {
         let payload = try JobPayloads.decode(JobPayloads.Receipt.self, job.payload)
         let roads = [payload.signedTransaction, payload.appReceipt, payload.appReceipt == nil ? payload.transactionId : nil]
         guard roads.compactMap({ $0 }).count == 1 else {

@@ -8,7 +8,7 @@ import JobQueue
 /// consumable's credits are clawed back (the balance may go negative), a reversal restores
 /// both. Apple's word comes from a signed transaction (re-verified), the App Store Server
 /// API, or the latest receipt kept for the purchase.
-public struct RefundJobHandler: JobHandler {
+public struct RefundJobHandler: EntitlementJobHandler {
     let service: EntitlementService
 
     public init(service: EntitlementService) { self.service = service }
@@ -24,14 +24,6 @@ public struct RefundJobHandler: JobHandler {
         public var creditBalance: Int?
         public var changed: Bool
         public var message: String?
-    }
-
-    public func handle(_ job: JobContext) async throws -> String? {
-        do {
-            return JobPayloads.encode(try await run(job))
-        } catch {
-            throw JobFailure.from(error)
-        }
     }
 
     func run(_ job: JobContext) async throws -> Result {

@@ -8,7 +8,7 @@ import JobQueue
 /// period, in billing retry, expired or refunded. Then it schedules the next check. When
 /// Apple cannot be reached the job is retried and the entitlement stays as it was, which
 /// lasts until its own expiry.
-public struct RenewalCheckJobHandler: JobHandler {
+public struct RenewalCheckJobHandler: EntitlementJobHandler {
     let service: EntitlementService
 
     public init(service: EntitlementService) { self.service = service }
@@ -22,14 +22,6 @@ public struct RenewalCheckJobHandler: JobHandler {
         public var entitlements: [String]
         public var nextCheck: Date?
         public var message: String?
-    }
-
-    public func handle(_ job: JobContext) async throws -> String? {
-        do {
-            return JobPayloads.encode(try await run(job))
-        } catch {
-            throw JobFailure.from(error)
-        }
     }
 
     func run(_ job: JobContext) async throws -> Result {

@@ -5,7 +5,7 @@ import JobQueue
 /// `transfer`: moves a purchase (an original transaction) from the customer holding it to
 /// another, as the publisher's policy allows: the new owner's access starts now, the
 /// previous owner's ends now. Each step is idempotent, so a rerun after a crash completes it.
-public struct TransferJobHandler: JobHandler {
+public struct TransferJobHandler: EntitlementJobHandler {
     let service: EntitlementService
 
     public init(service: EntitlementService) { self.service = service }
@@ -17,14 +17,6 @@ public struct TransferJobHandler: JobHandler {
         public var newOwner: String
         public var transferredAt: Date
         public var entitlements: [String]
-    }
-
-    public func handle(_ job: JobContext) async throws -> String? {
-        do {
-            return JobPayloads.encode(try await run(job))
-        } catch {
-            throw JobFailure.from(error)
-        }
     }
 
     func run(_ job: JobContext) async throws -> Result {

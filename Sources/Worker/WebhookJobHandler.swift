@@ -11,7 +11,7 @@ import NIOCore
 ///
 /// 2xx is delivered; 408, 429, 5xx and network errors are retried with backoff; any other
 /// answer is permanent (the job goes to the dead set, where an operator can retry it).
-public struct WebhookJobHandler: JobHandler {
+public struct WebhookJobHandler: EntitlementJobHandler {
     let service: EntitlementService
     let httpClient: HTTPClient
 
@@ -20,21 +20,13 @@ public struct WebhookJobHandler: JobHandler {
         self.httpClient = httpClient
     }
 
-    public func handle(_ job: JobContext) async throws -> String? {
-        do {
-            return try await run(job)
-        } catch {
-            throw JobFailure.from(error)
-        }
-    }
-
     /// The signature header for a body, as the receiver recomputes it.
     public static func signature(body: String, secret: String, timestamp: Int64) -> String {
         let mac = HMAC<SHA256>.authenticationCode(for: Data("\(timestamp).\(body)".utf8), using: SymmetricKey(data: Data(secret.utf8)))
         return "t=\(timestamp),v1=" + mac.map { String(format: "%02x", $0) }.joined()
     }
 
-    func run(_ job: JobContext) async throws -> String {
+    func run(_ job: JobContext) async throws -> [String: String] {
         let payload = try JobPayloads.decode(JobPayloads.Webhook.self, job.payload)
         let publisher = try service.publisher(payload.publisher)
         guard let webhook = publisher.webhook, let secret = service.configuration.webhookSecrets[publisher.id] else {
@@ -58,7 +50,7 @@ public struct WebhookJobHandler: JobHandler {
             throw JobFailure.retryable("webhook.unreachable", "\(webhook.url) could not be reached: \(error)")
         }
         switch status {
-        case 200..<300: return JobPayloads.encode(["eventId": payload.eventId, "status": String(status)])
+        case 200..<300: return ["eventId": payload.eventId, "status": String(status)]
         case 408, 429, 500...: throw JobFailure.retryable("webhook.status\(status)", "\(webhook.url) answered \(status)")
         default: throw JobFailure.permanent("webhook.status\(status)", "\(webhook.url) answered \(status)")
         }

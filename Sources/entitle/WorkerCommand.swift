@@ -31,6 +31,9 @@ struct WorkerCommand: AsyncParsableCommand {
     @Option(help: "Seconds without a heartbeat after which other workers reap this one's jobs.")
     var heartbeatTTL: Double = 5
 
+    @Option(help: "Redis connections this process opens (blocking claims use their own).")
+    var connections: Int = 8
+
     @Option(
         help: """
             The publishers' catalog (JSON), which enables the entitlement jobs (default: $ENTITLE_CATALOG; with \
@@ -42,6 +45,7 @@ struct WorkerCommand: AsyncParsableCommand {
         _ = try Self.parseQueues(queues)
         if let metricsPort, !(1...65535).contains(metricsPort) { throw ValidationError("--metrics-port must be 1-65535") }
         guard shutdownTimeout >= 0 else { throw ValidationError("--shutdown-timeout cannot be negative") }
+        guard (1...256).contains(connections) else { throw ValidationError("--connections must be 1-256") }
         guard heartbeatTTL >= 1 else { throw ValidationError("--heartbeat-ttl must be at least 1 second") }
     }
 
@@ -76,7 +80,7 @@ struct WorkerCommand: AsyncParsableCommand {
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         let logger = options.makeLogger("entitle.worker")
         let concurrency = try Self.parseQueues(queues)
-        let jobQueue = try options.makeJobQueue(logger: logger)
+        let jobQueue = try options.makeJobQueue(logger: logger, connections: connections)
         var configuration = WorkerService.Configuration(concurrency: concurrency)
         configuration.shutdownTimeout = .milliseconds(Int64(shutdownTimeout * 1000))
         for name in configuration.queues.keys {
