@@ -52,3 +52,31 @@ import Worker
         #expect(badDate.errors.contains("--at must be an ISO 8601 time"))
     }
 }
+
+/// `entitle worker` refuses a wrong catalog or a missing secret at start, naming it.
+@Suite struct WorkerConfigurationTests {
+    @Test func aBadCatalogOrAMissingSecretStopsTheWorkerWithAMessage() async throws {
+        let cli = try await CLI("worker-config")
+        let catalog = FileManager.default.temporaryDirectory.appending(path: "bad-entitle-catalog-\(UUID().uuidString).json")
+        defer { try? FileManager.default.removeItem(at: catalog) }
+        try
+            #"{"publishers":[{"id":"p","apps":[{"bundleId":"com.p","environments":["Sandbox"]}],"offers":[{"offerId":"a","productIds":["x"],"credits":5},{"offerId":"b","productIds":["x"],"credits":5}]}]}"#
+            .write(to: catalog, atomically: true, encoding: .utf8)
+        let bad = try await cli.run(["worker", "--catalog", catalog.path])
+        #expect(bad.status != 0)
+        #expect(bad.errors.contains(#"publisher "p" offer "b": product x is already mapped to offer "a""#), "\(bad.errors)")
+
+        // Production (no ENTITLE_ENV): every secret the catalog names must be set.
+        let development = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+            .appending(path: "Config/catalog.development.json")
+        let missing = try await ChildProcess.run(
+            ChildProcess.entitleExecutable, ["worker", "--catalog", development.path] + cli.common,
+            environment: ["ENTITLE_ENV": "production", "ENTITLE_DEMO_SHARED_SECRET": ""])
+        #expect(missing.status != 0)
+        #expect(missing.errors.contains("ENTITLE_DEMO_SHARED_SECRET is not set"), "\(missing.errors)")
+        let unknown = try await ChildProcess.run(
+            ChildProcess.entitleExecutable, ["worker", "--catalog", development.path] + cli.common, environment: ["ENTITLE_ENV": "staging"])
+        #expect(unknown.status != 0 && unknown.errors.contains("ENTITLE_ENV must be development or production"))
+    }
+}

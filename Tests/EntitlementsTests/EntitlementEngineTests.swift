@@ -151,4 +151,53 @@ import Testing
         #expect(!previous.holds(originalTransactionId: "60"))
         #expect(claimant.entitlements(at: transfer) == ["hd", "premium"])
     }
+
+    @Test func aReversedRefundRestoresAccessAndCreditsAndARefundAgainTakesThemBack() {
+        var state = CustomerEntitlements(publisher: "demo", customer: "c")
+        var issue = fact("40", "com.entitle.demo.issue.2026.11", .nonConsumable, at: start)
+        var credits = fact("41", "com.entitle.demo.credits.100", .consumable, at: start)
+        _ = engine.apply(issue, to: &state, now: start)
+        _ = engine.apply(credits, to: &state, now: start)
+        // Apple's newer views carry the refund, then its reversal, then a second refund.
+        for (step, revoked) in [(1.0, true), (2.0, false), (3.0, true)] {
+            let date = start.addingTimeInterval(step * day)
+            issue.signedDate = date
+            credits.signedDate = date
+            issue.revocationDate = revoked ? date : nil
+            credits.revocationDate = revoked ? date : nil
+            _ = engine.apply(issue, to: &state, now: date)
+            let decision = engine.apply(credits, to: &state, now: date)
+            #expect(state.entitlements(at: date.addingTimeInterval(1)) == (revoked ? [] : ["issue:2026-11"]))
+            #expect(decision.creditBalance == (revoked ? 0 : 100))
+        }
+        #expect(state.credits.entries.map(\.kind) == [.purchase, .clawback, .reinstatement, .clawback])
+        // An older view (the first refund) arriving late changes nothing.
+        var stale = credits
+        stale.signedDate = start.addingTimeInterval(day)
+        #expect(!engine.apply(stale, to: &state, now: start.addingTimeInterval(4 * day)).changed)
+    }
+
+    @Test func aTransferredPurchaseGivesAccessFromTheTransferOnly() {
+        var state = CustomerEntitlements(publisher: "demo", customer: "new-owner")
+        let transferredAt = start.addingTimeInterval(10 * day)
+        _ = engine.apply(
+            fact("50", "com.entitle.demo.issue.2026.12", .nonConsumable, at: start), to: &state, now: transferredAt,
+            accessFrom: transferredAt)
+        #expect(state.entitlements(at: start.addingTimeInterval(day)).isEmpty)
+        #expect(state.entitlements(at: transferredAt) == ["issue:2026-12"])
+        // The same purchase applied again later (a receipt job) keeps the later start.
+        _ = engine.apply(fact("50", "com.entitle.demo.issue.2026.12", .nonConsumable, at: start), to: &state, now: transferredAt)
+        #expect(state.entitlements(at: start.addingTimeInterval(day)).isEmpty)
+    }
+
+    @Test func olderRenewalInfoNeverOverwritesNewer() {
+        var state = CustomerEntitlements(publisher: "demo", customer: "c")
+        let expires = start.addingTimeInterval(30 * day)
+        let purchase = fact("60", "com.entitle.demo.premium.monthly", .autoRenewable, at: start, expires: expires)
+        let newer = RenewalFact(originalTransactionId: "60", autoRenew: false, signedDate: start.addingTimeInterval(2 * day))
+        let older = RenewalFact(originalTransactionId: "60", autoRenew: true, signedDate: start.addingTimeInterval(day))
+        _ = engine.apply(purchase, renewal: newer, to: &state, now: start.addingTimeInterval(2 * day))
+        _ = engine.apply(purchase, renewal: older, to: &state, now: start.addingTimeInterval(3 * day))
+        #expect(state.subscriptions["60"]?.autoRenew == false)
+    }
 }
