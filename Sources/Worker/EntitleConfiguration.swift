@@ -90,8 +90,7 @@ public struct EntitleConfiguration: Sendable {
                 for app in publisher.apps {
                     let name = "publisher \"\(publisher.id)\" app \"\(app.bundleId)\""
                     let secret = try app.sharedSecretVariable.flatMap { variable in
-                        try value(of: variable, for: name) ?? simulatorSecrets[app.bundleId]
-                            ?? missing(variable, for: name)
+                        try value(of: variable) ?? simulatorSecrets[app.bundleId] ?? missing(variable, for: name)
                     }
                     var verifierConfiguration = SignedDataVerifier.Configuration(
                         bundleId: app.bundleId, appAppleId: app.appAppleId, roots: signedRoots)
@@ -109,7 +108,7 @@ public struct EntitleConfiguration: Sendable {
                 }
                 if let webhook = publisher.webhook {
                     webhookSecrets[publisher.id] =
-                        try value(of: webhook.secretVariable, for: "publisher \"\(publisher.id)\" webhook")
+                        try value(of: webhook.secretVariable)
                         ?? missing(webhook.secretVariable, for: "publisher \"\(publisher.id)\" webhook")
                 }
             }
@@ -128,7 +127,7 @@ public struct EntitleConfiguration: Sendable {
                 billingRetryCheckInterval: development ? .seconds(60) : .seconds(6 * 3600))
         }
 
-        func value(of variable: String, for name: String) throws -> String? {
+        func value(of variable: String) -> String? {
             environment[variable].flatMap { $0.isEmpty ? nil : $0 }
         }
 
@@ -141,7 +140,7 @@ public struct EntitleConfiguration: Sendable {
             let issuerId: String
             let pem: String
             if let key = app.apiKey {
-                guard let text = try value(of: key.privateKeyVariable, for: name) else {
+                guard let text = value(of: key.privateKeyVariable) else {
                     _ = try missing(key.privateKeyVariable, for: name)
                     return (nil, nil)
                 }

@@ -39,6 +39,30 @@ public struct ReceiptJobHandler: EntitlementJobHandler {
         public var transfer: Transfer?
         /// Under the `share` policy: the customer who held the purchase first.
         public var sharedWith: String?
+        /// The coupon the app sent, and whether Apple's transaction shows it was used.
+        public var coupon: Coupon?
+    }
+
+    public struct Coupon: Sendable, Hashable, Codable {
+        public var code: String
+        /// The code names a campaign of this offer, and the transaction carries its App Store
+        /// offer code (or, for campaigns of introductory offers, an introductory price).
+        public var applied: Bool
+        public var message: String?
+    }
+
+    /// Checks a coupon against the publisher's campaigns and Apple's transaction: a coupon
+    /// never refuses a purchase Apple vouches for, it is only reported.
+    static func coupon(_ code: String?, publisher: Publisher, offer: Offer, fact: PurchaseFact) -> Coupon? {
+        guard let code else { return nil }
+        guard let campaign = publisher.couponCampaigns.first(where: { $0.code == code }) else {
+            return Coupon(code: code, applied: false, message: "\(publisher.id) has no coupon campaign \(code)")
+        }
+        guard campaign.offerId == offer.offerId else {
+            return Coupon(code: code, applied: false, message: "coupon \(code) is for offer \(campaign.offerId), not \(offer.offerId)")
+        }
+        let used = campaign.appleOfferCode.map { fact.offerIdentifier == $0 } ?? fact.isIntroductoryOffer
+        return Coupon(code: code, applied: used, message: used ? nil : "Apple's transaction shows no use of coupon \(code)")
     }
 
     func run(_ job: JobContext) async throws -> Result {
@@ -143,8 +167,7 @@ public struct ReceiptJobHandler: EntitlementJobHandler {
             switch publisher.transferPolicy {
             case .keep:
                 evidence.facts.removeAll { conflicts[$0.originalTransactionId] != nil }
-                if let owner = conflicts[primary.originalTransactionId] {
-                    _ = owner
+                if conflicts[primary.originalTransactionId] != nil {
                     return try await refused(
                         .ownedByAnotherCustomer, "another customer holds this purchase and \(publisher.id) keeps purchases with them",
                         primary)
@@ -168,7 +191,8 @@ public struct ReceiptJobHandler: EntitlementJobHandler {
                 accessGranted: decision?.accessGranted ?? false, offerId: offer.offerId, entitlements: decision?.entitlements ?? [],
                 subscription: decision?.subscription, reason: decision?.reason?.rawValue, message: nil,
                 credits: .init(added: decisions.values.reduce(0) { $0 + $1.creditsAdded }, balance: decision?.creditBalance ?? 0),
-                transfer: memo, sharedWith: sharedWith)
+                transfer: memo, sharedWith: sharedWith,
+                coupon: Self.coupon(payload.couponCode, publisher: publisher, offer: offer, fact: primary))
         }
     }
 
@@ -180,7 +204,6 @@ public struct ReceiptJobHandler: EntitlementJobHandler {
                 return (reader, [try await reader.signedTransaction(jws)])
             } catch let error as AppStoreError where error.code == .invalidAppIdentifier {
                 lastError = AppStoreError(.invalidAppIdentifier, "the transaction is for an app \(publisher.id) does not have")
-                _ = error
             }
         }
         throw lastError

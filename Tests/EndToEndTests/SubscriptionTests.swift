@@ -22,6 +22,7 @@ import Testing
             #expect(subscription["status"] as? String == "active")
             #expect(subscription["autoRenew"] as? Bool == true, "renewal info came from Get All Subscription Statuses")
             #expect(subscription["offerIdentifier"] as? String == "WELCOME50")
+            #expect((result["coupon"] as? [String: Any])?["applied"] as? Bool == true, "the coupon matches Apple's offer code")
 
             // Renewed: DID_RENEW moves the subscription to the new transaction.
             let firstTransaction = try #require(result["transactionId"] as? String)
