@@ -114,8 +114,10 @@ public struct ReceiptJobHandler: EntitlementJobHandler {
             }
             if payload.appReceipt == nil, let fact = evidence.facts.first, fact.kind == .autoRenewable, reader.gateway.hasServerAPI {
                 // The subscription's state now: latest transaction and renewal info.
-                evidence.merge(
-                    try await reader.subscription(originalTransactionId: fact.originalTransactionId, environment: fact.environment))
+                let status = try await ReceiptTimings.measure(.apple) {
+                    try await reader.subscription(originalTransactionId: fact.originalTransactionId, environment: fact.environment)
+                }
+                evidence.merge(status)
             }
         } catch let error as AppStoreError where !error.isRetryable {
             let reason: EntitlementDecision.Refusal = error.code == .invalidAppIdentifier ? .wrongBundle : .invalidReceipt
