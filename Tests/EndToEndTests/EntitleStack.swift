@@ -37,7 +37,20 @@ final class EntitleStack: Sendable {
         var acceptV1 = true
         var webhookSignatures: [String] = []
 
-        func add(_ id: String, v1Type: String?) { jobs.append((id, v1Type)) }
+        /// Notifications admitted but not yet enqueued.
+        var inFlight = 0
+
+        /// Whether to enqueue a notification that just came; admitted ones are counted until `add`.
+        func admit(v1: Bool) -> Bool {
+            guard v1 ? acceptV1 : acceptV2 else { return false }
+            inFlight += 1
+            return true
+        }
+
+        func add(_ id: String, v1Type: String?) {
+            jobs.append((id, v1Type))
+            inFlight -= 1
+        }
         func set(v2: Bool, v1: Bool) {
             acceptV2 = v2
             acceptV1 = v1
@@ -60,7 +73,7 @@ final class EntitleStack: Sendable {
         let router = Router()
         router.post("v2") { request, _ -> Response in
             let body = try await request.body.collect(upTo: 1 << 20)
-            guard await receiver.acceptV2 else { return Response.json("{}") }
+            guard await receiver.admit(v1: false) else { return Response.json("{}") }
             let object = try JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any]
             let signed = object?["signedPayload"] as? String ?? ""
             let payload = try JSONSerialization.data(withJSONObject: ["publisher": "demo", "signedPayload": signed])
@@ -70,7 +83,7 @@ final class EntitleStack: Sendable {
         }
         router.post("v1") { request, _ -> Response in
             let body = String(buffer: try await request.body.collect(upTo: 1 << 20))
-            guard await receiver.acceptV1 else { return Response.json("{}") }
+            guard await receiver.admit(v1: true) else { return Response.json("{}") }
             let type = (try? JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any])?["notification_type"] as? String
             let payload = try JSONSerialization.data(withJSONObject: ["publisher": "demo", "v1": body])
             let id = try await jobQueue.enqueue(EnqueueRequest(type: "notification", payload: String(decoding: payload, as: UTF8.self))).id
@@ -251,6 +264,7 @@ final class EntitleStack: Sendable {
 
     /// Every notification job the receiver enqueued so far, finished.
     func notificationJobs() async throws -> [(record: JobRecord, result: [String: Any], v1Type: String?)] {
+        try await eventually("admitted notifications to be enqueued") { await receiver.inFlight == 0 }
         var finished: [(JobRecord, [String: Any], String?)] = []
         for (id, type) in await receiver.jobs {
             let (record, result) = try await self.finished(id)
