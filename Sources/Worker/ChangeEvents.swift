@@ -1,5 +1,6 @@
 import Entitlements
 import Foundation
+import RedisClient
 
 /// What a change to a customer means for the outside world: the webhook events the
 /// publisher is told about, and the renewal checks the subscriptions now need. Derived
@@ -39,7 +40,7 @@ public struct ChangeEvents: Sendable {
         events(before: before, after: after).map(webhook) + renewalChecks(before: before, after: after)
     }
 
-    /// The webhook job for an event (none when the publisher has no webhook).
+    /// The webhook job for an event (callers make one only when the publisher has a webhook).
     public func webhook(_ event: Event) -> FollowUpJob {
         FollowUpJob(
             id: "webhook:\(event.id)", type: "webhook",
@@ -119,8 +120,4 @@ public struct ChangeEvents: Sendable {
             payload: JobPayloads.encode(JobPayloads.RenewalCheck(publisher: publisher.id, originalTransactionId: originalTransactionId)),
             runAt: due.addingTimeInterval(-clockOffset), due: due)
     }
-}
-
-extension Duration {
-    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }

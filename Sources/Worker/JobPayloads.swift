@@ -52,7 +52,6 @@ public enum JobPayloads {
         public var signedPayload: String?
         /// The V1 body, as JSON text.
         public var v1: String?
-        public var receivedAt: Date?
     }
 
     /// `webhook`: one event to post to the publisher.

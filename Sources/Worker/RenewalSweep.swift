@@ -1,6 +1,7 @@
 import Foundation
 import JobQueue
 import Logging
+import RedisClient
 import ServiceLifecycle
 
 /// The safety net under scheduled renewal checks: every `interval`, any subscription whose

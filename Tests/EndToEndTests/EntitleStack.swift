@@ -35,7 +35,8 @@ final class EntitleStack: Sendable {
         let webhooks = RequestLog()
         var acceptV2 = true
         var acceptV1 = true
-        var webhookSignatures: [String] = []
+        /// Each webhook delivery's signature header with the body it signs.
+        var webhookSignatures: [(signature: String, body: [UInt8])] = []
 
         /// Notifications admitted but not yet enqueued.
         var inFlight = 0
@@ -55,7 +56,7 @@ final class EntitleStack: Sendable {
             acceptV2 = v2
             acceptV1 = v1
         }
-        func signature(_ value: String) { webhookSignatures.append(value) }
+        func signature(_ value: String, body: [UInt8]) { webhookSignatures.append((value, body)) }
     }
 
     actor Workers {
@@ -92,8 +93,9 @@ final class EntitleStack: Sendable {
         }
         router.post("webhook") { request, _ -> Response in
             let name = try #require(HTTPField.Name("X-Entitle-Signature"))
-            await receiver.signature(request.headers[name] ?? "")
-            try await receiver.webhooks.record(request)
+            let signature = request.headers[name] ?? ""
+            let entry = try await receiver.webhooks.record(request)
+            await receiver.signature(signature, body: entry.body)
             return Response.json("{}")
         }
         try await LoopbackServer.run(router) { receiverURL in
