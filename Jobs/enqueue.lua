@@ -1,22 +1,34 @@
 local now = tonumber(ARGV[1])
 local idemTTL = tonumber(ARGV[2])
 local queue = ARGV[3]
+local recentCap = tonumber(ARGV[4])
 local out = {}
 local counts = {}
-for i = 1, (#KEYS - 3) / 2 do
-  local jobKey, idemKey = KEYS[2 + 2 * i], KEYS[3 + 2 * i]
-  local a = 3 + (i - 1) * 6
+for i = 1, (#KEYS - 4) / 3 do
+  local jobKey, idemKey, uniqueKey = KEYS[2 + 3 * i], KEYS[3 + 3 * i], KEYS[4 + 3 * i]
+  local a = 4 + (i - 1) * 7
   local id, jtype, payload, maxAttempts = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
-  local runAt, idem = tonumber(ARGV[a + 5]), ARGV[a + 6]
-  local existing = false
-  if idem ~= '' then
-    existing = redis.call('GET', idemKey)
-    if not existing then redis.call('SET', idemKey, id, 'PX', idemTTL) end
+  local runAt, idem, unique = tonumber(ARGV[a + 5]), ARGV[a + 6], ARGV[a + 7]
+  local existing, holder = false, false
+  if idem ~= '' then existing = redis.call('GET', idemKey) end
+  if not existing and unique ~= '' then
+    -- Held while the holder is unfinished; a finished or expired holder lets go.
+    local current = redis.call('GET', uniqueKey)
+    if current then
+      local jobPrefix = string.sub(jobKey, 1, #jobKey - #id)
+      local status = redis.call('HGET', jobPrefix .. current, 'status')
+      if status and status ~= 'succeeded' and status ~= 'failed' then holder = current end
+    end
   end
   if existing then
     out[#out + 1] = existing
     out[#out + 1] = 0
+  elseif holder then
+    out[#out + 1] = holder
+    out[#out + 1] = 2
   else
+    if idem ~= '' then redis.call('SET', idemKey, id, 'PX', idemTTL) end
+    if unique ~= '' then redis.call('SET', uniqueKey, id, 'PX', idemTTL) end
     local status, enqueuedAt = 'queued', now
     if runAt > now then status, enqueuedAt = 'scheduled', runAt end
     redis.call('HSET', jobKey, 'id', id, 'type', jtype, 'queue', queue, 'payload', payload,
@@ -27,10 +39,12 @@ for i = 1, (#KEYS - 3) / 2 do
     else
       redis.call('LPUSH', KEYS[1], id)
     end
+    if recentCap > 0 then redis.call('LPUSH', KEYS[4], id) end
     counts[jtype] = (counts[jtype] or 0) + 1
     out[#out + 1] = id
     out[#out + 1] = 1
   end
 end
+if recentCap > 0 then redis.call('LTRIM', KEYS[4], 0, recentCap - 1) end
 for jtype, n in pairs(counts) do redis.call('HINCRBY', KEYS[3], 'enqueued:' .. jtype, n) end
 return out

@@ -51,14 +51,14 @@ def main():
             time.sleep(0.01)
         script = r.register_script(open(os.path.join(ROOT, 'Jobs', 'enqueue.lua')).read())
         q = 'default'
-        base = [f'entitle:{{{q}}}:pending', f'entitle:{{{q}}}:scheduled', f'entitle:{{{q}}}:stats']
+        base = [f'entitle:{{{q}}}:pending', f'entitle:{{{q}}}:scheduled', f'entitle:{{{q}}}:stats', f'entitle:{{{q}}}:recent']
         latencies = []
         for i in range(n + 50):
             job_id = uuid.uuid4().hex
             job_key = f'entitle:{{{q}}}:job:{job_id}'
             time.sleep(0.003)                      # the consumer is back in BLMOVE, idle
             t0 = time.time_ns() // 1000
-            script(keys=base + [job_key, job_key], args=[t0 // 1000, 86_400_000, q, job_id, 'noop', '{}', 0, 0, ''])
+            script(keys=base + [job_key, job_key, job_key], args=[t0 // 1000, 86_400_000, q, 200, job_id, 'noop', '{}', 0, 0, '', ''])
             while True:
                 result = r.hget(job_key, 'result')
                 if result:

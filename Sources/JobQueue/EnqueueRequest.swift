@@ -15,10 +15,14 @@ public struct EnqueueRequest: Sendable, Hashable {
     public var maxAttempts: Int
     /// A caller-chosen id; a random one when `nil`.
     public var id: String?
+    /// While an unfinished job holds this key (on the same queue), another request with it
+    /// is refused (`EnqueueResult.Outcome.conflict`, naming the holder). Checked after the
+    /// idempotency key, so an exact repeat still gets its own job back.
+    public var uniqueKey: String?
 
     public init(
         type: String, payload: String = "{}", queue: String = "default", idempotencyKey: String? = nil,
-        delay: Duration? = nil, maxAttempts: Int = 0, id: String? = nil
+        delay: Duration? = nil, maxAttempts: Int = 0, id: String? = nil, uniqueKey: String? = nil
     ) {
         self.type = type
         self.payload = payload
@@ -27,6 +31,7 @@ public struct EnqueueRequest: Sendable, Hashable {
         self.delay = delay
         self.maxAttempts = maxAttempts
         self.id = id
+        self.uniqueKey = uniqueKey
     }
 
     /// Throws `JobQueueError.invalidJob` naming the first thing wrong.
@@ -36,6 +41,9 @@ public struct EnqueueRequest: Sendable, Hashable {
         if let id { try Self.validateName(id, what: "job id") }
         if let idempotencyKey, idempotencyKey.isEmpty || idempotencyKey.utf8.count > 256 {
             throw JobQueueError(.invalidJob, "an idempotency key must have 1 to 256 bytes")
+        }
+        if let uniqueKey, uniqueKey.isEmpty || uniqueKey.utf8.count > 256 {
+            throw JobQueueError(.invalidJob, "a unique key must have 1 to 256 bytes")
         }
         guard (0...1000).contains(maxAttempts) else {
             throw JobQueueError(.invalidJob, "maxAttempts must be between 0 (the type's default) and 1000")
@@ -59,14 +67,28 @@ public struct EnqueueRequest: Sendable, Hashable {
     }
 }
 
-/// The answer to an enqueue: the job's id, and whether this call made it.
+/// The answer to an enqueue: a job's id, and what this call did.
 public struct EnqueueResult: Sendable, Hashable, Codable {
+    public enum Outcome: String, Sendable, Hashable, Codable {
+        /// The job was made; `id` is its id.
+        case created
+        /// The idempotency key named an earlier job, whose id this is.
+        case existing
+        /// Nothing was made: the unique key is held by the unfinished job whose id this is.
+        case conflict
+    }
+
     public var id: String
-    /// `false` when an idempotency key matched an earlier job, whose id this is.
-    public var created: Bool
+    public var outcome: Outcome
+    /// Whether this call made the job.
+    public var created: Bool { outcome == .created }
+
+    public init(id: String, outcome: Outcome) {
+        self.id = id
+        self.outcome = outcome
+    }
 
     public init(id: String, created: Bool) {
-        self.id = id
-        self.created = created
+        self.init(id: id, outcome: created ? .created : .existing)
     }
 }

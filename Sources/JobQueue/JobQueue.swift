@@ -48,20 +48,23 @@ public final class JobQueue: Sendable {
                 var chunks: [ArraySlice<Int>] = []
                 for start in stride(from: 0, to: indices.count, by: Self.enqueueChunk) {
                     let chunk = indices[start..<min(start + Self.enqueueChunk, indices.count)]
-                    var callKeys = [keys.pending, keys.scheduled, keys.stats]
-                    var arguments = [String(now), String(configuration.idempotencyTTL.milliseconds), queue]
-                    callKeys.reserveCapacity(3 + chunk.count * 2)
-                    arguments.reserveCapacity(3 + chunk.count * 6)
+                    var callKeys = [keys.pending, keys.scheduled, keys.stats, keys.recent]
+                    var arguments = [
+                        String(now), String(configuration.idempotencyTTL.milliseconds), queue, String(configuration.recentJobs),
+                    ]
+                    callKeys.reserveCapacity(4 + chunk.count * 3)
+                    arguments.reserveCapacity(4 + chunk.count * 7)
                     for index in chunk {
                         let request = requests[index]
                         let id = request.id ?? Self.makeID()
                         let jobKey = keys.job(id)
                         callKeys.append(jobKey)
                         callKeys.append(request.idempotencyKey.map(keys.idempotency) ?? jobKey)
+                        callKeys.append(request.uniqueKey.map(keys.unique) ?? jobKey)
                         let runAt = request.delay.map { $0 > .zero ? now + $0.milliseconds : 0 } ?? 0
                         arguments.append(contentsOf: [
                             id, request.type, request.payload, String(request.maxAttempts), String(runAt),
-                            request.idempotencyKey ?? "",
+                            request.idempotencyKey ?? "", request.uniqueKey ?? "",
                         ])
                     }
                     calls.append((callKeys, arguments))
@@ -78,9 +81,14 @@ public final class JobQueue: Sendable {
                         throw JobQueueError(.unexpectedReply, "enqueue returned a reply of the wrong shape")
                     }
                     for (offset, index) in chunk.enumerated() {
-                        let created = values[offset * 2 + 1].int == 1
-                        results[index] = EnqueueResult(id: values[offset * 2].string ?? "", created: created)
-                        if created { metrics.forJob(queue: queue, type: requests[index].type).enqueued.increment() }
+                        let outcome: EnqueueResult.Outcome =
+                            switch values[offset * 2 + 1].int {
+                            case 1: .created
+                            case 2: .conflict
+                            default: .existing
+                            }
+                        results[index] = EnqueueResult(id: values[offset * 2].string ?? "", outcome: outcome)
+                        if outcome == .created { metrics.forJob(queue: queue, type: requests[index].type).enqueued.increment() }
                     }
                 }
             }
@@ -103,6 +111,15 @@ public final class JobQueue: Sendable {
     }
 
     /// The queues that producers and workers have used, sorted.
+    /// The most recently enqueued jobs of `queue`, newest first (those whose records have
+    /// expired are left out).
+    public func recentJobs(queue: String, limit: Int = 50) async throws -> [JobRecord] {
+        let keys = configuration.keys(queue)
+        let ids = try await redis.send(["LRANGE", keys.recent, "0", String(max(0, limit - 1))]).array?.compactMap(\.string) ?? []
+        guard !ids.isEmpty else { return [] }
+        return try await redis.pipeline(ids.map { ["HGETALL", keys.job($0)] }).compactMap { JobRecord(fields: $0.fieldValues) }
+    }
+
     public func knownQueues() async throws -> [String] {
         let reply = try await redis.send(["SMEMBERS", QueueKeys.registry(prefix: configuration.prefix)])
         return (reply.array ?? []).compactMap(\.string).sorted()

@@ -12,6 +12,8 @@ public struct JobQueueConfiguration: Sendable, Hashable {
     public var deadMaxCount: Int
     /// Attempts for jobs enqueued without `maxAttempts` whose type has no retry policy.
     public var defaultMaxAttempts: Int
+    /// How many recently enqueued job ids each queue keeps for operators (0 = none).
+    public var recentJobs: Int = 200
 
     public init(
         prefix: String = "entitle", resultTTL: Duration = .seconds(86_400), idempotencyTTL: Duration = .seconds(86_400),

@@ -23,6 +23,10 @@ public struct QueueKeys: Sendable, Hashable {
     public func job(_ id: String) -> String { jobPrefix + id }
     public func active(_ consumer: String) -> String { base + "active:" + consumer }
     public func idempotency(_ key: String) -> String { base + "idem:" + key }
+    /// A unique key -> the unfinished job holding it (`EnqueueRequest.uniqueKey`).
+    public func unique(_ key: String) -> String { base + "unique:" + key }
+    /// The ids of the most recently enqueued jobs, newest first, capped.
+    public var recent: String { base + "recent" }
     /// Keys for effects that handlers keep per queue (see `NoopHandler`).
     public func effects(_ name: String) -> String { base + "effects:" + name }
 

@@ -38,6 +38,31 @@ import Testing
         #expect(ttl > 0 && ttl <= 86_400_000)
     }
 
+    @Test func aUniqueKeyIsRefusedWhileItsHolderIsUnfinishedAndFreedAfter() async throws {
+        let h = try await QueueHarness("unique")
+        func request(_ payload: String, idempotencyKey: String? = nil) -> EnqueueRequest {
+            var request = h.request(payload: payload, idempotencyKey: idempotencyKey)
+            request.uniqueKey = "tx-1"
+            return request
+        }
+        let first = try await h.queue.enqueue(request(#"{"n":1}"#, idempotencyKey: "exact-1"))
+        #expect(first.outcome == .created)
+        // A different request about the same thing while the first is queued: refused, naming the holder.
+        let second = try await h.queue.enqueue(request(#"{"n":2}"#, idempotencyKey: "exact-2"))
+        #expect(second == EnqueueResult(id: first.id, outcome: .conflict))
+        #expect(try await h.redis.send(["EXISTS", h.keys.idempotency("exact-2")]).int == 0)
+        // The exact repeat still gets its own job back (idempotency comes first).
+        #expect(try await h.queue.enqueue(request(#"{"n":1}"#, idempotencyKey: "exact-1")) == EnqueueResult(id: first.id, outcome: .existing))
+        #expect(try await h.redis.send(["LLEN", h.keys.pending]).int == 1)
+        // Once the holder has finished, the key is free.
+        let done = try await h.whileRunning(h.worker()) { try await h.waitForStatus(first.id, .succeeded) }
+        #expect(done.status == .succeeded)
+        let third = try await h.queue.enqueue(request(#"{"n":3}"#))
+        #expect(third.outcome == .created && third.id != first.id)
+        // The recent list names both created jobs, newest first; the refused one never existed.
+        #expect(try await h.queue.recentJobs(queue: h.name).map(\.id) == [third.id, first.id])
+    }
+
     @Test func bulkEnqueueMakesDistinctJobsInOrder() async throws {
         let h = try await QueueHarness("bulk")
         let requests = (0..<1234).map { h.request(payload: #"{"n":\#($0)}"#) }
