@@ -79,6 +79,17 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        /// The HTTP API: purchases, notifications, jobs, entitlements, operations, the dashboard.
+        .target(
+            name: "HTTPAPI",
+            dependencies: [
+                "AppStore", "Entitlements", "JobQueue", "Worker",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+            ]
+        ),
         /// The local App Store: Apple-shaped signing, products, subscriptions over simulated time,
         /// notifications, and Apple's endpoints plus a control API over HTTP.
         .target(
@@ -105,6 +116,7 @@ let package = Package(
                 "AppStoreSimulator",
                 "Entitlements",
                 "Worker",
+                "HTTPAPI",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),

@@ -41,6 +41,44 @@ public struct Publisher: Sendable, Hashable, Codable {
         public var secretVariable: String
     }
 
+    /// How the publisher's backend and apps reach the HTTP API. Secrets are named by the
+    /// environment variables that hold them, never stored.
+    public struct APIAccess: Sendable, Hashable, Codable {
+        /// Cleeng-compatible `POST /apple/payment`: the `X-Publisher-Token` value and the
+        /// Basic credentials (`user:password`).
+        public struct Cleeng: Sendable, Hashable, Codable {
+            public var publisherTokenVariable: String
+            public var basicAuthVariable: String
+        }
+
+        /// A token bucket: `perSecond` requests on average, `burst` at once.
+        public struct RateLimit: Sendable, Hashable, Codable {
+            public var perSecond: Double
+            public var burst: Int
+        }
+
+        /// What the Cloud Softphone-style `/v1/validate` answers in, and how long it waits.
+        public struct Validation: Sendable, Hashable, Codable {
+            public enum Format: String, Sendable, Hashable, Codable { case xml, json, form }
+            public var format: Format?
+            public var waitSeconds: Double?
+        }
+
+        /// Variables each holding one Bearer token for `/v1/` (several, to rotate them).
+        public var tokenVariables: [String]
+        public var cleeng: Cleeng?
+        public var rateLimit: RateLimit?
+        public var validation: Validation?
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            tokenVariables = try container.decodeIfPresent([String].self, forKey: .tokenVariables) ?? []
+            cleeng = try container.decodeIfPresent(Cleeng.self, forKey: .cleeng)
+            rateLimit = try container.decodeIfPresent(RateLimit.self, forKey: .rateLimit)
+            validation = try container.decodeIfPresent(Validation.self, forKey: .validation)
+        }
+    }
+
     /// How customers are named on this publisher's road.
     public enum CustomerIdentity: String, Sendable, Hashable, Codable {
         case email, username, appAccountToken
@@ -55,6 +93,7 @@ public struct Publisher: Sendable, Hashable, Codable {
     public var subscriptionGroups: [SubscriptionGroup]
     public var couponCampaigns: [CouponCampaign]
     public var webhook: Webhook?
+    public var api: APIAccess?
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -67,6 +106,7 @@ public struct Publisher: Sendable, Hashable, Codable {
         subscriptionGroups = try container.decodeIfPresent([SubscriptionGroup].self, forKey: .subscriptionGroups) ?? []
         couponCampaigns = try container.decodeIfPresent([CouponCampaign].self, forKey: .couponCampaigns) ?? []
         webhook = try container.decodeIfPresent(Webhook.self, forKey: .webhook)
+        api = try container.decodeIfPresent(APIAccess.self, forKey: .api)
     }
 
     public func app(bundleId: String) -> App? { apps.first { $0.bundleId == bundleId } }

@@ -16,6 +16,20 @@ public enum JobPayloads {
         /// The offer the app says was bought: checked against the product.
         public var offerId: String?
         public var couponCode: String?
+
+        public init(
+            publisher: String, customer: String, signedTransaction: String? = nil, transactionId: String? = nil,
+            appReceipt: String? = nil, bundleId: String? = nil, offerId: String? = nil, couponCode: String? = nil
+        ) {
+            self.publisher = publisher
+            self.customer = customer
+            self.signedTransaction = signedTransaction
+            self.transactionId = transactionId
+            self.appReceipt = appReceipt
+            self.bundleId = bundleId
+            self.offerId = offerId
+            self.couponCode = couponCode
+        }
     }
 
     /// `transfer`: move a purchase to another customer (the publisher's policy permitting).
@@ -25,6 +39,13 @@ public enum JobPayloads {
         public var to: String
         /// The holder the requester saw; the recorded owner wins when they differ.
         public var from: String?
+
+        public init(publisher: String, originalTransactionId: String, to: String, from: String? = nil) {
+            self.publisher = publisher
+            self.originalTransactionId = originalTransactionId
+            self.to = to
+            self.from = from
+        }
     }
 
     /// `refund`: learn a transaction's refund state from Apple (or from a verified
@@ -52,6 +73,12 @@ public enum JobPayloads {
         public var signedPayload: String?
         /// The V1 body, as JSON text.
         public var v1: String?
+
+        public init(publisher: String, signedPayload: String? = nil, v1: String? = nil) {
+            self.publisher = publisher
+            self.signedPayload = signedPayload
+            self.v1 = v1
+        }
     }
 
     /// `webhook`: one event to post to the publisher.
@@ -76,7 +103,8 @@ public enum JobPayloads {
         }
     }
 
-    static func encode(_ value: some Encodable) -> String {
+    /// JSON text with sorted keys: equal payloads encode to equal text.
+    public static func encode(_ value: some Encodable) -> String {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         encoder.dateEncodingStrategy = .iso8601

@@ -51,26 +51,7 @@ struct CustomersCommand: AsyncParsableCommand {
         }
 
         static func object(_ state: CustomerEntitlements, at date: Date) -> [String: Any] {
-            let milliseconds = { (date: Date?) -> Any in date.map { Int64($0.timeIntervalSince1970 * 1000) } ?? NSNull() }
-            let subscriptions = state.subscriptions.values.sorted { $0.originalTransactionId < $1.originalTransactionId }.map {
-                subscription -> [String: Any] in
-                [
-                    "originalTransactionId": subscription.originalTransactionId, "offerId": subscription.offerId,
-                    "productId": subscription.productId, "status": subscription.status.rawValue,
-                    "expiresDate": milliseconds(subscription.expiresDate), "autoRenew": subscription.autoRenew ?? NSNull(),
-                ]
-            }
-            let ledger = state.credits.entries.map { entry -> [String: Any] in
-                [
-                    "kind": entry.kind.rawValue, "transactionId": entry.transactionId, "offerId": entry.offerId, "amount": entry.amount,
-                    "at": milliseconds(entry.at),
-                ]
-            }
-            return [
-                "publisher": state.publisher, "customer": state.customer, "at": milliseconds(date),
-                "entitlements": state.entitlements(at: date), "subscriptions": subscriptions,
-                "credits": ["balance": state.credits.balance, "ledger": ledger],
-            ]
+            CustomerDocument.object(state, at: date)
         }
 
         static func text(_ state: CustomerEntitlements, at date: Date) -> String {

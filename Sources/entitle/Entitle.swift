@@ -8,7 +8,7 @@ struct Entitle: AsyncParsableCommand {
         commandName: "entitle",
         abstract: "Entitle: self-hosted App Store purchase processing on a Redis job queue.",
         subcommands: [
-            RunCommand.self, WorkerCommand.self, EnqueueCommand.self, QueuesCommand.self, JobsCommand.self,
+            RunCommand.self, APICommand.self, WorkerCommand.self, EnqueueCommand.self, QueuesCommand.self, JobsCommand.self,
             DeadCommand.self, VerifyCommand.self, SimulatorCommand.self, CustomersCommand.self,
         ]
     )

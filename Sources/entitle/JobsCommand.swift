@@ -37,20 +37,7 @@ struct JobsCommand: AsyncParsableCommand {
             }
         }
 
-        static func object(_ job: JobRecord, payload: Bool) -> [String: Any] {
-            var object: [String: Any] = [
-                "id": job.id, "type": job.type, "queue": job.queue, "status": job.status.rawValue, "attempt": job.attempt,
-                "maxAttempts": job.maxAttempts, "createdAt": job.createdAt, "enqueuedAt": job.enqueuedAt,
-                "result": JSONOutput.embed(job.result),
-            ]
-            if payload { object["payload"] = JSONOutput.embed(job.payload) }
-            object["idempotencyKey"] = job.idempotencyKey
-            object["startedAt"] = job.startedAt
-            object["finishedAt"] = job.finishedAt
-            object["retryAt"] = job.retryAt
-            object["lastError"] = job.lastError
-            return object
-        }
+        static func object(_ job: JobRecord, payload: Bool) -> [String: Any] { job.document(includingPayload: payload) }
 
         static func text(_ job: JobRecord) -> String {
             var lines = [

@@ -1,34 +1,58 @@
+import AppStoreSimulator
 import ArgumentParser
+import AsyncHTTPClient
 import Foundation
+import HTTPAPI
 import JobQueue
 import Logging
+import Metrics
+import NIOCore
+import Prometheus
 import RedisClient
 import ServiceLifecycle
+import Worker
 
-/// `entitle run`: the whole engine on one machine with nothing configured: a private
-/// redis-server (unless `ENTITLE_REDIS_URL` is set), workers, and jobs flowing through them.
+/// `entitle run`: the whole of Entitle on one machine with nothing configured: a private
+/// redis-server (unless `ENTITLE_REDIS_URL` is set), the App Store simulator, the API and
+/// a worker (`ENTITLE_ENV=development`, the demo catalog). It makes one purchase through
+/// the API, prints the job's result and the customer's entitlements, and serves until Ctrl-C.
 struct RunCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "run", abstract: "Start a private Redis (unless $ENTITLE_REDIS_URL is set) and workers, and show jobs flowing."
+        commandName: "run",
+        abstract: "Start Redis (private unless $ENTITLE_REDIS_URL is set), the simulator, the API and a worker; make a demo purchase.",
+        discussion: """
+            The demo publisher's tokens are made up for the run unless ENTITLE_DEMO_API_TOKEN, \
+            ENTITLE_DEMO_CLEENG_TOKEN, ENTITLE_DEMO_CLEENG_BASIC and ENTITLE_ADMIN_TOKEN are set. With --json, \
+            one line {"api", "simulator", "dashboard", "publisher", "publisherToken", "basicAuth"} is printed \
+            once everything is ready, and nothing else.
+            """
     )
 
     @OptionGroup var options: RedisOptions
 
-    @Option(help: "How many demo jobs to enqueue.")
-    var jobs: Int = 2000
+    @Option(help: "The API's port (0 picks a free one).")
+    var port: Int = 8080
+
+    @Option(help: "The simulator's port (0 picks a free one).")
+    var simulatorPort: Int = 8081
 
     @Option(help: "Worker concurrency.")
-    var concurrency: Int = 32
+    var concurrency: Int = 16
 
-    @Flag(help: "Exit after the demo instead of serving until Ctrl-C.")
+    @Flag(help: "Exit after the demo purchase instead of serving until Ctrl-C.")
     var once = false
 
+    @Flag(help: "Print one JSON line with the URLs and credentials once ready, instead of the demo.")
+    var json = false
+
     func validate() throws {
-        guard (1...1_000_000).contains(jobs) else { throw ValidationError("--jobs must be 1-1000000") }
+        guard (0...65535).contains(port), (0...65535).contains(simulatorPort) else { throw ValidationError("ports must be 0-65535") }
         guard (1...10_000).contains(concurrency) else { throw ValidationError("--concurrency must be 1-10000") }
     }
 
     func run() async throws {
+        let registry = PrometheusCollectorRegistry()
+        MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         var logger = options.makeLogger("entitle.run")
         if options.logLevel == nil && ProcessInfo.processInfo.environment["ENTITLE_LOG_LEVEL"] == nil { logger.logLevel = .warning }
         var privateRedis: LocalRedisServer?
@@ -37,11 +61,10 @@ struct RunCommand: AsyncParsableCommand {
             let server = try await LocalRedisServer(appendOnly: true, logger: logger)
             privateRedis = server
             redisURL = server.url
-            say("started a private redis-server at \(server.url) (AOF on, data in \(server.directory.path))")
+            if !json { say("started a private redis-server at \(server.url) (AOF on, data in \(server.directory.path))") }
         }
-
         do {
-            try await serve(redisURL: redisURL, logger: logger)
+            try await serve(redisURL: redisURL, registry: registry, logger: logger)
         } catch {
             await privateRedis?.stop()
             throw error
@@ -49,66 +72,186 @@ struct RunCommand: AsyncParsableCommand {
         await privateRedis?.stop()
     }
 
-    private func serve(redisURL: String, logger: Logger) async throws {
-        let pool = RedisConnectionPool(configuration: try RedisConfiguration(url: redisURL), maximumConnections: 4, logger: logger)
-        let jobQueue = JobQueue(redis: pool, configuration: JobQueueConfiguration(prefix: options.keyPrefix), logger: logger)
-        let worker = WorkerService(
-            configuration: .init(concurrency: ["default": concurrency]), jobQueue: jobQueue, registry: .builtIn(), logger: logger
-        )
-        let group = ServiceGroup(services: [worker], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
-        say("started a worker: queue default, concurrency \(concurrency)")
-        let once = self.once
-        let jobs = self.jobs
-        let url = redisURL
+    private func serve(redisURL: String, registry: PrometheusCollectorRegistry, logger: Logger) async throws {
+        let apiPort = port == 0 ? try Self.freePort() : port
+        let apiURL = "http://127.0.0.1:\(apiPort)"
+        let notifications = apiURL + "/v1/notifications/apple/demo"
+
+        // The simulator first: the configuration reads its roots and clock.
+        guard let simulatorCatalog = ConfigFiles.find("simulator-catalog.json"), let catalogPath = ConfigFiles.find("catalog.development.json")
+        else { throw CommandFailure("entitle run: Config/simulator-catalog.json and Config/catalog.development.json not found (set ENTITLE_CONFIG_DIR)") }
+        var simulatorConfiguration = SimulatorServer.Configuration(catalog: try SimulatorCatalog(contentsOf: simulatorCatalog))
+        simulatorConfiguration.host = "127.0.0.1"
+        simulatorConfiguration.port = simulatorPort
+        simulatorConfiguration.notifications = .init(url: notifications, v1URL: notifications)
+        let (simulatorPorts, simulatorListening) = AsyncStream<Int>.makeStream()
+        var simulatorLogger = logger
+        simulatorLogger.logLevel = .critical
+        let simulator = try SimulatorServer(configuration: simulatorConfiguration, logger: simulatorLogger) { port in
+            simulatorListening.yield(port)
+        }
+        let simulatorGroup = ServiceGroup(configuration: .init(services: [.init(service: simulator)], logger: logger))
+
         try await withThrowingTaskGroup(of: Void.self) { tasks in
-            tasks.addTask { try await group.run() }
-            tasks.addTask {
-                try await Self.demo(jobQueue, jobs: jobs)
-                if once {
-                    await group.triggerGracefulShutdown()
-                } else {
-                    say(
-                        "\nserving until Ctrl-C; try:\n  ENTITLE_REDIS_URL=\(url) entitle enqueue noop --payload '{\"sleepMs\":10}' --count 1000\n  ENTITLE_REDIS_URL=\(url) entitle queues"
-                    )
-                }
-            }
+            tasks.addTask { try await simulatorGroup.run() }
+            try await self.runStack(
+                &tasks, simulatorPorts: simulatorPorts, simulatorGroup: simulatorGroup, catalogPath: catalogPath.path,
+                apiURL: apiURL, apiPort: apiPort, redisURL: redisURL, registry: registry, logger: logger)
             try await tasks.waitForAll()
         }
-        pool.close()
     }
 
-    /// Enqueues noop jobs (a few of which fail once and retry) and prints progress until
-    /// every one has succeeded.
-    private static func demo(_ jobQueue: JobQueue, jobs: Int) async throws {
-        let clock = ContinuousClock()
-        let began = clock.now
-        let before = try await jobQueue.stats(queue: "default").total("succeeded")
-        var requests = (0..<jobs).map { _ in EnqueueRequest(type: "noop", payload: #"{"sleepMs":2}"#) }
-        for index in stride(from: 0, to: jobs, by: max(1, jobs / 5)) { requests[index].payload = #"{"failTimes":1}"# }
-        let results = try await jobQueue.enqueue(batch: requests)
-        say(
-            "enqueued \(results.count) noop jobs (\(requests.filter { $0.payload.contains("failTimes") }.count) of them fail once, then retry)"
-        )
-        while true {
-            let stats = try await jobQueue.stats(queue: "default")
-            let done = stats.total("succeeded") - before
+    /// Once the simulator listens: configuration, API and worker, then the demo or the JSON line.
+    private func runStack(
+        _ tasks: inout ThrowingTaskGroup<Void, any Error>, simulatorPorts: AsyncStream<Int>, simulatorGroup: ServiceGroup,
+        catalogPath: String, apiURL: String, apiPort: Int, redisURL: String, registry: PrometheusCollectorRegistry, logger: Logger
+    ) async throws {
+        var ports = simulatorPorts.makeAsyncIterator()
+        guard let listening = await ports.next() else { throw CommandFailure("entitle run: the simulator did not start") }
+        let simulatorURL = "http://127.0.0.1:\(listening)"
+
+        var environment = ProcessInfo.processInfo.environment
+        environment["ENTITLE_ENV"] = "development"
+        environment["ENTITLE_SIMULATOR_URL"] = simulatorURL
+        for (variable, value) in [
+            ("ENTITLE_DEMO_API_TOKEN", "demo-" + Self.secret()), ("ENTITLE_DEMO_CLEENG_TOKEN", "cleeng-" + Self.secret()),
+            ("ENTITLE_DEMO_CLEENG_BASIC", "demo:" + Self.secret()), ("ENTITLE_ADMIN_TOKEN", "admin-" + Self.secret()),
+        ] where (environment[variable] ?? "").isEmpty {
+            environment[variable] = value
+        }
+        let settings: EntitleConfiguration
+        do {
+            settings = try await EntitleConfiguration.load(catalogPath: catalogPath, environment: environment, logger: logger)
+        } catch let error as WorkerError {
+            throw CommandFailure("entitle run: \(error.message)")
+        }
+        let pool = RedisConnectionPool(configuration: try RedisConfiguration(url: redisURL), maximumConnections: 16, logger: logger)
+        let jobQueue = JobQueue(redis: pool, configuration: JobQueueConfiguration(prefix: options.keyPrefix), logger: logger)
+
+        var handlers = JobHandlerRegistry.builtIn()
+        let sweep = WorkerCommand.addEntitlementJobs(to: &handlers, settings: settings, jobQueue: jobQueue, queue: "default", logger: logger)
+        let worker = WorkerService(
+            configuration: .init(concurrency: ["default": concurrency]), jobQueue: jobQueue, registry: handlers, logger: logger)
+        var apiConfiguration = EntitleAPI.Configuration()
+        apiConfiguration.adminToken = environment["ENTITLE_ADMIN_TOKEN"]
+        let (apiReady, apiListening) = AsyncStream<String>.makeStream()
+        let api = try APICommand.application(
+            settings: settings, jobQueue: jobQueue, configuration: apiConfiguration, environment: environment, registry: registry,
+            host: "127.0.0.1", port: apiPort, logger: logger
+        ) { url in apiListening.yield(url) }
+        let services: [any Service] = [worker, sweep, api]
+        let group = ServiceGroup(
+            configuration: ServiceGroupConfiguration(
+                services: services.map {
+                    ServiceGroupConfiguration.ServiceConfiguration(service: $0, successTerminationBehavior: .gracefullyShutdownGroup)
+                },
+                gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        tasks.addTask {
+            defer { pool.close() }
+            do {
+                try await group.run()
+            } catch {
+                await simulatorGroup.triggerGracefulShutdown()
+                throw error
+            }
+            await simulatorGroup.triggerGracefulShutdown()
+        }
+        var ready = apiReady.makeAsyncIterator()
+        _ = await ready.next()
+
+        let token = environment["ENTITLE_DEMO_API_TOKEN"] ?? ""
+        let basic = "Basic " + Data((environment["ENTITLE_DEMO_CLEENG_BASIC"] ?? "").utf8).base64EncodedString()
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        let dashboard =
+            apiURL + "/dashboard#token=" + (environment["ENTITLE_ADMIN_TOKEN"] ?? "").addingPercentEncoding(withAllowedCharacters: allowed)!
+        if json {
             say(
-                String(
-                    format: "  %5.1fs  pending %6d  active %4d  retrying %4d  succeeded %6d", (clock.now - began).seconds,
-                    stats.pending, stats.active, stats.scheduled, done))
-            if done >= jobs { break }
-            try await Task.sleep(for: .milliseconds(250))
+                JSONOutput.line([
+                    "api": apiURL, "simulator": simulatorURL, "dashboard": dashboard, "publisher": "demo", "publisherToken": token,
+                    "basicAuth": basic,
+                ]))
+        } else {
+            do {
+                try await Self.demoPurchase(api: apiURL, simulator: simulatorURL, token: token)
+            } catch {
+                say("the demo purchase failed: \(error)")
+                await group.triggerGracefulShutdown()
+                throw error
+            }
+            say(
+                """
+
+                API:        \(apiURL)   (Authorization: Bearer \(token))
+                dashboard:  \(dashboard)
+                simulator:  \(simulatorURL)
+                try:
+                  curl -s -H 'Authorization: Bearer \(token)' '\(apiURL)/v1/customers/demo%40example.com/entitlements'
+                  curl -s -X POST \(simulatorURL)/simulator/purchases -d '{"bundleId":"com.entitle.demo","productId":"com.entitle.demo.credits.100"}'
+                """)
+            if !once { say("serving until Ctrl-C") }
         }
-        if let sample = try await jobQueue.job(id: results[0].id, queue: "default") {
-            say("job \(sample.id): \(sample.status.rawValue) after \(sample.attempt) attempt(s), result \(sample.result ?? "null")")
+        if once { await group.triggerGracefulShutdown() }
+    }
+
+    /// Buys the demo's premium subscription at the simulator, hands the signed transaction to
+    /// the API as an app would, and prints what came back.
+    static func demoPurchase(api: String, simulator: String, token: String) async throws {
+        let purchase = try await call(
+            simulator + "/simulator/purchases", body: ["bundleId": "com.entitle.demo", "productId": "com.entitle.demo.premium.monthly"])
+        guard let signed = purchase["signedTransaction"] as? String else { throw CommandFailure("the simulator sold nothing") }
+        say("bought com.entitle.demo.premium.monthly at the simulator (transaction \(purchase["transactionId"] ?? "?"))")
+        let submitted = try await call(
+            api + "/v1/purchases", body: ["customer": "demo@example.com", "signedTransaction": signed, "offerId": "premium"], token: token)
+        guard let jobId = submitted["jobId"] as? String else { throw CommandFailure("the API returned no job id: \(submitted)") }
+        say("POST /v1/purchases -> 202, job \(jobId)")
+        let job = try await call(api + "/v1/jobs/\(jobId)?wait=20", token: token)
+        say("GET /v1/jobs/\(jobId)?wait=20 -> \(job["status"] ?? "?"): \(JSONOutput.line(job["result"] ?? NSNull()))")
+        let customer = try await call(api + "/v1/customers/demo%40example.com/entitlements", token: token)
+        say("GET /v1/customers/demo@example.com/entitlements -> \(JSONOutput.line(customer["entitlements"] ?? []))")
+    }
+
+    static func call(_ url: String, body: [String: Any]? = nil, token: String? = nil) async throws -> [String: Any] {
+        var request = HTTPClientRequest(url: url)
+        if let body {
+            request.method = .POST
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: body)))
         }
-        let elapsed = (clock.now - began).seconds
-        say(String(format: "all %d jobs succeeded in %.2fs (%.0f jobs/s)", jobs, elapsed, Double(jobs) / elapsed))
+        if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+        let bytes = try await response.body.collect(upTo: 1 << 22)
+        let object = (try? JSONSerialization.jsonObject(with: Data(bytes.readableBytesView)) as? [String: Any]) ?? [:]
+        guard (200..<300).contains(response.status.code) else {
+            throw CommandFailure("\(url) answered \(response.status.code): \(object["message"] ?? "")")
+        }
+        return object
+    }
+
+    static func secret() -> String {
+        (0..<20).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+    }
+
+    /// A port free now on 127.0.0.1 (the simulator must know the API's URL before it starts).
+    static func freePort() throws -> Int {
+        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard socket >= 0 else { throw CommandFailure("no socket") }
+        defer { close(socket) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, length) == 0 && getsockname(socket, $0, &length) == 0 }
+        }
+        guard bound else { throw CommandFailure("no free port") }
+        return Int(UInt16(bigEndian: address.sin_port))
     }
 }
 
 /// Writes a line to standard output at once (unbuffered), so progress reaches a pipe or
 /// file as it happens, not when the demo exits.
-private func say(_ line: String) {
+func say(_ line: String) {
     FileHandle.standardOutput.write(Data((line + "\n").utf8))
 }

@@ -57,6 +57,20 @@ struct WorkerCommand: AsyncParsableCommand {
         return ConfigFiles.find("catalog.development.json")?.path
     }
 
+    /// Registers the entitlement jobs; returns the renewal sweep that goes with them.
+    static func addEntitlementJobs(
+        to handlers: inout JobHandlerRegistry, settings: EntitleConfiguration, jobQueue: JobQueue, queue: String,
+        crashAfterWrite: Bool = false, logger: Logger
+    ) -> RenewalSweep {
+        var service = EntitlementService(configuration: settings, jobQueue: jobQueue, logger: logger)
+        service.crashAfterWrite = crashAfterWrite
+        EntitlementJobs.register(in: &handlers, service: service)
+        let development = settings.mode != .production
+        return RenewalSweep(
+            service: service, queue: queue, interval: development ? .seconds(2) : .seconds(60),
+            grace: development ? .seconds(10) : .seconds(900), logger: logger)
+    }
+
     static func parseQueues(_ text: String) throws -> [String: Int] {
         var result: [String: Int] = [:]
         for item in text.split(separator: ",") {
@@ -97,17 +111,11 @@ struct WorkerCommand: AsyncParsableCommand {
             } catch let error as WorkerError {
                 throw CommandFailure("entitle worker: \(error.message)")
             }
-            var service = EntitlementService(configuration: settings, jobQueue: jobQueue, logger: logger)
-            if case .development = settings.mode, environment["ENTITLE_CRASH_POINT"] == "after-entitlement-write" {
-                service.crashAfterWrite = true
-            }
-            EntitlementJobs.register(in: &handlers, service: service)
-            let development = settings.mode != .production
+            let crash = settings.mode != .production && environment["ENTITLE_CRASH_POINT"] == "after-entitlement-write"
             services.append(
-                RenewalSweep(
-                    service: service, queue: concurrency.keys.sorted().first ?? "default",
-                    interval: development ? .seconds(2) : .seconds(60),
-                    grace: development ? .seconds(10) : .seconds(900), logger: logger))
+                Self.addEntitlementJobs(
+                    to: &handlers, settings: settings, jobQueue: jobQueue, queue: concurrency.keys.sorted().first ?? "default",
+                    crashAfterWrite: crash, logger: logger))
             logger.info(
                 "entitlement jobs enabled",
                 metadata: ["catalog": "\(catalogPath)", "publishers": "\(settings.catalog.publishers.count)", "mode": "\(settings.mode)"])

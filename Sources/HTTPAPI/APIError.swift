@@ -1,0 +1,45 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+
+/// A request the API refuses, with a stable `code` for programs and a `message` for people.
+/// Rendered as `{"error": code, "message": message}`.
+public struct APIError: Error, Sendable, HTTPResponseError {
+    public let status: HTTPResponse.Status
+    public let code: String
+    public let message: String
+    /// Extra headers (`Retry-After`, `WWW-Authenticate`).
+    public var headers: HTTPFields = [:]
+
+    public init(_ status: HTTPResponse.Status, _ code: String, _ message: String) {
+        self.status = status
+        self.code = code
+        self.message = message
+    }
+
+    public func response(from request: Request, context: some RequestContext) throws -> Response {
+        var response = JSONBody.response(["error": code, "message": message], status: status)
+        response.headers.append(contentsOf: headers)
+        return response
+    }
+
+    static func badRequest(_ message: String) -> APIError { APIError(.badRequest, "invalidRequest", message) }
+    static func unprocessable(_ code: String, _ message: String) -> APIError { APIError(.unprocessableContent, code, message) }
+    static func notFound(_ message: String) -> APIError { APIError(.notFound, "notFound", message) }
+    static func unauthorized(_ message: String, scheme: String = "Bearer") -> APIError {
+        var error = APIError(.unauthorized, "unauthorized", message)
+        error.headers[.wwwAuthenticate] = "\(scheme) realm=\"entitle\""
+        return error
+    }
+}
+
+/// JSON responses (keys sorted, slashes unescaped).
+enum JSONBody {
+    static func response(_ object: Any, status: HTTPResponse.Status = .ok) -> Response {
+        let data =
+            (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
+        return Response(
+            status: status, headers: [.contentType: "application/json; charset=utf-8"],
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
+    }
+}

@@ -1,0 +1,121 @@
+import Entitlements
+import Foundation
+import Hummingbird
+import JobQueue
+import Metrics
+import Worker
+
+extension EntitleAPI {
+    func registerOperations(on routes: RouteTable) {
+        routes.add(.post, "/v1/transfers") { request, _ in
+            let publisher = try publisher(request)
+            let input = try await RequestInput.json(request, limit: 64 << 10)
+            try input.allow(["originalTransactionId", "to", "from"])
+            let transaction = try input.required("originalTransactionId", maxLength: 32)
+            guard transaction.allSatisfy(\.isASCIIDigit) else { throw APIError.badRequest("originalTransactionId must be the App Store's digits") }
+            let to = try input.required("to")
+            try RequestInput.checkCustomer(to, for: publisher, field: "to")
+            let from = try input.string("from")
+            if let from { try RequestInput.checkCustomer(from, for: publisher, field: "from") }
+            let payload = JobPayloads.encode(
+                JobPayloads.Transfer(publisher: publisher.id, originalTransactionId: transaction, to: to, from: from))
+            let result = try await enqueue(
+                EnqueueRequest(
+                    type: "transfer", payload: payload, queue: configuration.queue, idempotencyKey: "transfer:" + Self.digest(payload),
+                    uniqueKey: "purchase:\(publisher.id):\(transaction)"))
+            if result.outcome == .conflict {
+                throw APIError(.conflict, "inFlight", "job \(result.id) for this transaction has not finished; retry once it has")
+            }
+            return JSONBody.response(["jobId": result.id], status: .accepted)
+        }
+
+        routes.add(.get, "/v1/queues") { request, _ in
+            if Self.bearer(request).map(credentials.isAdmin(bearer:)) != true { _ = try publisher(request) }
+            return JSONBody.response(["queues": try await queueDocuments()])
+        }
+
+        routes.add(.get, "/metrics") { _, _ in
+            guard let metrics else { throw APIError.notFound("metrics are off") }
+            try? await recordQueueGauges()
+            return Response(
+                status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                body: ResponseBody(byteBuffer: ByteBuffer(bytes: await metrics())))
+        }
+
+        routes.add(.get, "/healthz") { _, _ in JSONBody.response(["status": "ok"]) }
+
+        // Ready when Redis answers: a load balancer sends nothing to an instance that cannot enqueue.
+        routes.add(.get, "/readyz") { _, _ in
+            do {
+                _ = try await jobQueue.redis.send(["PING"])
+                return JSONBody.response(["status": "ready"])
+            } catch {
+                return JSONBody.response(["status": "unavailable", "message": "Redis does not answer"], status: .serviceUnavailable)
+            }
+        }
+
+        // The dashboard's operator routes.
+        routes.add(.get, "/v1/admin/queues/{queue}/recent") { request, context in
+            try requireAdmin(request)
+            let queue = try RequestInput.path(context, "queue")
+            let limit = min(200, max(1, request.uri.queryParameters.get("limit").flatMap { Int($0) } ?? 50))
+            return JSONBody.response(["jobs": try await jobQueue.recentJobs(queue: queue, limit: limit).map { $0.document() }])
+        }
+        routes.add(.get, "/v1/admin/queues/{queue}/dead") { request, context in
+            try requireAdmin(request)
+            let queue = try RequestInput.path(context, "queue")
+            return JSONBody.response(["jobs": try await jobQueue.deadJobs(queue: queue, limit: 100).map { $0.document() }])
+        }
+        for action in ["retry", "purge"] {
+            routes.add(.post, "/v1/admin/queues/{queue}/dead/\(action)") { request, context in
+                try requireAdmin(request)
+                let queue = try RequestInput.path(context, "queue")
+                let input = try await RequestInput.json(request, limit: 64 << 10)
+                try input.allow(["ids"])
+                var ids: [String]?
+                if let value = input.values["ids"] {
+                    guard let list = value as? [String], !list.isEmpty, list.count <= 1000 else {
+                        throw APIError.badRequest("ids must be a list of 1 to 1000 job ids")
+                    }
+                    ids = list
+                }
+                let count =
+                    action == "retry"
+                    ? try await jobQueue.retryDead(queue: queue, ids: ids) : try await jobQueue.purgeDead(queue: queue, ids: ids)
+                return JSONBody.response([action == "retry" ? "retried" : "purged": count])
+            }
+        }
+        routes.add(.get, "/v1/admin/publishers/{publisherId}/customers/{id}") { request, context in
+            try requireAdmin(request)
+            let publisher = try RequestInput.path(context, "publisherId")
+            let customer = try RequestInput.path(context, "id")
+            guard settings.catalog.publisher(publisher) != nil else { throw APIError.notFound("no publisher \(publisher)") }
+            let (state, version) = try await store.load(publisher: publisher, customer: customer)
+            guard version > 0 else { throw APIError.notFound("no customer \(customer) of publisher \(publisher)") }
+            let at = try await dateParameter(request, "at")
+            return JSONBody.response(CustomerDocument.object(state, at: at))
+        }
+    }
+
+    func queueDocuments() async throws -> [[String: Any]] {
+        var documents: [[String: Any]] = []
+        for queue in try await jobQueue.knownQueues() {
+            let stats = try await jobQueue.stats(queue: queue)
+            let data = try JSONEncoder().encode(stats)
+            if let object = try JSONSerialization.jsonObject(with: data) as? [String: Any] { documents.append(object) }
+        }
+        return documents
+    }
+
+    /// Queue depth and age as gauges, read at scrape time (labels: the queue names, a few).
+    func recordQueueGauges() async throws {
+        for queue in try await jobQueue.knownQueues() {
+            let stats = try await jobQueue.stats(queue: queue)
+            for (state, value) in [("pending", stats.pending), ("scheduled", stats.scheduled), ("active", stats.active), ("dead", stats.dead)] {
+                Gauge(label: "entitle_queue_jobs", dimensions: [("queue", queue), ("state", state)]).record(value)
+            }
+            Gauge(label: "entitle_queue_oldest_pending_seconds", dimensions: [("queue", queue)]).record(stats.oldestPendingAgeSeconds)
+            Gauge(label: "entitle_queue_consumers", dimensions: [("queue", queue)]).record(stats.consumers)
+        }
+    }
+}

@@ -1,0 +1,230 @@
+import AppStore
+import Crypto
+import Entitlements
+import Foundation
+import HTTPTypes
+import Hummingbird
+import JobQueue
+import Worker
+
+extension EntitleAPI {
+    /// A purchase as the app handed it over, checked, ready to become a `receipt` job.
+    struct Purchase {
+        var payload: JobPayloads.Receipt
+        /// The transaction it is about: one job at a time per transaction (409 otherwise).
+        var transactionKey: String
+    }
+
+    func registerPurchases(on routes: RouteTable) {
+        routes.add(.post, "/v1/purchases") { request, _ in
+            let publisher = try publisher(request)
+            let input = try await RequestInput.json(request, limit: configuration.maxBodyBytes)
+            try input.allow(["customer", "signedTransaction", "transactionId", "appReceipt", "bundleId", "offerId", "couponCode"])
+            let purchase = try await check(
+                publisher: publisher, customer: try input.required("customer"),
+                signedTransaction: try input.string("signedTransaction", maxLength: 64 << 10),
+                transactionId: try input.string("transactionId", maxLength: 64),
+                appReceipt: try input.string("appReceipt", maxLength: configuration.maxBodyBytes),
+                bundleId: try input.string("bundleId"), offerId: try input.string("offerId"),
+                couponCode: try input.string("couponCode", maxLength: 64))
+            let id = try await submit(purchase)
+            return JSONBody.response(["jobId": id], status: .accepted)
+        }
+
+        // Cleeng's `POST /apple/payment`, for apps built against it.
+        routes.add(.post, "/apple/payment") { request, _ in
+            let publisher = try cleengPublisher(request)
+            let input = try await RequestInput.json(request, limit: configuration.maxBodyBytes)
+            try input.allow(["customerEmail", "offerId", "receipt", "appType", "ipAddress", "couponCode"])
+            let customer = try input.required("customerEmail")
+            let offerId = try input.required("offerId")
+            guard let receipt = try input.object("receipt") else { throw APIError.badRequest("receipt is required") }
+            try receipt.allow(["transactionId", "receiptData"])
+            let appType = try input.required("appType")
+            guard appType == "ios" || appType == "tvos" else { throw APIError.badRequest("appType must be ios or tvos") }
+            _ = try input.string("ipAddress", maxLength: 64)
+            let purchase = try await check(
+                publisher: publisher, customer: customer, customerField: "customerEmail", signedTransaction: nil,
+                transactionId: try receipt.required("transactionId", maxLength: 64),
+                appReceipt: try receipt.required("receiptData", maxLength: configuration.maxBodyBytes), bundleId: nil,
+                offerId: offerId, couponCode: try input.string("couponCode", maxLength: 64))
+            let id = try await submit(purchase, conflictIsError: false)
+            return JSONBody.response(["message": "OK", "jobId": id])
+        }
+
+        // Cloud Softphone's in-app purchase web service: GET, form or JSON in; waits for the verdict.
+        routes.add(.get, "/v1/validate") { request, _ in
+            let values = RequestInput.form(Substring(request.uri.query ?? ""))
+            return await validate(request, RequestInput(values))
+        }
+        routes.add(.post, "/v1/validate") { request, _ in
+            let format = validationFormat(request, publisher: nil)
+            do {
+                let body = try await RequestInput.body(request, limit: configuration.maxBodyBytes)
+                let type = request.headers[.contentType]?.lowercased() ?? ""
+                var values: [String: Any]
+                if type.contains("json") {
+                    guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] else {
+                        throw APIError.badRequest("the body is not a JSON object")
+                    }
+                    values = object
+                } else {
+                    values = RequestInput.form(Substring(decoding: body, as: UTF8.self))
+                }
+                // The query may carry what the body does not (Cloud Softphone puts the token in the URL).
+                for (name, value) in RequestInput.form(Substring(request.uri.query ?? "")) where values[name] == nil {
+                    values[name] = value
+                }
+                return await validate(request, RequestInput(values))
+            } catch let error as APIError {
+                return ValidationReply(error).response(format)
+            } catch {
+                return ValidationReply(APIError(.internalServerError, "internal", "the request could not be read")).response(format)
+            }
+        }
+    }
+
+    /// The checks every purchase route makes; a signed transaction is verified here, so a
+    /// forged one is refused before anything is queued.
+    func check(
+        publisher: Publisher, customer: String, customerField: String = "customer", signedTransaction: String?,
+        transactionId: String?, appReceipt: String?, bundleId: String?, offerId: String?, couponCode: String?
+    ) async throws -> Purchase {
+        try RequestInput.checkCustomer(customer, for: publisher, field: customerField)
+        let given = [signedTransaction, transactionId, appReceipt].compactMap { $0 }.filter { !$0.isEmpty }
+        guard !given.isEmpty else { throw APIError.badRequest("give one of signedTransaction, transactionId and appReceipt") }
+        if signedTransaction != nil && given.count > 1 {
+            throw APIError.badRequest("a signedTransaction comes alone, without transactionId or appReceipt")
+        }
+        if let transactionId, !(1...32).contains(transactionId.count) || !transactionId.allSatisfy(\.isASCIIDigit) {
+            throw APIError.badRequest("transactionId must be the App Store's digits")
+        }
+        if let bundleId, publisher.app(bundleId: bundleId) == nil {
+            throw APIError.unprocessable("unknownApp", "publisher \(publisher.id) has no app \(bundleId)")
+        }
+        let offer = try offerId.map { id in
+            guard let offer = publisher.offer(id) else {
+                throw APIError.unprocessable("unknownOffer", "publisher \(publisher.id) has no offer \(id)")
+            }
+            guard !offer.productIds.isEmpty else {
+                throw APIError.unprocessable("offerMismatch", "offer \(id) is not mapped to any App Store product")
+            }
+            return offer
+        }
+        var transactionKey: String
+        if let jws = signedTransaction {
+            let transaction: JWSTransaction
+            do {
+                transaction = try await settings.verifyTransaction(jws, publisher: publisher)
+            } catch {
+                switch error.code {
+                case .invalidAppIdentifier: throw APIError.unprocessable("wrongBundle", error.message)
+                case .invalidEnvironment: throw APIError.unprocessable("wrongEnvironment", error.message)
+                default: throw APIError.badRequest("signedTransaction is not a valid App Store transaction: \(error.message)")
+                }
+            }
+            if let offer, let product = transaction.productId, !offer.productIds.contains(product) {
+                throw APIError.unprocessable("offerMismatch", "offer \(offer.offerId) is not sold by product \(product)")
+            }
+            transactionKey = transaction.transactionId ?? Self.digest(jws)
+        } else if let receipt = appReceipt {
+            guard let bytes = AppleBase64.decode(receipt), bytes.count >= 16 else {
+                throw APIError.badRequest("the app receipt is not base64 of a receipt")
+            }
+            transactionKey = transactionId ?? "receipt-" + Self.digest(receipt)
+        } else {
+            transactionKey = transactionId ?? ""
+        }
+        let payload = JobPayloads.Receipt(
+            publisher: publisher.id, customer: customer, signedTransaction: signedTransaction, transactionId: transactionId,
+            appReceipt: appReceipt, bundleId: bundleId, offerId: offerId, couponCode: couponCode)
+        return Purchase(payload: payload, transactionKey: transactionKey)
+    }
+
+    /// Enqueues the `receipt` job. An exact repeat gets the same job back; a different
+    /// request about a transaction whose job is unfinished is refused (409), or, when
+    /// `conflictIsError` is false, answered with that job.
+    func submit(_ purchase: Purchase, conflictIsError: Bool = true) async throws -> String {
+        let payload = JobPayloads.encode(purchase.payload)
+        let result = try await enqueue(
+            EnqueueRequest(
+                type: "receipt", payload: payload, queue: configuration.queue, idempotencyKey: "purchase:" + Self.digest(payload),
+                uniqueKey: "purchase:\(purchase.payload.publisher):\(purchase.transactionKey)"))
+        if result.outcome == .conflict && conflictIsError {
+            var error = APIError(
+                .conflict, "inFlight", "job \(result.id) for this transaction has not finished; poll it, or retry once it has")
+            error.headers[.location] = "/v1/jobs/\(result.id)"
+            throw error
+        }
+        return result.id
+    }
+
+    /// A hex SHA-256, shortened: keys, not secrets.
+    static func digest(_ text: String) -> String {
+        SHA256.hash(data: Data(text.utf8)).prefix(16).map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// Cleeng's credentials: `X-Publisher-Token` and `Authorization: Basic`.
+    func cleengPublisher(_ request: Request) throws -> Publisher {
+        guard let name = HTTPField.Name("X-Publisher-Token"), let token = request.headers[name], !token.isEmpty else {
+            throw APIError.unauthorized("send X-Publisher-Token and Authorization: Basic", scheme: "Basic")
+        }
+        guard let header = request.headers[.authorization], header.lowercased().hasPrefix("basic "),
+            let decoded = AppleBase64.decode(header.dropFirst(6).trimmingCharacters(in: .whitespaces))
+        else { throw APIError.unauthorized("send Authorization: Basic <base64 of user:password>", scheme: "Basic") }
+        guard let id = credentials.publisher(cleengToken: token, basicCredentials: String(decoding: decoded, as: UTF8.self)),
+            let publisher = settings.catalog.publisher(id)
+        else { throw APIError.unauthorized("the publisher token or the Basic credentials are not valid", scheme: "Basic") }
+        try limit(publisher)
+        return publisher
+    }
+
+    // MARK: Cloud Softphone
+
+    func validate(_ request: Request, _ input: RequestInput) async -> Response {
+        var format = validationFormat(request, publisher: nil)
+        do {
+            let publisher = try publisher(request, token: try input.string("token"))
+            format = validationFormat(request, publisher: publisher)
+            let product = try input.string("productCode") ?? input.required("product")
+            guard let offer = publisher.offer(forProduct: product) else {
+                throw APIError(.forbidden, "unknownProduct", "This product cannot be bought here.")
+            }
+            _ = try input.string("price", maxLength: 32)
+            _ = try input.string("currency", maxLength: 8)
+            let purchase = try await check(
+                publisher: publisher, customer: try input.required("username"), customerField: "username", signedTransaction: nil,
+                transactionId: try input.string("transactionId", maxLength: 64),
+                appReceipt: try input.required("receipt", maxLength: configuration.maxBodyBytes), bundleId: nil,
+                offerId: offer.offerId, couponCode: nil)
+            let id = try await submit(purchase, conflictIsError: false)
+            let wait = min(configuration.maxWait, .milliseconds(Int64((publisher.api?.validation?.waitSeconds ?? 10) * 1000)))
+            guard let record = try await waitForJob(id, timeout: wait), record.status.isFinished else {
+                var reply = ValidationReply(
+                    status: .serviceUnavailable, ok: false, message: "The purchase is still being verified. Try again in a moment.")
+                reply.jobId = id
+                reply.retryAfter = 2
+                return reply.response(format)
+            }
+            return ValidationReply(record).response(format)
+        } catch let error as APIError {
+            return ValidationReply(error).response(format)
+        } catch {
+            logger.error("validate failed", metadata: ["error": "\(error)"])
+            return ValidationReply(APIError(.internalServerError, "internal", "The purchase could not be verified now.")).response(format)
+        }
+    }
+
+    /// Accept first, then the publisher's configured format, then XML.
+    func validationFormat(_ request: Request, publisher: Publisher?) -> Publisher.APIAccess.Validation.Format {
+        let accept = request.headers[.accept]?.lowercased() ?? ""
+        if accept.contains("application/json") { return .json }
+        if accept.contains("application/x-www-form-urlencoded") { return .form }
+        if accept.contains("xml") { return .xml }
+        return publisher?.api?.validation?.format ?? .xml
+    }
+}
+
+extension Character {
+    var isASCIIDigit: Bool { isASCII && isNumber }
+}

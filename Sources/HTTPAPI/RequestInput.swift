@@ -1,0 +1,104 @@
+import Entitlements
+import Foundation
+import Hummingbird
+import NIOCore
+
+/// A request's fields, from a JSON object, a form, or the query string, with the checks
+/// every route makes the same way.
+struct RequestInput {
+    private(set) var values: [String: Any]
+
+    init(_ values: [String: Any]) { self.values = values }
+
+    /// The body as a JSON object (400 when it is not one).
+    static func json(_ request: Request, limit: Int) async throws -> RequestInput {
+        let body = try await Self.body(request, limit: limit)
+        guard !body.isEmpty else { throw APIError.badRequest("the body is empty; send a JSON object") }
+        guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] else {
+            throw APIError.badRequest("the body is not a JSON object")
+        }
+        return RequestInput(object)
+    }
+
+    /// The body, refusing more than `limit` bytes with 413.
+    static func body(_ request: Request, limit: Int) async throws -> [UInt8] {
+        do {
+            return Array(try await request.body.collect(upTo: limit).readableBytesView)
+        } catch is NIOTooManyBytesError {
+            throw APIError(.contentTooLarge, "bodyTooLarge", "the body is larger than \(limit) bytes")
+        }
+    }
+
+    /// `a=1&b=2` decoded (`+` is a space).
+    static func form(_ text: Substring) -> [String: Any] {
+        var values: [String: Any] = [:]
+        for pair in text.split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            func decode(_ part: Substring) -> String {
+                String(part).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(part)
+            }
+            guard let name = parts.first.map(decode), !name.isEmpty else { continue }
+            values[name] = parts.count > 1 ? decode(parts[1]) : ""
+        }
+        return values
+    }
+
+    /// A string field; `nil` when absent, 400 when of another type or too long.
+    func string(_ name: String, maxLength: Int = 256) throws -> String? {
+        guard let value = values[name], !(value is NSNull) else { return nil }
+        guard let text = value as? String else { throw APIError.badRequest("\(name) must be a string") }
+        guard text.utf8.count <= maxLength else { throw APIError.badRequest("\(name) is longer than \(maxLength) bytes") }
+        return text
+    }
+
+    func required(_ name: String, maxLength: Int = 256) throws -> String {
+        guard let text = try string(name, maxLength: maxLength), !text.isEmpty else { throw APIError.badRequest("\(name) is required") }
+        return text
+    }
+
+    func object(_ name: String) throws -> RequestInput? {
+        guard let value = values[name], !(value is NSNull) else { return nil }
+        guard let object = value as? [String: Any] else { throw APIError.badRequest("\(name) must be an object") }
+        return RequestInput(object)
+    }
+
+    /// Only these fields may appear (typos are errors, not silently ignored).
+    func allow(_ names: Set<String>) throws {
+        if let unknown = values.keys.sorted().first(where: { !names.contains($0) }) {
+            throw APIError.badRequest("unknown field \(unknown)")
+        }
+    }
+}
+
+extension RequestInput {
+    /// Checks a customer id against how the publisher names customers.
+    static func checkCustomer(_ id: String, for publisher: Publisher, field: String = "customer") throws {
+        guard !id.isEmpty, id.utf8.count <= 256 else { throw APIError.badRequest("\(field) must have 1 to 256 bytes") }
+        guard !id.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            throw APIError.badRequest("\(field) contains control characters")
+        }
+        switch publisher.customerIdentity {
+        case .email:
+            let parts = id.split(separator: "@", omittingEmptySubsequences: false)
+            guard parts.count == 2, !parts[0].isEmpty, parts[1].contains("."), !parts[1].hasPrefix("."), !parts[1].hasSuffix("."),
+                !id.contains(" ")
+            else { throw APIError.badRequest("\(field) must be an email address (publisher \(publisher.id) names customers by email)") }
+        case .username:
+            guard !id.contains(where: \.isWhitespace) else {
+                throw APIError.badRequest("\(field) must be a username without spaces")
+            }
+        case .appAccountToken:
+            guard UUID(uuidString: id) != nil else {
+                throw APIError.badRequest("\(field) must be an appAccountToken (a UUID)")
+            }
+        }
+    }
+
+    /// A path parameter, percent-decoded.
+    static func path(_ context: BasicRequestContext, _ name: String) throws -> String {
+        guard let raw = context.parameters.get(name), let value = raw.removingPercentEncoding, !value.isEmpty else {
+            throw APIError.badRequest("the path has no \(name)")
+        }
+        return value
+    }
+}
