@@ -193,6 +193,18 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ]
         ),
+        /// The HTTP API on loopback: a real Redis, the simulator, a worker; the OpenAPI
+        /// document; the dashboard in headless Chromium.
+        .testTarget(
+            name: "APITests",
+            dependencies: [
+                "HTTPAPI", "Worker", "JobQueue", "Entitlements", "AppStore", "AppStoreSimulator", "RedisClient", "RedisTestSupport",
+                "HTTPTestSupport",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .testTarget(
             name: "EntitleCLITests",
             dependencies: [

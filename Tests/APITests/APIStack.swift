@@ -1,0 +1,202 @@
+import AppStore
+import AppStoreSimulator
+import AsyncHTTPClient
+import Foundation
+import HTTPAPI
+import HTTPTestSupport
+import Hummingbird
+import JobQueue
+import Logging
+import NIOCore
+import NIOHTTP1
+import RedisClient
+import RedisTestSupport
+import Testing
+import Worker
+
+/// A real API on loopback over a real Redis, with a real simulator (in this process) as
+/// the App Store and, when asked, a real worker running the entitlement jobs.
+///
+/// Every response a test reads through `call` is checked against `docs/openapi.json`.
+struct APIStack: Sendable {
+    static let demoToken = "demo-token-0123456789"
+    static let otherToken = "other-token-0123456789"
+    static let limitedToken = "limited-token-0123456789"
+    static let adminToken = "admin-token-0123456789"
+    static let cleengToken = "cleeng-publisher-token"
+    static let cleengBasic = "demo-user:demo-password"
+
+    let url: String
+    let simulatorURL: String
+    let jobQueue: JobQueue
+    /// What the simulator posted as notifications (V2 at `/v2`, V1 at `/v1`).
+    let inbox: RequestLog
+    /// The routes the API registered (`GET /v1/jobs/{id}`).
+    let routes: [String]
+
+    /// Minting signing keys is slow in debug builds: one pair for every test.
+    static let authorities = Result { (try SigningAuthority(), try ReceiptSigningAuthority()) }
+
+    static func run(
+        _ name: String, worker: Bool = false, adminToken: String? = adminToken, _ body: @Sendable (APIStack) async throws -> Void
+    ) async throws {
+        let inbox = RequestLog()
+        let receiver = Router()
+        receiver.post("v2") { request, _ -> Response in
+            try await inbox.record(request)
+            return Response(status: .ok)
+        }
+        receiver.post("v1") { request, _ -> Response in
+            try await inbox.record(request)
+            return Response(status: .ok)
+        }
+        try await LoopbackServer.run(receiver) { receiverURL in
+            var configuration = SimulatorServer.Configuration(catalog: try SimulatorCatalog(contentsOf: root.appending(path: "Config/simulator-catalog.json")))
+            configuration.port = 0
+            configuration.authorities = try authorities.get()
+            configuration.notifications = .init(url: receiverURL + "/v2", v1URL: receiverURL + "/v1")
+            let (ports, listening) = AsyncStream<Int>.makeStream()
+            var quiet = Logger(label: "api-test")
+            quiet.logLevel = .critical
+            let simulator = try SimulatorServer(configuration: configuration, logger: quiet) { listening.yield($0) }
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                tasks.addTask { try await simulator.run() }
+                var iterator = ports.makeAsyncIterator()
+                guard let port = await iterator.next() else { throw CancellationError() }
+                let simulatorURL = "http://127.0.0.1:\(port)"
+                let catalog = try writeCatalog()
+                defer { try? FileManager.default.removeItem(atPath: catalog) }
+                let environment = [
+                    "ENTITLE_ENV": "development", "ENTITLE_SIMULATOR_URL": simulatorURL, "ENTITLE_DEMO_API_TOKEN": demoToken,
+                    "ENTITLE_DEMO_CLEENG_TOKEN": cleengToken, "ENTITLE_DEMO_CLEENG_BASIC": cleengBasic, "ENTITLE_OTHER_TOKEN": otherToken,
+                    "ENTITLE_LIMITED_TOKEN": limitedToken,
+                ]
+                let settings = try await EntitleConfiguration.load(catalogPath: catalog, environment: environment, logger: TestRedis.logger)
+                let jobQueue = JobQueue(
+                    redis: try await TestRedis.pool(connections: 8), configuration: JobQueueConfiguration(prefix: TestRedis.uniquePrefix(name)),
+                    logger: TestRedis.logger)
+                var apiConfiguration = EntitleAPI.Configuration()
+                apiConfiguration.adminToken = adminToken
+                apiConfiguration.maxBodyBytes = 256 << 10
+                let api = try EntitleAPI(
+                    settings: settings, jobQueue: jobQueue, configuration: apiConfiguration, environment: environment,
+                    metrics: { Array("entitle_test_metric 1\n".utf8) }, logger: TestRedis.logger)
+                var workerService: WorkerService?
+                if worker {
+                    var handlers = JobHandlerRegistry.builtIn()
+                    EntitlementJobs.register(
+                        in: &handlers, service: EntitlementService(configuration: settings, jobQueue: jobQueue, logger: TestRedis.logger))
+                    var settings = QueueConsumer.Settings(concurrency: 8)
+                    settings.blockTimeout = .milliseconds(200)
+                    var workerConfiguration = WorkerService.Configuration(queues: ["default": settings])
+                    workerConfiguration.promoteInterval = .milliseconds(50)
+                    workerService = WorkerService(
+                        configuration: workerConfiguration, jobQueue: jobQueue, registry: handlers, logger: TestRedis.logger)
+                }
+                if let workerService { tasks.addTask { try await workerService.run() } }
+                defer { workerService?.stop() }
+                try await LoopbackServer.run(api.makeRouter()) { url in
+                    try await body(APIStack(url: url, simulatorURL: simulatorURL, jobQueue: jobQueue, inbox: inbox, routes: api.routes))
+                }
+                workerService?.stop()
+                tasks.cancelAll()
+            }
+        }
+    }
+
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    /// The development catalog, plus `other` (its own token and app) and `limited` (a rate
+    /// limit of one request per second, two at once).
+    static func writeCatalog() throws -> String {
+        var document = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: root.appending(path: "Config/catalog.development.json"))) as? [String: Any])
+        var publishers = try #require(document["publishers"] as? [[String: Any]])
+        var demo = publishers[0]
+        demo["api"] = [
+            "tokenVariables": ["ENTITLE_DEMO_API_TOKEN"],
+            "cleeng": ["publisherTokenVariable": "ENTITLE_DEMO_CLEENG_TOKEN", "basicAuthVariable": "ENTITLE_DEMO_CLEENG_BASIC"],
+            "rateLimit": ["perSecond": 10_000, "burst": 10_000], "validation": ["waitSeconds": 15],
+        ]
+        var other = publishers[0]
+        other["id"] = "other"
+        other["customerIdentity"] = "username"
+        other["apps"] = [["bundleId": "com.example.other", "environments": ["Sandbox"]]]
+        other["subscriptionGroups"] = []
+        other["couponCampaigns"] = []
+        other["api"] = ["tokenVariables": ["ENTITLE_OTHER_TOKEN"], "validation": ["format": "json"]]
+        var limited = other
+        limited["id"] = "limited"
+        limited["api"] = ["tokenVariables": ["ENTITLE_LIMITED_TOKEN"], "rateLimit": ["perSecond": 1, "burst": 2]]
+        publishers = [demo, other, limited]
+        document["publishers"] = publishers
+        let path = FileManager.default.temporaryDirectory.appending(path: "api-catalog-\(UUID().uuidString).json").path
+        try JSONSerialization.data(withJSONObject: document).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    // MARK: HTTP
+
+    struct Reply: Sendable {
+        var status: Int
+        var headers: [String: String]
+        var text: String
+        var json: [String: Any] { (try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any]) ?? [:] }
+        var message: String { json["message"] as? String ?? "" }
+    }
+
+    /// One request. With `route` (`"GET /v1/jobs/{id}"`), the answer is checked against the
+    /// OpenAPI document: the status must be documented and a JSON body must fit its schema.
+    @discardableResult
+    func call(
+        _ method: HTTPMethod, _ path: String, token: String? = demoToken, headers: [String: String] = [:], json: Any? = nil,
+        body: String? = nil, route: String? = nil, timeout: Duration = .seconds(60)
+    ) async throws -> Reply {
+        var request = HTTPClientRequest(url: url + path)
+        request.method = method
+        if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
+        if let json {
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: json)))
+        } else if let body {
+            request.body = .bytes(ByteBuffer(string: body))
+        }
+        for (name, value) in headers { request.headers.replaceOrAdd(name: name, value: value) }
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(timeout.components.seconds))
+        let bytes = try await response.body.collect(upTo: 1 << 24)
+        var fields: [String: String] = [:]
+        for header in response.headers { fields[header.name.lowercased()] = header.value }
+        let reply = Reply(status: Int(response.status.code), headers: fields, text: String(buffer: bytes))
+        if let route { try OpenAPIDocument.shared.check(reply, route: route) }
+        return reply
+    }
+
+    // MARK: The App Store and the queue
+
+    /// Buys at the simulator as an app would: `{signedTransaction, appReceipt, transactionId, ...}`.
+    func buy(_ product: String, account: String? = nil) async throws -> [String: Any] {
+        var body: [String: Any] = ["bundleId": "com.entitle.demo", "productId": "com.entitle.demo.\(product)"]
+        if let account { body["appleAccount"] = account }
+        var request = HTTPClientRequest(url: simulatorURL + "/simulator/purchases")
+        request.method = .POST
+        request.body = .bytes(ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: body)))
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+        let bytes = try await response.body.collect(upTo: 1 << 22)
+        try #require(response.status == .created || response.status == .ok, "the simulator refused: \(String(buffer: bytes))")
+        return try #require(try JSONSerialization.jsonObject(with: Data(bytes.readableBytesView)) as? [String: Any])
+    }
+
+    /// Jobs ever enqueued on the default queue (all types): "nothing queued" checks read it.
+    func enqueuedCount() async throws -> Int {
+        try await jobQueue.stats(queue: "default").total("enqueued")
+    }
+}
+
+/// A signed transaction with its signature bytes changed: well-formed, forged.
+func forged(_ jws: String) -> String {
+    var parts = jws.split(separator: ".").map(String.init)
+    var signature = Array(parts[2])
+    signature[10] = signature[10] == "A" ? "B" : "A"
+    parts[2] = String(signature)
+    return parts.joined(separator: ".")
+}

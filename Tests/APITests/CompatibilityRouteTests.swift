@@ -1,0 +1,95 @@
+import Foundation
+import RedisTestSupport
+import Testing
+
+/// The routes apps built for other services call: Cleeng's `/apple/payment` and Cloud
+/// Softphone's validation web service.
+@Suite struct CompatibilityRouteTests {
+    static var basic: String { "Basic " + Data(APIStack.cleengBasic.utf8).base64EncodedString() }
+    static var cleengHeaders: [String: String] { ["X-Publisher-Token": APIStack.cleengToken, "Authorization": basic] }
+
+    @Test func cleengPaymentQueuesTheReceiptAndChecksItsCredentials() async throws {
+        try await APIStack.run("cleeng", worker: true) { api in
+            let bought = try await api.buy("premium.monthly")
+            let receipt: [String: Any] = [
+                "transactionId": try #require(bought["transactionId"] as? String), "receiptData": try #require(bought["appReceipt"] as? String),
+            ]
+            let body: [String: Any] = ["customerEmail": "ann@example.com", "offerId": "premium", "receipt": receipt, "appType": "ios", "ipAddress": "10.0.0.1"]
+            let ok = try await api.call(.POST, "/apple/payment", token: nil, headers: Self.cleengHeaders, json: body, route: "POST /apple/payment")
+            #expect(ok.status == 200 && ok.json["message"] as? String == "OK")
+            let jobId = try #require(ok.json["jobId"] as? String)
+            let job = try await api.call(.GET, "/v1/jobs/\(jobId)?wait=20", route: "GET /v1/jobs/{id}")
+            let result = job.json["result"] as? [String: Any]
+            #expect(result?["accessGranted"] as? Bool == true, "\(job.text)")
+
+            func status(_ headers: [String: String], _ body: [String: Any]) async throws -> (Int, String) {
+                let reply = try await api.call(.POST, "/apple/payment", token: nil, headers: headers, json: body, route: "POST /apple/payment")
+                return (reply.status, reply.message)
+            }
+            let before = try await api.enqueuedCount()
+            #expect(try await status(["Authorization": Self.basic], body).0 == 401)
+            #expect(try await status(["X-Publisher-Token": APIStack.cleengToken], body).0 == 401)
+            let wrongPassword = "Basic " + Data("demo-user:wrong".utf8).base64EncodedString()
+            #expect(try await status(["X-Publisher-Token": APIStack.cleengToken, "Authorization": wrongPassword], body).0 == 401)
+            #expect(try await status(["X-Publisher-Token": "nope", "Authorization": Self.basic], body).0 == 401)
+            var tvos = body
+            tvos["appType"] = "android"
+            #expect(try await status(Self.cleengHeaders, tvos) == (400, "appType must be ios or tvos"))
+            var noReceipt = body
+            noReceipt["receipt"] = nil
+            #expect(try await status(Self.cleengHeaders, noReceipt) == (400, "receipt is required"))
+            var badEmail = body
+            badEmail["customerEmail"] = "ann"
+            #expect(try await status(Self.cleengHeaders, badEmail).0 == 400)
+            var unknownOffer = body
+            unknownOffer["offerId"] = "gold"
+            #expect(try await status(Self.cleengHeaders, unknownOffer) == (422, "publisher demo has no offer gold"))
+            #expect(try await api.enqueuedCount() == before)
+        }
+    }
+
+    @Test func validateWaitsForTheVerdictInXMLJSONOrAForm() async throws {
+        try await APIStack.run("validate", worker: true) { api in
+            let bought = try await api.buy("credits.100", account: "alice-account")
+            let receipt = try #require(bought["appReceipt"] as? String)
+            var allowed = CharacterSet.alphanumerics
+            allowed.insert(charactersIn: "-._~")
+            let encoded = try #require(receipt.addingPercentEncoding(withAllowedCharacters: allowed))
+
+            // GET with query parameters, the token among them: XML by default.
+            let query = "username=alice%40example.com&receipt=\(encoded)&product=com.entitle.demo.credits.100&price=0.99&currency=USD"
+            let xml = try await api.call(.GET, "/v1/validate?\(query)&token=\(APIStack.demoToken)", token: nil, route: "GET /v1/validate")
+            #expect(xml.status == 200, "\(xml.text)")
+            #expect(xml.headers["content-type"]?.hasPrefix("application/xml") == true)
+            #expect(xml.text.contains("<result>ok</result>") && xml.text.contains("<credits>100</credits>"), "\(xml.text)")
+
+            // The same again, as a form, answered in JSON: the same job, the same verdict.
+            let json = try await api.call(
+                .POST, "/v1/validate", headers: ["Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"], body: query,
+                route: "POST /v1/validate")
+            #expect(json.status == 200 && json.json["result"] as? String == "ok" && json.json["credits"] as? Int == 100, "\(json.text)")
+
+            // JSON in, a form out.
+            let form = try await api.call(
+                .POST, "/v1/validate", headers: ["Accept": "application/x-www-form-urlencoded"],
+                json: ["username": "alice@example.com", "receipt": receipt, "product": "com.entitle.demo.credits.100"], route: "POST /v1/validate")
+            #expect(form.status == 200 && form.text.hasPrefix("result=ok&message=Purchase%20verified."), "\(form.text)")
+
+            // Refusals carry a message for the app to show, in the asked format.
+            let unknown = try await api.call(.GET, "/v1/validate?username=alice%40example.com&receipt=\(encoded)&product=com.example.nope", route: "GET /v1/validate")
+            #expect(unknown.status == 403 && unknown.text.contains("<message>This product cannot be bought here.</message>"))
+            let notBought = try await api.call(
+                .GET, "/v1/validate?username=alice%40example.com&receipt=\(encoded)&product=com.entitle.demo.issue.2026.11",
+                headers: ["Accept": "application/json"], route: "GET /v1/validate")
+            #expect(notBought.status == 403 && notBought.json["result"] as? String == "error", "\(notBought.text)")
+            #expect(!(notBought.json["message"] as? String ?? "").isEmpty)
+            let badInput = try await api.call(.GET, "/v1/validate?username=alice%40example.com&product=com.entitle.demo.credits.100", headers: ["Accept": "application/json"], route: "GET /v1/validate")
+            #expect(badInput.status == 400 && badInput.json["message"] as? String == "receipt is required")
+            let noToken = try await api.call(.GET, "/v1/validate?\(query)", token: nil)
+            #expect(noToken.status == 401 && noToken.text.contains("<result>error</result>"))
+            // A publisher configured for JSON gets JSON without asking.
+            let other = try await api.call(.GET, "/v1/validate?username=alice&product=x&receipt=\(encoded)", token: APIStack.otherToken)
+            #expect(other.status == 403 && other.headers["content-type"]?.hasPrefix("application/json") == true)
+        }
+    }
+}
