@@ -203,7 +203,8 @@ let package = Package(
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
-            ]
+            ],
+            exclude: ["python"]
         ),
         .testTarget(
             name: "EntitleCLITests",

@@ -76,6 +76,12 @@ enum DashboardPage {
               <div class="chart"><h3>Failures (retries + dead per s)</h3><canvas id="chart-failures"></canvas></div>
             </div>
           </section>
+          <section class="wide">
+            <h2>Customer lookup</h2>
+            <form id="customer-form"><input id="publisher" placeholder="publisher" size="12" value="demo">
+              <input id="customer" placeholder="customer (email, username or token)" size="36"> <button>Look up</button></form>
+            <div id="customer-result"></div>
+          </section>
           <section>
             <h2>Dead jobs <button id="retry-all">Retry all</button> <button id="purge-all" class="danger">Purge all</button></h2>
             <table id="dead"><thead><tr><th>job</th><th>type</th><th>error</th><th></th></tr></thead><tbody></tbody></table>
@@ -84,12 +90,6 @@ enum DashboardPage {
             <h2>Recent jobs</h2>
             <table id="recent"><thead><tr><th>job</th><th>type</th><th>status</th><th class="num">attempt</th><th>enqueued</th></tr></thead><tbody></tbody></table>
           </section>
-          <section class="wide">
-            <h2>Customer lookup</h2>
-            <form id="customer-form"><input id="publisher" placeholder="publisher" size="12" value="demo">
-              <input id="customer" placeholder="customer (email, username or token)" size="36"> <button>Look up</button></form>
-            <div id="customer-result"></div>
-          </section>
         </main>
         <script>
         "use strict";
@@ -97,12 +97,16 @@ enum DashboardPage {
         const $ = (id) => document.getElementById(id);
         const el = (tag, text, cls) => { const e = document.createElement(tag); if (text !== undefined) e.textContent = text; if (cls) e.className = cls; return e; };
 
+        // The URL's fragment (never sent to the server) may carry token=, queue=, publisher= and customer=.
+        const link = new URLSearchParams(location.hash.slice(1));
         function start() {
-          const fromHash = new URLSearchParams(location.hash.slice(1)).get("token");
-          if (fromHash) { sessionStorage.setItem("entitle-token", fromHash); history.replaceState(null, "", location.pathname); }
+          if (link.get("token")) { sessionStorage.setItem("entitle-token", link.get("token")); history.replaceState(null, "", location.pathname); }
           state.token = sessionStorage.getItem("entitle-token");
           if (!state.token) { $("login").hidden = false; return; }
           $("main").hidden = false;
+          if (link.get("queue")) state.queue = link.get("queue");
+          if (link.get("publisher")) $("publisher").value = link.get("publisher");
+          if (link.get("customer")) { $("customer").value = link.get("customer"); lookup(); }
           refresh();
           setInterval(refresh, 2000);
         }
@@ -136,7 +140,7 @@ enum DashboardPage {
             if (state.queue) {
               const [dead, recent] = await Promise.all([
                 api(`/v1/admin/queues/${encodeURIComponent(state.queue)}/dead`),
-                api(`/v1/admin/queues/${encodeURIComponent(state.queue)}/recent?limit=25`),
+                api(`/v1/admin/queues/${encodeURIComponent(state.queue)}/recent?limit=15`),
               ]);
               renderDead(dead.jobs); renderRecent(recent.jobs);
             }
@@ -189,7 +193,7 @@ enum DashboardPage {
           if (values.length < 2) { g.fillText("collecting…", 40, h / 2); return; }
           g.strokeStyle = color; g.lineWidth = 2; g.beginPath();
           values.forEach((v, i) => {
-            const x = 30 + (w - 32) * i / 149, y = 4 + (h - 20) * (1 - v / max);
+            const x = 30 + (w - 32) * i / (values.length - 1), y = 4 + (h - 20) * (1 - v / max);
             if (i === 0) g.moveTo(x, y); else g.lineTo(x, y);
           });
           g.stroke();
@@ -228,8 +232,8 @@ enum DashboardPage {
         $("retry-all").onclick = () => act("retry", null);
         $("purge-all").onclick = () => act("purge", null);
 
-        $("customer-form").addEventListener("submit", async (e) => {
-          e.preventDefault();
+        $("customer-form").addEventListener("submit", (e) => { e.preventDefault(); lookup(); });
+        async function lookup() {
           const out = $("customer-result"); out.replaceChildren(el("p", "looking up…", "muted"));
           try {
             const c = await api(`/v1/admin/publishers/${encodeURIComponent($("publisher").value)}/customers/${encodeURIComponent($("customer").value)}`);
@@ -246,7 +250,7 @@ enum DashboardPage {
             table.append(body);
             out.replaceChildren(summary, table);
           } catch (error) { out.replaceChildren(el("p", error.message, "error")); }
-        });
+        }
 
         start();
         </script>
