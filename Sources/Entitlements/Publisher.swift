@@ -44,10 +44,9 @@ public struct Publisher: Sendable, Hashable, Codable {
     /// How the publisher's backend and apps reach the HTTP API. Secrets are named by the
     /// environment variables that hold them, never stored.
     public struct APIAccess: Sendable, Hashable, Codable {
-        /// Cleeng-compatible `POST /apple/payment`: the `X-Publisher-Token` value and the
-        /// Basic credentials (`user:password`).
+        /// Cleeng-compatible `POST /apple/payment`: `X-Publisher-Token` is one of the
+        /// publisher's tokens, and the Basic credentials (`user:password`) are these.
         public struct Cleeng: Sendable, Hashable, Codable {
-            public var publisherTokenVariable: String
             public var basicAuthVariable: String
         }
 

@@ -7,13 +7,9 @@ import Foundation
 /// SHA-256 digests are kept; presented secrets are compared with every candidate in
 /// constant time, so neither timing nor an early exit tells how close a guess was.
 public struct APICredentials: Sendable {
-    struct Cleeng: Sendable {
-        var publisherToken: SHA256Digest
-        var basicAuth: SHA256Digest
-    }
-
     private let tokens: [(publisher: String, digest: SHA256Digest)]
-    private let cleeng: [(publisher: String, credentials: Cleeng)]
+    /// Publisher id -> the digest of its Cleeng Basic credentials.
+    private let cleengBasic: [String: SHA256Digest]
     private let admin: SHA256Digest?
 
     /// Fails naming the first variable the catalog names that the environment leaves unset.
@@ -25,25 +21,23 @@ public struct APICredentials: Sendable {
             return value
         }
         var tokens: [(String, SHA256Digest)] = []
-        var cleeng: [(String, Cleeng)] = []
+        var cleengBasic: [String: SHA256Digest] = [:]
         for publisher in catalog.publishers {
             guard let access = publisher.api else { continue }
             for variable in access.tokenVariables {
                 tokens.append((publisher.id, SHA256.hash(data: Data(try value(variable, "publisher \"\(publisher.id)\" API token").utf8))))
             }
             if let credentials = access.cleeng {
-                let token = try value(credentials.publisherTokenVariable, "publisher \"\(publisher.id)\" Cleeng publisher token")
                 let basic = try value(credentials.basicAuthVariable, "publisher \"\(publisher.id)\" Cleeng Basic credentials")
                 guard basic.contains(":") else {
                     throw APIConfigurationError(
                         "publisher \"\(publisher.id)\": \(credentials.basicAuthVariable) must hold user:password")
                 }
-                cleeng.append(
-                    (publisher.id, Cleeng(publisherToken: SHA256.hash(data: Data(token.utf8)), basicAuth: SHA256.hash(data: Data(basic.utf8)))))
+                cleengBasic[publisher.id] = SHA256.hash(data: Data(basic.utf8))
             }
         }
         self.tokens = tokens
-        self.cleeng = cleeng
+        self.cleengBasic = cleengBasic
         self.admin = adminToken.flatMap { $0.isEmpty ? nil : SHA256.hash(data: Data($0.utf8)) }
     }
 
@@ -55,18 +49,12 @@ public struct APICredentials: Sendable {
         return found
     }
 
-    /// The publisher whose Cleeng publisher token and Basic credentials (`user:password`) these are.
+    /// The publisher whose token (`X-Publisher-Token`) and Cleeng Basic credentials
+    /// (`user:password`) these are.
     func publisher(cleengToken: String, basicCredentials: String) -> String? {
-        let token = SHA256.hash(data: Data(cleengToken.utf8))
         let basic = SHA256.hash(data: Data(basicCredentials.utf8))
-        var found: String?
-        for candidate in cleeng {
-            // Both compared every time: no early exit on the first mismatch.
-            let tokenMatches = Self.equal(candidate.credentials.publisherToken, token)
-            let basicMatches = Self.equal(candidate.credentials.basicAuth, basic)
-            if tokenMatches && basicMatches && found == nil { found = candidate.publisher }
-        }
-        return found
+        guard let id = publisher(bearer: cleengToken), let expected = cleengBasic[id] else { return nil }
+        return Self.equal(expected, basic) ? id : nil
     }
 
     var hasAdminToken: Bool { admin != nil }

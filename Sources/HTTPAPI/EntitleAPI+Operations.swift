@@ -12,7 +12,9 @@ extension EntitleAPI {
             let input = try await RequestInput.json(request, limit: 64 << 10)
             try input.allow(["originalTransactionId", "to", "from"])
             let transaction = try input.required("originalTransactionId", maxLength: 32)
-            guard transaction.allSatisfy(\.isASCIIDigit) else { throw APIError.badRequest("originalTransactionId must be the App Store's digits") }
+            guard transaction.allSatisfy(\.isASCIIDigit) else {
+                throw APIError.badRequest("originalTransactionId must be the App Store's digits")
+            }
             let to = try input.required("to")
             try RequestInput.checkCustomer(to, for: publisher, field: "to")
             let from = try input.string("from")
@@ -111,7 +113,9 @@ extension EntitleAPI {
     func recordQueueGauges() async throws {
         for queue in try await jobQueue.knownQueues() {
             let stats = try await jobQueue.stats(queue: queue)
-            for (state, value) in [("pending", stats.pending), ("scheduled", stats.scheduled), ("active", stats.active), ("dead", stats.dead)] {
+            for (state, value) in [
+                ("pending", stats.pending), ("scheduled", stats.scheduled), ("active", stats.active), ("dead", stats.dead),
+            ] {
                 Gauge(label: "entitle_queue_jobs", dimensions: [("queue", queue), ("state", state)]).record(value)
             }
             Gauge(label: "entitle_queue_oldest_pending_seconds", dimensions: [("queue", queue)]).record(stats.oldestPendingAgeSeconds)

@@ -10,7 +10,7 @@ extension EntitleConfiguration {
             guard let gateway = gateway(publisher: publisher.id, bundleId: app.bundleId) else { continue }
             do {
                 return try await gateway.signedData.verifyTransaction(jws)
-            } catch where error.code == .invalidAppIdentifier {
+            } catch  where error.code == .invalidAppIdentifier {
                 lastError = AppStoreError(.invalidAppIdentifier, "the transaction is for an app \(publisher.id) does not have")
             }
         }
@@ -24,7 +24,7 @@ extension EntitleConfiguration {
             guard let gateway = gateway(publisher: publisher.id, bundleId: app.bundleId) else { continue }
             do {
                 return try await gateway.signedData.verifyNotification(signedPayload)
-            } catch where error.code == .invalidAppIdentifier {
+            } catch  where error.code == .invalidAppIdentifier {
                 lastError = AppStoreError(.invalidAppIdentifier, "the notification is for an app \(publisher.id) does not have")
             }
         }

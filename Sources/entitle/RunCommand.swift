@@ -21,8 +21,8 @@ struct RunCommand: AsyncParsableCommand {
         commandName: "run",
         abstract: "Start Redis (private unless $ENTITLE_REDIS_URL is set), the simulator, the API and a worker; make a demo purchase.",
         discussion: """
-            The demo publisher's tokens are made up for the run unless ENTITLE_DEMO_API_TOKEN, \
-            ENTITLE_DEMO_CLEENG_TOKEN, ENTITLE_DEMO_CLEENG_BASIC and ENTITLE_ADMIN_TOKEN are set. With --json, \
+            The demo publisher's token and Basic credentials, and the operators' token, are made up for the \
+            run unless ENTITLE_DEMO_API_TOKEN, ENTITLE_DEMO_CLEENG_BASIC and ENTITLE_ADMIN_TOKEN are set. With --json, \
             one line {"api", "simulator", "dashboard", "publisher", "publisherToken", "basicAuth"} is printed \
             once everything is ready, and nothing else.
             """
@@ -78,8 +78,12 @@ struct RunCommand: AsyncParsableCommand {
         let notifications = apiURL + "/v1/notifications/apple/demo"
 
         // The simulator first: the configuration reads its roots and clock.
-        guard let simulatorCatalog = ConfigFiles.find("simulator-catalog.json"), let catalogPath = ConfigFiles.find("catalog.development.json")
-        else { throw CommandFailure("entitle run: Config/simulator-catalog.json and Config/catalog.development.json not found (set ENTITLE_CONFIG_DIR)") }
+        guard let simulatorCatalog = ConfigFiles.find("simulator-catalog.json"),
+            let catalogPath = ConfigFiles.find("catalog.development.json")
+        else {
+            throw CommandFailure(
+                "entitle run: Config/simulator-catalog.json and Config/catalog.development.json not found (set ENTITLE_CONFIG_DIR)")
+        }
         var simulatorConfiguration = SimulatorServer.Configuration(catalog: try SimulatorCatalog(contentsOf: simulatorCatalog))
         simulatorConfiguration.host = "127.0.0.1"
         simulatorConfiguration.port = simulatorPort
@@ -114,7 +118,7 @@ struct RunCommand: AsyncParsableCommand {
         environment["ENTITLE_ENV"] = "development"
         environment["ENTITLE_SIMULATOR_URL"] = simulatorURL
         for (variable, value) in [
-            ("ENTITLE_DEMO_API_TOKEN", "demo-" + Self.secret()), ("ENTITLE_DEMO_CLEENG_TOKEN", "cleeng-" + Self.secret()),
+            ("ENTITLE_DEMO_API_TOKEN", "demo-" + Self.secret()),
             ("ENTITLE_DEMO_CLEENG_BASIC", "demo:" + Self.secret()), ("ENTITLE_ADMIN_TOKEN", "admin-" + Self.secret()),
         ] where (environment[variable] ?? "").isEmpty {
             environment[variable] = value
@@ -129,7 +133,8 @@ struct RunCommand: AsyncParsableCommand {
         let jobQueue = JobQueue(redis: pool, configuration: JobQueueConfiguration(prefix: options.keyPrefix), logger: logger)
 
         var handlers = JobHandlerRegistry.builtIn()
-        let sweep = WorkerCommand.addEntitlementJobs(to: &handlers, settings: settings, jobQueue: jobQueue, queue: "default", logger: logger)
+        let sweep = WorkerCommand.addEntitlementJobs(
+            to: &handlers, settings: settings, jobQueue: jobQueue, queue: "default", logger: logger)
         let worker = WorkerService(
             configuration: .init(concurrency: ["default": concurrency]), jobQueue: jobQueue, registry: handlers, logger: logger)
         var apiConfiguration = EntitleAPI.Configuration()

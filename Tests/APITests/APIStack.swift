@@ -23,7 +23,6 @@ struct APIStack: Sendable {
     static let otherToken = "other-token-0123456789"
     static let limitedToken = "limited-token-0123456789"
     static let adminToken = "admin-token-0123456789"
-    static let cleengToken = "cleeng-publisher-token"
     static let cleengBasic = "demo-user:demo-password"
 
     let url: String
@@ -51,7 +50,8 @@ struct APIStack: Sendable {
             return Response(status: .ok)
         }
         try await LoopbackServer.run(receiver) { receiverURL in
-            var configuration = SimulatorServer.Configuration(catalog: try SimulatorCatalog(contentsOf: root.appending(path: "Config/simulator-catalog.json")))
+            var configuration = SimulatorServer.Configuration(
+                catalog: try SimulatorCatalog(contentsOf: root.appending(path: "Config/simulator-catalog.json")))
             configuration.port = 0
             configuration.authorities = try authorities.get()
             configuration.notifications = .init(url: receiverURL + "/v2", v1URL: receiverURL + "/v1")
@@ -68,12 +68,13 @@ struct APIStack: Sendable {
                 defer { try? FileManager.default.removeItem(atPath: catalog) }
                 let environment = [
                     "ENTITLE_ENV": "development", "ENTITLE_SIMULATOR_URL": simulatorURL, "ENTITLE_DEMO_API_TOKEN": demoToken,
-                    "ENTITLE_DEMO_CLEENG_TOKEN": cleengToken, "ENTITLE_DEMO_CLEENG_BASIC": cleengBasic, "ENTITLE_OTHER_TOKEN": otherToken,
+                    "ENTITLE_DEMO_CLEENG_BASIC": cleengBasic, "ENTITLE_OTHER_TOKEN": otherToken,
                     "ENTITLE_LIMITED_TOKEN": limitedToken,
                 ]
                 let settings = try await EntitleConfiguration.load(catalogPath: catalog, environment: environment, logger: TestRedis.logger)
                 let jobQueue = JobQueue(
-                    redis: try await TestRedis.pool(connections: 8), configuration: JobQueueConfiguration(prefix: TestRedis.uniquePrefix(name)),
+                    redis: try await TestRedis.pool(connections: 8),
+                    configuration: JobQueueConfiguration(prefix: TestRedis.uniquePrefix(name)),
                     logger: TestRedis.logger)
                 var apiConfiguration = EntitleAPI.Configuration()
                 apiConfiguration.adminToken = adminToken
@@ -110,12 +111,13 @@ struct APIStack: Sendable {
     /// limit of one request per second, two at once).
     static func writeCatalog() throws -> String {
         var document = try #require(
-            try JSONSerialization.jsonObject(with: Data(contentsOf: root.appending(path: "Config/catalog.development.json"))) as? [String: Any])
+            try JSONSerialization.jsonObject(with: Data(contentsOf: root.appending(path: "Config/catalog.development.json")))
+                as? [String: Any])
         var publishers = try #require(document["publishers"] as? [[String: Any]])
         var demo = publishers[0]
         demo["api"] = [
             "tokenVariables": ["ENTITLE_DEMO_API_TOKEN"],
-            "cleeng": ["publisherTokenVariable": "ENTITLE_DEMO_CLEENG_TOKEN", "basicAuthVariable": "ENTITLE_DEMO_CLEENG_BASIC"],
+            "cleeng": ["basicAuthVariable": "ENTITLE_DEMO_CLEENG_BASIC"],
             "rateLimit": ["perSecond": 10_000, "burst": 10_000], "validation": ["waitSeconds": 15],
         ]
         var other = publishers[0]

@@ -6,16 +6,20 @@ import Testing
 /// Softphone's validation web service.
 @Suite struct CompatibilityRouteTests {
     static var basic: String { "Basic " + Data(APIStack.cleengBasic.utf8).base64EncodedString() }
-    static var cleengHeaders: [String: String] { ["X-Publisher-Token": APIStack.cleengToken, "Authorization": basic] }
+    static var cleengHeaders: [String: String] { ["X-Publisher-Token": APIStack.demoToken, "Authorization": basic] }
 
     @Test func cleengPaymentQueuesTheReceiptAndChecksItsCredentials() async throws {
         try await APIStack.run("cleeng", worker: true) { api in
             let bought = try await api.buy("premium.monthly")
             let receipt: [String: Any] = [
-                "transactionId": try #require(bought["transactionId"] as? String), "receiptData": try #require(bought["appReceipt"] as? String),
+                "transactionId": try #require(bought["transactionId"] as? String),
+                "receiptData": try #require(bought["appReceipt"] as? String),
             ]
-            let body: [String: Any] = ["customerEmail": "ann@example.com", "offerId": "premium", "receipt": receipt, "appType": "ios", "ipAddress": "10.0.0.1"]
-            let ok = try await api.call(.POST, "/apple/payment", token: nil, headers: Self.cleengHeaders, json: body, route: "POST /apple/payment")
+            let body: [String: Any] = [
+                "customerEmail": "ann@example.com", "offerId": "premium", "receipt": receipt, "appType": "ios", "ipAddress": "10.0.0.1",
+            ]
+            let ok = try await api.call(
+                .POST, "/apple/payment", token: nil, headers: Self.cleengHeaders, json: body, route: "POST /apple/payment")
             #expect(ok.status == 200 && ok.json["message"] as? String == "OK")
             let jobId = try #require(ok.json["jobId"] as? String)
             let job = try await api.call(.GET, "/v1/jobs/\(jobId)?wait=20", route: "GET /v1/jobs/{id}")
@@ -23,15 +27,18 @@ import Testing
             #expect(result?["accessGranted"] as? Bool == true, "\(job.text)")
 
             func status(_ headers: [String: String], _ body: [String: Any]) async throws -> (Int, String) {
-                let reply = try await api.call(.POST, "/apple/payment", token: nil, headers: headers, json: body, route: "POST /apple/payment")
+                let reply = try await api.call(
+                    .POST, "/apple/payment", token: nil, headers: headers, json: body, route: "POST /apple/payment")
                 return (reply.status, reply.message)
             }
             let before = try await api.enqueuedCount()
             #expect(try await status(["Authorization": Self.basic], body).0 == 401)
-            #expect(try await status(["X-Publisher-Token": APIStack.cleengToken], body).0 == 401)
+            #expect(try await status(["X-Publisher-Token": APIStack.demoToken], body).0 == 401)
             let wrongPassword = "Basic " + Data("demo-user:wrong".utf8).base64EncodedString()
-            #expect(try await status(["X-Publisher-Token": APIStack.cleengToken, "Authorization": wrongPassword], body).0 == 401)
+            #expect(try await status(["X-Publisher-Token": APIStack.demoToken, "Authorization": wrongPassword], body).0 == 401)
             #expect(try await status(["X-Publisher-Token": "nope", "Authorization": Self.basic], body).0 == 401)
+            // Another publisher's token with demo's Basic credentials.
+            #expect(try await status(["X-Publisher-Token": APIStack.otherToken, "Authorization": Self.basic], body).0 == 401)
             var tvos = body
             tvos["appType"] = "android"
             #expect(try await status(Self.cleengHeaders, tvos) == (400, "appType must be ios or tvos"))
@@ -65,25 +72,30 @@ import Testing
 
             // The same again, as a form, answered in JSON: the same job, the same verdict.
             let json = try await api.call(
-                .POST, "/v1/validate", headers: ["Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"], body: query,
+                .POST, "/v1/validate", headers: ["Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"],
+                body: query,
                 route: "POST /v1/validate")
             #expect(json.status == 200 && json.json["result"] as? String == "ok" && json.json["credits"] as? Int == 100, "\(json.text)")
 
             // JSON in, a form out.
             let form = try await api.call(
                 .POST, "/v1/validate", headers: ["Accept": "application/x-www-form-urlencoded"],
-                json: ["username": "alice@example.com", "receipt": receipt, "product": "com.entitle.demo.credits.100"], route: "POST /v1/validate")
+                json: ["username": "alice@example.com", "receipt": receipt, "product": "com.entitle.demo.credits.100"],
+                route: "POST /v1/validate")
             #expect(form.status == 200 && form.text.hasPrefix("result=ok&message=Purchase%20verified."), "\(form.text)")
 
             // Refusals carry a message for the app to show, in the asked format.
-            let unknown = try await api.call(.GET, "/v1/validate?username=alice%40example.com&receipt=\(encoded)&product=com.example.nope", route: "GET /v1/validate")
+            let unknown = try await api.call(
+                .GET, "/v1/validate?username=alice%40example.com&receipt=\(encoded)&product=com.example.nope", route: "GET /v1/validate")
             #expect(unknown.status == 403 && unknown.text.contains("<message>This product cannot be bought here.</message>"))
             let notBought = try await api.call(
                 .GET, "/v1/validate?username=alice%40example.com&receipt=\(encoded)&product=com.entitle.demo.issue.2026.11",
                 headers: ["Accept": "application/json"], route: "GET /v1/validate")
             #expect(notBought.status == 403 && notBought.json["result"] as? String == "error", "\(notBought.text)")
             #expect(!(notBought.json["message"] as? String ?? "").isEmpty)
-            let badInput = try await api.call(.GET, "/v1/validate?username=alice%40example.com&product=com.entitle.demo.credits.100", headers: ["Accept": "application/json"], route: "GET /v1/validate")
+            let badInput = try await api.call(
+                .GET, "/v1/validate?username=alice%40example.com&product=com.entitle.demo.credits.100",
+                headers: ["Accept": "application/json"], route: "GET /v1/validate")
             #expect(badInput.status == 400 && badInput.json["message"] as? String == "receipt is required")
             let noToken = try await api.call(.GET, "/v1/validate?\(query)", token: nil)
             #expect(noToken.status == 401 && noToken.text.contains("<result>error</result>"))

@@ -12,7 +12,8 @@ import Testing
         try await APIStack.run("dashboard", worker: true) { api in
             let bought = try await api.buy("premium.monthly")
             let purchase = try await api.call(
-                .POST, "/v1/purchases", json: ["customer": "ann@example.com", "signedTransaction": try #require(bought["signedTransaction"] as? String)])
+                .POST, "/v1/purchases",
+                json: ["customer": "ann@example.com", "signedTransaction": try #require(bought["signedTransaction"] as? String)])
             let purchaseJob = try #require(purchase.json["jobId"] as? String)
             #expect(try await api.call(.GET, "/v1/jobs/\(purchaseJob)?wait=20").json["status"] as? String == "succeeded")
             let dead = try await api.jobQueue.enqueue(EnqueueRequest(type: "noop", payload: #"{"failTimes":9}"#, maxAttempts: 1)).id

@@ -14,21 +14,27 @@ import Testing
             #expect(first.status == 200)
             let jobId = try #require(first.json["jobId"] as? String)
             // Apple's retry of the same notification finds the same job.
-            #expect(try await api.call(.POST, "/v1/notifications/apple/demo", token: nil, body: body, route: route).json["jobId"] as? String == jobId)
+            #expect(
+                try await api.call(.POST, "/v1/notifications/apple/demo", token: nil, body: body, route: route).json["jobId"] as? String
+                    == jobId)
             let job = try await api.call(.GET, "/v1/jobs/\(jobId)?wait=20", route: "GET /v1/jobs/{id}")
             #expect(job.json["status"] as? String == "succeeded", "\(job.text)")
             #expect(job.json["type"] as? String == "notification")
 
             let v1 = try #require(await api.inbox.wait(for: "/v1", count: 1).first)
-            let legacy = try await api.call(.POST, "/v1/notifications/apple/demo", token: nil, body: String(decoding: v1.body, as: UTF8.self), route: route)
+            let legacy = try await api.call(
+                .POST, "/v1/notifications/apple/demo", token: nil, body: String(decoding: v1.body, as: UTF8.self), route: route)
             #expect(legacy.status == 200)
-            let legacyJob = try await api.call(.GET, "/v1/jobs/\(legacy.json["jobId"] as? String ?? "")?wait=20", route: "GET /v1/jobs/{id}")
+            let legacyJob = try await api.call(
+                .GET, "/v1/jobs/\(legacy.json["jobId"] as? String ?? "")?wait=20", route: "GET /v1/jobs/{id}")
             #expect(legacyJob.json["status"] as? String == "succeeded", "\(legacyJob.text)")
 
             let before = try await api.enqueuedCount()
-            let signed = try #require((try JSONSerialization.jsonObject(with: Data(v2.body)) as? [String: Any])?["signedPayload"] as? String)
+            let signed = try #require(
+                (try JSONSerialization.jsonObject(with: Data(v2.body)) as? [String: Any])?["signedPayload"] as? String)
             let refusals: [(String, Int)] = [
-                (#"{"signedPayload":"\#(forged(signed))"}"#, 400), (#"{"signedPayload":"not.a.jws"}"#, 400), (#"{"signedPayload":42}"#, 400),
+                (#"{"signedPayload":"\#(forged(signed))"}"#, 400), (#"{"signedPayload":"not.a.jws"}"#, 400),
+                (#"{"signedPayload":42}"#, 400),
                 (#"{"hello":"world"}"#, 400), ("not json", 400), ("", 400),
             ]
             for (text, status) in refusals {

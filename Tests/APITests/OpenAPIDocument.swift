@@ -9,7 +9,8 @@ struct OpenAPIDocument: Sendable {
         let url = APIStack.root.appending(path: "docs/openapi.json")
         // A broken document fails every test that reads through `call`, loudly.
         let data = (try? Data(contentsOf: url)) ?? Data()
-        return OpenAPIDocument(json: (try? JSONSerialization.jsonObject(with: data) as? [String: Any]).map(SendableJSON.init) ?? SendableJSON([:]))
+        return OpenAPIDocument(
+            json: (try? JSONSerialization.jsonObject(with: data) as? [String: Any]).map(SendableJSON.init) ?? SendableJSON([:]))
     }()
 
     let json: SendableJSON
@@ -36,11 +37,13 @@ struct OpenAPIDocument: Sendable {
         let found = self.operation(route)
         let operation = try #require(found, "\(route) is not in docs/openapi.json")
         let responses = operation["responses"] as? [String: Any] ?? [:]
-        let response = try #require(responses[String(reply.status)] as? [String: Any], "\(route) answered \(reply.status), which docs/openapi.json does not list")
+        let response = try #require(
+            responses[String(reply.status)] as? [String: Any], "\(route) answered \(reply.status), which docs/openapi.json does not list")
         let type = (reply.headers["content-type"] ?? "").split(separator: ";").first.map(String.init) ?? ""
         let content = response["content"] as? [String: Any] ?? [:]
         guard !content.isEmpty else { return }
-        let media = try #require(content[type] as? [String: Any], "\(route) \(reply.status) answered \(type), not in \(content.keys.sorted())")
+        let media = try #require(
+            content[type] as? [String: Any], "\(route) \(reply.status) answered \(type), not in \(content.keys.sorted())")
         guard type == "application/json", let schema = media["schema"] else { return }
         let body = try JSONSerialization.jsonObject(with: Data(reply.text.utf8), options: [.fragmentsAllowed])
         let problems = validate(body, schema, at: "$")
@@ -52,7 +55,8 @@ struct OpenAPIDocument: Sendable {
         guard var schema = schema as? [String: Any] else { return ["\(path): the schema is not an object"] }
         if let reference = schema["$ref"] as? String {
             let name = reference.replacingOccurrences(of: "#/components/schemas/", with: "")
-            guard let resolved = ((json.value["components"] as? [String: Any])?["schemas"] as? [String: Any])?[name] as? [String: Any] else {
+            guard let resolved = ((json.value["components"] as? [String: Any])?["schemas"] as? [String: Any])?[name] as? [String: Any]
+            else {
                 return ["\(path): no schema \(reference)"]
             }
             schema = resolved
@@ -64,7 +68,9 @@ struct OpenAPIDocument: Sendable {
         if let options = schema["enum"] as? [Any], !options.contains(where: { "\($0)" == "\(value)" }) {
             problems.append("\(path): \(value) is not one of \(options)")
         }
-        if let pattern = schema["pattern"] as? String, let text = value as? String, text.range(of: pattern, options: .regularExpression) == nil {
+        if let pattern = schema["pattern"] as? String, let text = value as? String,
+            text.range(of: pattern, options: .regularExpression) == nil
+        {
             problems.append("\(path): \(text) does not match \(pattern)")
         }
         if let number = value as? NSNumber, !(value is Bool) {

@@ -9,7 +9,9 @@ import Testing
         let document = OpenAPIDocument.shared
         #expect(document.json.value["openapi"] as? String == "3.1.0")
         let served = try await Self.servedRoutes()
-        #expect(Set(served) == document.routes, "missing from the document: \(Set(served).subtracting(document.routes)); not served: \(document.routes.subtracting(served))")
+        #expect(
+            Set(served) == document.routes,
+            "missing from the document: \(Set(served).subtracting(document.routes)); not served: \(document.routes.subtracting(served))")
         #expect(served.count == Set(served).count, "a route is registered twice")
     }
 

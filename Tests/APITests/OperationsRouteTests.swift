@@ -8,19 +8,29 @@ import Testing
     @Test func transfersQueuesHealthAndMetrics() async throws {
         try await APIStack.run("ops") { api in
             let transfer = try await api.call(
-                .POST, "/v1/transfers", json: ["originalTransactionId": "2000000000000001", "to": "bob@example.com", "from": "ann@example.com"],
+                .POST, "/v1/transfers",
+                json: ["originalTransactionId": "2000000000000001", "to": "bob@example.com", "from": "ann@example.com"],
                 route: "POST /v1/transfers")
             #expect(transfer.status == 202)
             let jobId = try #require(transfer.json["jobId"] as? String)
             let record = try #require(try await api.jobQueue.job(id: jobId, queue: "default"))
             #expect(record.type == "transfer")
             let payload = try JSONSerialization.jsonObject(with: Data(record.payload.utf8)) as? [String: String]
-            #expect(payload == ["publisher": "demo", "originalTransactionId": "2000000000000001", "to": "bob@example.com", "from": "ann@example.com"])
+            #expect(
+                payload == [
+                    "publisher": "demo", "originalTransactionId": "2000000000000001", "to": "bob@example.com", "from": "ann@example.com",
+                ])
             let again = try await api.call(
-                .POST, "/v1/transfers", json: ["originalTransactionId": "2000000000000001", "to": "carol@example.com"], route: "POST /v1/transfers")
+                .POST, "/v1/transfers", json: ["originalTransactionId": "2000000000000001", "to": "carol@example.com"],
+                route: "POST /v1/transfers")
             #expect(again.status == 409)
-            #expect(try await api.call(.POST, "/v1/transfers", json: ["originalTransactionId": "x", "to": "bob@example.com"], route: "POST /v1/transfers").status == 400)
-            #expect(try await api.call(.POST, "/v1/transfers", json: ["originalTransactionId": "1", "to": "bob"], route: "POST /v1/transfers").status == 400)
+            #expect(
+                try await api.call(
+                    .POST, "/v1/transfers", json: ["originalTransactionId": "x", "to": "bob@example.com"], route: "POST /v1/transfers"
+                ).status == 400)
+            #expect(
+                try await api.call(.POST, "/v1/transfers", json: ["originalTransactionId": "1", "to": "bob"], route: "POST /v1/transfers")
+                    .status == 400)
 
             let queues = try await api.call(.GET, "/v1/queues", route: "GET /v1/queues")
             let list = try #require(queues.json["queues"] as? [[String: Any]])
@@ -49,10 +59,13 @@ import Testing
             try await eventually("two dead jobs") { try await api.jobQueue.stats(queue: "default").dead == 2 }
 
             let route = "GET /v1/admin/queues/{queue}/dead"
-            #expect(try await api.call(.GET, "/v1/admin/queues/default/dead", route: route).status == 401, "a publisher token is not an operator's")
+            #expect(
+                try await api.call(.GET, "/v1/admin/queues/default/dead", route: route).status == 401,
+                "a publisher token is not an operator's")
             let listed = try await api.call(.GET, "/v1/admin/queues/default/dead", token: APIStack.adminToken, route: route)
             #expect(Set((listed.json["jobs"] as? [[String: Any]] ?? []).compactMap { $0["id"] as? String }) == Set(dead[0..<2]))
-            let recent = try await api.call(.GET, "/v1/admin/queues/default/recent?limit=10", token: APIStack.adminToken, route: "GET /v1/admin/queues/{queue}/recent")
+            let recent = try await api.call(
+                .GET, "/v1/admin/queues/default/recent?limit=10", token: APIStack.adminToken, route: "GET /v1/admin/queues/{queue}/recent")
             #expect((recent.json["jobs"] as? [[String: Any]] ?? []).compactMap { $0["id"] as? String } == dead.reversed())
 
             let retried = try await api.call(
@@ -75,14 +88,19 @@ import Testing
             #expect(try await api.jobQueue.stats(queue: "default").dead == 0)
 
             let lookup = "GET /v1/admin/publishers/{publisherId}/customers/{id}"
-            #expect(try await api.call(.GET, "/v1/admin/publishers/demo/customers/nobody@example.com", token: APIStack.adminToken, route: lookup).status == 404)
-            #expect(try await api.call(.GET, "/v1/admin/publishers/acme/customers/x", token: APIStack.adminToken, route: lookup).status == 404)
+            #expect(
+                try await api.call(
+                    .GET, "/v1/admin/publishers/demo/customers/nobody@example.com", token: APIStack.adminToken, route: lookup
+                ).status == 404)
+            #expect(
+                try await api.call(.GET, "/v1/admin/publishers/acme/customers/x", token: APIStack.adminToken, route: lookup).status == 404)
         }
     }
 
     @Test func operatorRoutesAreOffWithoutAnAdminToken() async throws {
         try await APIStack.run("no-admin", adminToken: nil) { api in
-            let reply = try await api.call(.GET, "/v1/admin/queues/default/dead", token: "anything", route: "GET /v1/admin/queues/{queue}/dead")
+            let reply = try await api.call(
+                .GET, "/v1/admin/queues/default/dead", token: "anything", route: "GET /v1/admin/queues/{queue}/dead")
             #expect(reply.status == 403 && reply.message.contains("ENTITLE_ADMIN_TOKEN"))
         }
     }

@@ -29,16 +29,26 @@ import Testing
             let now = try await api.call(.GET, "/v1/customers/ann%40example.com/entitlements", route: "GET /v1/customers/{id}/entitlements")
             #expect(now.status == 200 && now.json["entitlements"] as? [String] == ["hd", "premium"])
             // History: before the purchase there was nothing.
-            let before = try await api.call(.GET, "/v1/customers/ann@example.com/entitlements?at=2020-01-01T00:00:00Z", route: "GET /v1/customers/{id}/entitlements")
+            let before = try await api.call(
+                .GET, "/v1/customers/ann@example.com/entitlements?at=2020-01-01T00:00:00Z", route: "GET /v1/customers/{id}/entitlements")
             #expect(before.status == 200 && before.json["entitlements"] as? [String] == [])
-            let access = try await api.call(.GET, "/v1/customers/ann@example.com/access/premium", route: "GET /v1/customers/{id}/access/{offerId}")
+            let access = try await api.call(
+                .GET, "/v1/customers/ann@example.com/access/premium", route: "GET /v1/customers/{id}/access/{offerId}")
             #expect(access.json["accessGranted"] as? Bool == true)
             #expect((access.json["expiresAt"] as? String).flatMap { try? Date($0, strategy: .iso8601) } != nil)
-            let none = try await api.call(.GET, "/v1/customers/ann@example.com/access/basic", route: "GET /v1/customers/{id}/access/{offerId}")
+            let none = try await api.call(
+                .GET, "/v1/customers/ann@example.com/access/basic", route: "GET /v1/customers/{id}/access/{offerId}")
             #expect(none.json["accessGranted"] as? Bool == false && none.json["expiresAt"] is NSNull)
-            #expect(try await api.call(.GET, "/v1/customers/ann@example.com/access/gold", route: "GET /v1/customers/{id}/access/{offerId}").status == 404)
-            #expect(try await api.call(.GET, "/v1/customers/nobody@example.com/entitlements", route: "GET /v1/customers/{id}/entitlements").status == 404)
-            #expect(try await api.call(.GET, "/v1/customers/ann@example.com/entitlements?at=yesterday", route: "GET /v1/customers/{id}/entitlements").status == 400)
+            #expect(
+                try await api.call(.GET, "/v1/customers/ann@example.com/access/gold", route: "GET /v1/customers/{id}/access/{offerId}")
+                    .status == 404)
+            #expect(
+                try await api.call(.GET, "/v1/customers/nobody@example.com/entitlements", route: "GET /v1/customers/{id}/entitlements")
+                    .status == 404)
+            #expect(
+                try await api.call(
+                    .GET, "/v1/customers/ann@example.com/entitlements?at=yesterday", route: "GET /v1/customers/{id}/entitlements"
+                ).status == 400)
             #expect(try await api.call(.GET, "/v1/jobs/\(jobId)?wait=31", route: "GET /v1/jobs/{id}").status == 400)
             #expect(try await api.call(.GET, "/v1/jobs/no-such-job", route: "GET /v1/jobs/{id}").status == 404)
         }
@@ -76,11 +86,23 @@ import Testing
                 ("a customer that is not an email", 400, "email", ["customer": "ann", "transactionId": "1"], nil),
                 ("a transaction id that is not digits", 400, "digits", ["customer": "ann@example.com", "transactionId": "12a"], nil),
                 ("bad base64", 400, "not base64", ["customer": "ann@example.com", "appReceipt": "%%%not base64%%%"], nil),
-                ("a forged signed transaction", 400, "not a valid App Store transaction", ["customer": "ann@example.com", "signedTransaction": forged(signed)], nil),
-                ("garbage for a signed transaction", 400, "not a valid App Store transaction", ["customer": "ann@example.com", "signedTransaction": "a.b.c"], nil),
+                (
+                    "a forged signed transaction", 400, "not a valid App Store transaction",
+                    ["customer": "ann@example.com", "signedTransaction": forged(signed)], nil
+                ),
+                (
+                    "garbage for a signed transaction", 400, "not a valid App Store transaction",
+                    ["customer": "ann@example.com", "signedTransaction": "a.b.c"], nil
+                ),
                 ("an unknown offer", 422, "no offer gold", ["customer": "ann@example.com", "transactionId": "1", "offerId": "gold"], nil),
-                ("an offer the product does not sell", 422, "not sold by product", ["customer": "ann@example.com", "signedTransaction": signed, "offerId": "premium"], nil),
-                ("an unknown app", 422, "no app", ["customer": "ann@example.com", "transactionId": "1", "bundleId": "com.example.nope"], nil),
+                (
+                    "an offer the product does not sell", 422, "not sold by product",
+                    ["customer": "ann@example.com", "signedTransaction": signed, "offerId": "premium"], nil
+                ),
+                (
+                    "an unknown app", 422, "no app", ["customer": "ann@example.com", "transactionId": "1", "bundleId": "com.example.nope"],
+                    nil
+                ),
                 ("a huge body", 413, "larger than", nil, "{\"customer\":\"" + String(repeating: "a", count: 300 << 10) + "\"}"),
             ]
             for (what, status, message, json, body) in cases {
@@ -98,14 +120,19 @@ import Testing
             let body: [String: Any] = ["customer": "ann@example.com", "transactionId": try #require(bought["transactionId"] as? String)]
             let missing = try await api.call(.POST, "/v1/purchases", token: nil, json: body, route: "POST /v1/purchases")
             #expect(missing.status == 401 && missing.headers["www-authenticate"]?.hasPrefix("Bearer") == true)
-            #expect(try await api.call(.POST, "/v1/purchases", token: "demo-token-0123456788", json: body, route: "POST /v1/purchases").status == 401)
             #expect(
-                try await api.call(.POST, "/v1/purchases", headers: ["Authorization": "Basic ZGVtbzpkZW1v"], json: body, route: "POST /v1/purchases")
-                    .status == 401)
+                try await api.call(.POST, "/v1/purchases", token: "demo-token-0123456788", json: body, route: "POST /v1/purchases").status
+                    == 401)
+            #expect(
+                try await api.call(
+                    .POST, "/v1/purchases", headers: ["Authorization": "Basic ZGVtbzpkZW1v"], json: body, route: "POST /v1/purchases"
+                )
+                .status == 401)
             #expect(try await api.enqueuedCount() == 0)
 
             let jobId = try #require(try await api.call(.POST, "/v1/purchases", json: body).json["jobId"] as? String)
-            #expect(try await api.call(.GET, "/v1/jobs/\(jobId)?wait=20", route: "GET /v1/jobs/{id}").json["status"] as? String == "succeeded")
+            #expect(
+                try await api.call(.GET, "/v1/jobs/\(jobId)?wait=20", route: "GET /v1/jobs/{id}").json["status"] as? String == "succeeded")
             // Another publisher sees neither the job nor the customer.
             let other = try await api.call(.GET, "/v1/jobs/\(jobId)", token: APIStack.otherToken, route: "GET /v1/jobs/{id}")
             #expect(other.status == 404)
@@ -113,7 +140,8 @@ import Testing
             #expect(try await api.call(.GET, "/v1/customers/ann@example.com/entitlements").status == 200)
             // `other` names customers by username: an email is refused there.
             let otherPurchase = try await api.call(
-                .POST, "/v1/purchases", token: APIStack.otherToken, json: ["customer": "ann smith", "transactionId": "1"], route: "POST /v1/purchases")
+                .POST, "/v1/purchases", token: APIStack.otherToken, json: ["customer": "ann smith", "transactionId": "1"],
+                route: "POST /v1/purchases")
             #expect(otherPurchase.status == 400 && otherPurchase.message.contains("username"))
 
             // `limited`: two at once, then 429 with Retry-After.

@@ -1,30 +1,64 @@
+import AsyncHTTPClient
 import Foundation
+import NIOCore
 import RedisClient
 import RedisTestSupport
 import Testing
 
-/// `entitle run`, the README's main command, with its own private redis-server.
+/// `entitle run`, the README's main command: a private redis-server, the simulator, the API
+/// and a worker in one process.
 @Suite struct RunCommandTests {
-    @Test func theDemoRunsJobsThroughAPrivateRedisAndStopsCleanly() async throws {
+    @Test func theDemoMakesAPurchaseThroughTheAPIAndStopsCleanly() async throws {
         let environment = ["ENTITLE_REDIS_URL": ""]
-        let once = try await ChildProcess.run(ChildProcess.entitleExecutable, ["run", "--once", "--jobs", "300"], environment: environment)
+        let once = try await ChildProcess.run(
+            ChildProcess.entitleExecutable, ["run", "--once", "--port", "0", "--simulator-port", "0"], environment: environment,
+            timeout: .seconds(120))
         #expect(once.status == 0, "\(once.errors)")
         #expect(once.output.contains("started a private redis-server at redis://127.0.0.1:"))
-        #expect(once.output.contains("all 300 jobs succeeded"))
-        #expect(once.output.contains("succeeded after"))
+        #expect(once.output.contains("POST /v1/purchases -> 202"))
+        #expect(once.output.contains(#"-> succeeded: {"accessGranted":true"#), "\(once.output)")
+        #expect(once.output.contains(#"entitlements -> ["hd","premium"]"#))
+        #expect(once.output.contains("/dashboard#token="))
+    }
 
-        // Serving: SIGTERM stops the worker and the private redis-server with it.
-        let serving = try ChildProcess(ChildProcess.entitleExecutable, ["run", "--jobs", "50"], environment: environment)
-        defer { if serving.isRunning { serving.signal(SIGKILL) } }  // when an expectation below fails
-        try await eventually("the demo to finish and serve") { serving.output.contains("serving until Ctrl-C") }
-        let url = try #require(serving.output.split(separator: " ").first { $0.hasPrefix("redis://127.0.0.1:") }.map(String.init))
-        var configuration = try RedisConfiguration(url: url)
-        configuration.reconnectTimeout = .zero
-        let probe = RedisConnection(configuration: configuration, name: "probe", logger: TestRedis.logger)
-        #expect(try await probe.send(["PING"]) == .status("PONG"))
+    @Test func jsonPrintsOneLineForScriptsThenServesUntilSIGTERM() async throws {
+        let serving = try ChildProcess(
+            ChildProcess.entitleExecutable, ["run", "--json", "--port", "0", "--simulator-port", "0"],
+            environment: ["ENTITLE_REDIS_URL": ""])
+        defer { if serving.isRunning { serving.signal(SIGKILL) } }
+        try await eventually("the JSON line", timeout: .seconds(60)) { serving.output.contains("\n") || !serving.isRunning }
+        let lines = serving.output.split(separator: "\n")
+        #expect(lines.count == 1, "only the JSON line: \(serving.output)")
+        let line = try #require(try JSONSerialization.jsonObject(with: Data(String(lines[0]).utf8)) as? [String: String])
+        #expect(Set(line.keys) == ["api", "simulator", "dashboard", "publisher", "publisherToken", "basicAuth"])
+        let api = try #require(line["api"])
+        let token = try #require(line["publisherToken"])
+        #expect(line["publisher"] == "demo")
+        #expect(line["basicAuth"]?.hasPrefix("Basic ") == true)
+
+        // The token works, and a wrong one does not.
+        func get(_ url: String, authorization: String?) async throws -> Int {
+            var request = HTTPClientRequest(url: url)
+            if let authorization { request.headers.add(name: "Authorization", value: authorization) }
+            let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+            _ = try await response.body.collect(upTo: 1 << 22)
+            return Int(response.status.code)
+        }
+        #expect(try await get(api + "/v1/queues", authorization: "Bearer \(token)") == 200)
+        #expect(try await get(api + "/v1/queues", authorization: "Bearer wrong") == 401)
+        #expect(try await get(try #require(line["dashboard"]), authorization: nil) == 200)
+        #expect(try await get(try #require(line["simulator"]) + "/simulator/apps", authorization: nil) == 200)
+        // basicAuth is the whole header for /apple/payment: right credentials, bad body -> 400, not 401.
+        var payment = HTTPClientRequest(url: api + "/apple/payment")
+        payment.method = .POST
+        payment.headers.add(name: "Authorization", value: try #require(line["basicAuth"]))
+        payment.headers.add(name: "X-Publisher-Token", value: token)
+        payment.body = .bytes(ByteBuffer(string: "{}"))
+        let refused = try await HTTPClient.shared.execute(payment, timeout: .seconds(30))
+        #expect(refused.status.code == 400)
+
         serving.signal(SIGTERM)
         #expect(try await serving.wait(timeout: .seconds(30)) == 0)
-        await probe.disconnect()
-        await #expect(throws: RedisError.self) { try await probe.send(["PING"]) }
+        await #expect(throws: (any Error).self, "stopped") { try await get(api + "/healthz", authorization: nil) }
     }
 }

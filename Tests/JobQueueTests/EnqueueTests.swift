@@ -52,7 +52,8 @@ import Testing
         #expect(second == EnqueueResult(id: first.id, outcome: .conflict))
         #expect(try await h.redis.send(["EXISTS", h.keys.idempotency("exact-2")]).int == 0)
         // The exact repeat still gets its own job back (idempotency comes first).
-        #expect(try await h.queue.enqueue(request(#"{"n":1}"#, idempotencyKey: "exact-1")) == EnqueueResult(id: first.id, outcome: .existing))
+        #expect(
+            try await h.queue.enqueue(request(#"{"n":1}"#, idempotencyKey: "exact-1")) == EnqueueResult(id: first.id, outcome: .existing))
         #expect(try await h.redis.send(["LLEN", h.keys.pending]).int == 1)
         // Once the holder has finished, the key is free.
         let done = try await h.whileRunning(h.worker()) { try await h.waitForStatus(first.id, .succeeded) }
