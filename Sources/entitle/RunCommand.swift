@@ -169,7 +169,7 @@ struct RunCommand: AsyncParsableCommand {
         var allowed = CharacterSet.alphanumerics
         allowed.insert(charactersIn: "-._~")
         let dashboard =
-            apiURL + "/dashboard#token=" + (environment["ENTITLE_ADMIN_TOKEN"] ?? "").addingPercentEncoding(withAllowedCharacters: allowed)!
+            apiURL + "/dashboard#token=" + ((environment["ENTITLE_ADMIN_TOKEN"] ?? "").addingPercentEncoding(withAllowedCharacters: allowed) ?? "")
         if json {
             say(
                 JSONOutput.line([
