@@ -168,8 +168,8 @@ struct RunCommand: AsyncParsableCommand {
         let basic = "Basic " + Data((environment["ENTITLE_DEMO_CLEENG_BASIC"] ?? "").utf8).base64EncodedString()
         var allowed = CharacterSet.alphanumerics
         allowed.insert(charactersIn: "-._~")
-        let dashboard =
-            apiURL + "/dashboard#token=" + ((environment["ENTITLE_ADMIN_TOKEN"] ?? "").addingPercentEncoding(withAllowedCharacters: allowed) ?? "")
+        let adminToken = environment["ENTITLE_ADMIN_TOKEN"] ?? ""
+        let dashboard = apiURL + "/dashboard#token=" + (adminToken.addingPercentEncoding(withAllowedCharacters: allowed) ?? "")
         if json {
             say(
                 JSONOutput.line([
