@@ -35,6 +35,14 @@ public struct APIError: Error, Sendable, HTTPResponseError {
 
 /// JSON responses (keys sorted, slashes unescaped).
 enum JSONBody {
+    /// `{"jobId": ID}`, written directly: the hot path of every enqueue (job ids are
+    /// letters, digits and `-_.:`, nothing to escape).
+    static func jobId(_ id: String, status: HTTPResponse.Status) -> Response {
+        Response(
+            status: status, headers: [.contentType: "application/json; charset=utf-8"],
+            body: ResponseBody(byteBuffer: ByteBuffer(string: "{\"jobId\":\"\(id)\"}")))
+    }
+
     static func response(_ object: Any, status: HTTPResponse.Status = .ok) -> Response {
         let data =
             (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)

@@ -49,7 +49,7 @@ extension EntitleAPI {
             let result = try await enqueue(
                 EnqueueRequest(
                     type: "notification", payload: JobPayloads.encode(payload), queue: configuration.queue, idempotencyKey: key))
-            return JSONBody.response(["jobId": result.id])
+            return JSONBody.jobId(result.id, status: .ok)
         }
     }
 }

@@ -2,7 +2,6 @@ import Entitlements
 import Foundation
 import Hummingbird
 import JobQueue
-import Metrics
 import Worker
 
 extension EntitleAPI {
@@ -28,7 +27,7 @@ extension EntitleAPI {
             if result.outcome == .conflict {
                 throw APIError(.conflict, "inFlight", "job \(result.id) for this transaction has not finished; retry once it has")
             }
-            return JSONBody.response(["jobId": result.id], status: .accepted)
+            return JSONBody.jobId(result.id, status: .accepted)
         }
 
         routes.add(.get, "/v1/queues") { request, _ in
@@ -109,17 +108,8 @@ extension EntitleAPI {
         return documents
     }
 
-    /// Queue depth and age as gauges, read at scrape time (labels: the queue names, a few).
+    /// Reads every queue's stats, which sets their gauges (depth, age, consumers) for the scrape.
     func recordQueueGauges() async throws {
-        for queue in try await jobQueue.knownQueues() {
-            let stats = try await jobQueue.stats(queue: queue)
-            for (state, value) in [
-                ("pending", stats.pending), ("scheduled", stats.scheduled), ("active", stats.active), ("dead", stats.dead),
-            ] {
-                Gauge(label: "entitle_queue_jobs", dimensions: [("queue", queue), ("state", state)]).record(value)
-            }
-            Gauge(label: "entitle_queue_oldest_pending_seconds", dimensions: [("queue", queue)]).record(stats.oldestPendingAgeSeconds)
-            Gauge(label: "entitle_queue_consumers", dimensions: [("queue", queue)]).record(stats.consumers)
-        }
+        for queue in try await jobQueue.knownQueues() { _ = try await jobQueue.stats(queue: queue) }
     }
 }

@@ -28,7 +28,7 @@ extension EntitleAPI {
                 bundleId: try input.string("bundleId"), offerId: try input.string("offerId"),
                 couponCode: try input.string("couponCode", maxLength: 64))
             let id = try await submit(purchase)
-            return JSONBody.response(["jobId": id], status: .accepted)
+            return JSONBody.jobId(id, status: .accepted)
         }
 
         // Cleeng's `POST /apple/payment`, for apps built against it.
@@ -161,7 +161,14 @@ extension EntitleAPI {
 
     /// A hex SHA-256, shortened: keys, not secrets.
     static func digest(_ text: String) -> String {
-        SHA256.hash(data: Data(text.utf8)).prefix(16).map { String(format: "%02x", $0) }.joined()
+        let hex = Array("0123456789abcdef".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(32)
+        for byte in SHA256.hash(data: Array(text.utf8)).prefix(16) {
+            out.append(hex[Int(byte >> 4)])
+            out.append(hex[Int(byte & 0x0F)])
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// Cleeng's credentials: `X-Publisher-Token` and `Authorization: Basic`.

@@ -29,6 +29,8 @@ public struct EntitleAPI: Sendable {
 
     let settings: EntitleConfiguration
     let jobQueue: JobQueue
+    /// Enqueues share round trips under load.
+    let batcher: EnqueueBatcher
     let store: EntitlementStore
     let credentials: APICredentials
     let configuration: Configuration
@@ -45,6 +47,7 @@ public struct EntitleAPI: Sendable {
     ) throws(APIConfigurationError) {
         self.settings = settings
         self.jobQueue = jobQueue
+        self.batcher = EnqueueBatcher(jobQueue: jobQueue)
         self.store = EntitlementStore(redis: jobQueue.redis, prefix: jobQueue.configuration.prefix, logger: logger)
         self.credentials = try APICredentials(catalog: settings.catalog, environment: environment, adminToken: configuration.adminToken)
         self.configuration = configuration
@@ -112,10 +115,13 @@ public struct EntitleAPI: Sendable {
 
     static func bearer(_ request: Request) -> String? {
         guard let header = request.headers[.authorization] else { return nil }
-        let parts = header.split(separator: " ", maxSplits: 1)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
-        let token = parts[1].trimmingCharacters(in: .whitespaces)
-        return token.isEmpty ? nil : token
+        let bytes = Array(header.utf8)
+        // "Bearer " in any case, then the token without surrounding spaces.
+        guard bytes.count > 7, bytes[6] == 0x20, String(decoding: bytes[0..<6], as: UTF8.self).lowercased() == "bearer" else { return nil }
+        var token = bytes[7...]
+        while token.first == 0x20 { token = token.dropFirst() }
+        while token.last == 0x20 { token = token.dropLast() }
+        return token.isEmpty ? nil : String(decoding: token, as: UTF8.self)
     }
 
     // MARK: Shared steps
@@ -146,7 +152,7 @@ public struct EntitleAPI: Sendable {
     /// Enqueues, mapping the queue's refusals to HTTP.
     func enqueue(_ request: EnqueueRequest) async throws -> EnqueueResult {
         do {
-            return try await jobQueue.enqueue(request)
+            return try await batcher.enqueue(request)
         } catch let error as JobQueueError {
             throw APIError.badRequest(error.message)
         }

@@ -38,6 +38,11 @@ public final class JobQueue: Sendable {
     /// of one queue pipelined). Every request is validated first: one bad request enqueues nothing.
     public func enqueue(batch requests: [EnqueueRequest]) async throws -> [EnqueueResult] {
         for request in requests { try request.validate() }
+        return try await enqueue(validated: requests)
+    }
+
+    /// `enqueue(batch:)` for requests already validated one by one (`EnqueueBatcher`).
+    func enqueue(validated requests: [EnqueueRequest]) async throws -> [EnqueueResult] {
         let now = Self.nowMilliseconds()
         var results = [EnqueueResult?](repeating: nil, count: requests.count)
         let byQueue = Dictionary(grouping: requests.indices, by: { requests[$0].queue })
@@ -125,7 +130,9 @@ public final class JobQueue: Sendable {
         return (reply.array ?? []).compactMap(\.string).sorted()
     }
 
-    /// Counts for one queue, read in two round trips.
+    /// Counts for one queue, read in two round trips. Reading them also sets the queue's
+    /// gauges (`entitle_queue_pending`, ...), so a process that serves metrics and reads
+    /// stats at scrape time (the API) exports them.
     public func stats(queue: String) async throws -> QueueStats {
         let keys = configuration.keys(queue)
         let first = try await redis.pipeline([
@@ -141,11 +148,13 @@ public final class JobQueue: Sendable {
         if first[3].string != nil, let enqueuedAt = more.last?.int {
             oldestAge = max(0, Double(Self.nowMilliseconds() - Int64(enqueuedAt)) / 1000)
         }
-        return QueueStats(
+        let stats = QueueStats(
             name: queue, pending: first[0].int ?? 0, scheduled: first[1].int ?? 0, active: active,
             dead: first[2].int ?? 0, oldestPendingAgeSeconds: oldestAge, consumers: consumers.count,
             counters: first[4].fieldValues.compactMapValues { Int($0) }
         )
+        metrics.record(stats)
+        return stats
     }
 
     // MARK: Dead jobs

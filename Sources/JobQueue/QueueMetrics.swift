@@ -16,7 +16,7 @@ final class QueueMetrics: Sendable {
 
     struct QueueInstruments: Sendable {
         let reaped: Counter
-        let pending, scheduled, active, dead, oldestPendingAge: Gauge
+        let pending, scheduled, active, dead, oldestPendingAge, consumers: Gauge
     }
 
     private let jobs = Mutex<[String: JobInstruments]>([:])
@@ -53,7 +53,8 @@ final class QueueMetrics: Sendable {
                 scheduled: Gauge(label: "entitle_queue_scheduled", dimensions: labels),
                 active: Gauge(label: "entitle_queue_active", dimensions: labels),
                 dead: Gauge(label: "entitle_queue_dead", dimensions: labels),
-                oldestPendingAge: Gauge(label: "entitle_queue_oldest_pending_age_seconds", dimensions: labels)
+                oldestPendingAge: Gauge(label: "entitle_queue_oldest_pending_age_seconds", dimensions: labels),
+                consumers: Gauge(label: "entitle_queue_consumers", dimensions: labels)
             )
             cache[queue] = instruments
             return instruments
@@ -67,5 +68,6 @@ final class QueueMetrics: Sendable {
         instruments.active.record(stats.active)
         instruments.dead.record(stats.dead)
         instruments.oldestPendingAge.record(stats.oldestPendingAgeSeconds)
+        instruments.consumers.record(stats.consumers)
     }
 }

@@ -57,6 +57,31 @@ import Testing
         let refused = try await HTTPClient.shared.execute(payment, timeout: .seconds(30))
         #expect(refused.status.code == 400)
 
+        // A purchase through the API, then the metrics an operator scrapes.
+        var buy = HTTPClientRequest(url: try #require(line["simulator"]) + "/simulator/purchases")
+        buy.method = .POST
+        buy.body = .bytes(ByteBuffer(string: #"{"bundleId":"com.entitle.demo","productId":"com.entitle.demo.credits.100"}"#))
+        let bought = try await HTTPClient.shared.execute(buy, timeout: .seconds(30))
+        let receipt = try #require(
+            try JSONSerialization.jsonObject(with: Data(try await bought.body.collect(upTo: 1 << 22).readableBytesView)) as? [String: Any])
+        var purchase = HTTPClientRequest(url: api + "/v1/purchases")
+        purchase.method = .POST
+        purchase.headers.add(name: "Authorization", value: "Bearer \(token)")
+        purchase.body = .bytes(
+            ByteBuffer(
+                bytes: try JSONSerialization.data(withJSONObject: [
+                    "customer": "ann@example.com", "signedTransaction": try #require(receipt["signedTransaction"] as? String),
+                ])))
+        let accepted = try await HTTPClient.shared.execute(purchase, timeout: .seconds(30))
+        #expect(accepted.status.code == 202)
+        var metrics = HTTPClientRequest(url: api + "/metrics")
+        metrics.method = .GET
+        let scraped = String(buffer: try await HTTPClient.shared.execute(metrics, timeout: .seconds(30)).body.collect(upTo: 1 << 22))
+        #expect(scraped.contains(#"entitle_queue_pending{queue="default"}"#), "\(scraped.prefix(2000))")
+        #expect(scraped.contains("entitle_queue_oldest_pending_age_seconds"))
+        #expect(scraped.contains(#"entitle_jobs_enqueued_total{queue="default",type="receipt"}"#))
+        #expect(scraped.contains("http_server_request_duration"))
+
         serving.signal(SIGTERM)
         #expect(try await serving.wait(timeout: .seconds(30)) == 0)
         await #expect(throws: (any Error).self, "stopped") { try await get(api + "/healthz", authorization: nil) }

@@ -64,6 +64,37 @@ import Testing
         #expect(try await h.queue.recentJobs(queue: h.name).map(\.id) == [third.id, first.id])
     }
 
+    @Test func theBatcherSharesRoundTripsButAnswersEachCallerAlone() async throws {
+        let h = try await QueueHarness("batcher")
+        let batcher = EnqueueBatcher(jobQueue: h.queue, maximumConcurrentFlushes: 2, maximumBatch: 16)
+        // 300 callers at once: 100 pairs that share an idempotency key, 99 distinct, 1 invalid.
+        let outcomes = await withTaskGroup(of: (Int, Result<EnqueueResult, any Error>).self) { group in
+            for index in 0..<300 {
+                group.addTask {
+                    var request = h.request(payload: index < 200 ? #"{"pair":\#(index / 2)}"# : #"{"n":\#(index)}"#)
+                    if index < 200 { request.idempotencyKey = "pair-\(index / 2)" }
+                    if index == 299 { request.payload = "{not json" }
+                    do { return (index, .success(try await batcher.enqueue(request))) } catch { return (index, .failure(error)) }
+                }
+            }
+            return await group.reduce(into: [Int: Result<EnqueueResult, any Error>]()) { $0[$1.0] = $1.1 }
+        }
+        var results: [Int: EnqueueResult] = [:]
+        for (index, outcome) in outcomes {
+            switch outcome {
+            case .success(let result): results[index] = result
+            case .failure(let error): #expect(index == 299 && (error as? JobQueueError)?.code == .invalidJob, "\(index): \(error)")
+            }
+        }
+        #expect(results.count == 299)
+        for pair in 0..<100 {
+            let (a, b) = (try #require(results[pair * 2]), try #require(results[pair * 2 + 1]))
+            #expect(a.id == b.id && [a.created, b.created].filter { $0 }.count == 1)
+        }
+        #expect(Set(results.values.map(\.id)).count == 199)
+        #expect(try await h.redis.send(["LLEN", h.keys.pending]).int == 199)
+    }
+
     @Test func bulkEnqueueMakesDistinctJobsInOrder() async throws {
         let h = try await QueueHarness("bulk")
         let requests = (0..<1234).map { h.request(payload: #"{"n":\#($0)}"#) }
