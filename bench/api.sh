@@ -7,9 +7,9 @@ cd "$(dirname "$0")/.."
 command -v wrk >/dev/null || { echo "bench/api.sh needs wrk (apt-get install wrk)" >&2; exit 1; }
 swift build -c release --product entitle >/dev/null
 PEER=${API_PEER_VENV:-$HOME/.api-peer-venv}
-if ! "$PEER/bin/python" -c 'import arq, starlette, uvicorn, redis' >/dev/null 2>&1; then
+if ! "$PEER/bin/python" -c 'import arq, starlette, uvicorn, redis, uvloop, httptools' >/dev/null 2>&1; then
   python3 -m venv "$PEER"
-  "$PEER/bin/pip" install -q --disable-pip-version-check 'arq==0.26.3' 'starlette==0.46.2' 'uvicorn==0.34.2' 'redis>=5,<6'
+  "$PEER/bin/pip" install -q --disable-pip-version-check 'arq==0.26.3' 'starlette==0.46.2' 'uvicorn[standard]==0.34.2' 'redis>=5,<6'
 fi
 redis-server --port 6393 --save '' --appendonly no --daemonize yes --pidfile /tmp/bench-api-redis.pid >/dev/null
 trap 'kill "$(cat /tmp/bench-api-redis.pid)" 2>/dev/null || true' EXIT
