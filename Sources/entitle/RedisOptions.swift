@@ -63,10 +63,4 @@ enum JSONOutput {
         }
         return String(decoding: data, as: UTF8.self)
     }
-
-    /// JSON text parsed for embedding; the text itself when it does not parse.
-    static func embed(_ text: String?) -> Any {
-        guard let text else { return NSNull() }
-        return (try? JSONSerialization.jsonObject(with: Data(text.utf8), options: [.fragmentsAllowed])) ?? text
-    }
 }
