@@ -66,6 +66,7 @@ public struct EntitleAPI: Sendable {
     public func makeRouter() -> Router<BasicRequestContext> {
         let router = Router()
         router.add(middleware: MetricsMiddleware())
+        router.add(middleware: FaultMiddleware(logger: logger))
         register(on: RouteTable(router: router))
         return router
     }

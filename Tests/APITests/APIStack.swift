@@ -37,7 +37,8 @@ struct APIStack: Sendable {
     static let authorities = Result { (try SigningAuthority(), try ReceiptSigningAuthority()) }
 
     static func run(
-        _ name: String, worker: Bool = false, adminToken: String? = adminToken, _ body: @Sendable (APIStack) async throws -> Void
+        _ name: String, worker: Bool = false, adminToken: String? = adminToken, redisDown: Bool = false,
+        _ body: @Sendable (APIStack) async throws -> Void
     ) async throws {
         let inbox = RequestLog()
         let receiver = Router()
@@ -72,10 +73,15 @@ struct APIStack: Sendable {
                     "ENTITLE_LIMITED_TOKEN": limitedToken,
                 ]
                 let settings = try await EntitleConfiguration.load(catalogPath: catalog, environment: environment, logger: TestRedis.logger)
+                var redis = try await TestRedis.configuration()
+                if redisDown {
+                    // Nothing listens on port 1: every Redis call fails at once.
+                    redis = try RedisConfiguration(url: "redis://127.0.0.1:1")
+                    redis.reconnectTimeout = .zero
+                }
                 let jobQueue = JobQueue(
-                    redis: try await TestRedis.pool(connections: 8),
-                    configuration: JobQueueConfiguration(prefix: TestRedis.uniquePrefix(name)),
-                    logger: TestRedis.logger)
+                    redis: RedisConnectionPool(configuration: redis, maximumConnections: 8, logger: TestRedis.logger),
+                    configuration: JobQueueConfiguration(prefix: TestRedis.uniquePrefix(name)), logger: TestRedis.logger)
                 var apiConfiguration = EntitleAPI.Configuration()
                 apiConfiguration.adminToken = adminToken
                 apiConfiguration.maxBodyBytes = 256 << 10

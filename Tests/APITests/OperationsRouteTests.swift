@@ -97,6 +97,20 @@ import Testing
         }
     }
 
+    @Test func withRedisDownTheAPIIsNotReadyAndEnqueuesAre500() async throws {
+        try await APIStack.run("redis-down", redisDown: true) { api in
+            #expect(try await api.call(.GET, "/healthz", token: nil, route: "GET /healthz").status == 200, "the process itself is alive")
+            let ready = try await api.call(.GET, "/readyz", token: nil, route: "GET /readyz")
+            #expect(ready.status == 503 && ready.json["status"] as? String == "unavailable")
+            // A real fault, not the client's: 500, and the client may retry the same request.
+            let purchase = try await api.call(
+                .POST, "/v1/purchases", json: ["customer": "ann@example.com", "transactionId": "1"], route: "POST /v1/purchases")
+            #expect(purchase.status == 500 && purchase.json["error"] as? String == "internal", "\(purchase.text)")
+            // Bad input is still the client's mistake, told before Redis is needed.
+            #expect(try await api.call(.POST, "/v1/purchases", json: ["customer": "ann"]).status == 400)
+        }
+    }
+
     @Test func operatorRoutesAreOffWithoutAnAdminToken() async throws {
         try await APIStack.run("no-admin", adminToken: nil) { api in
             let reply = try await api.call(
