@@ -114,7 +114,7 @@ struct APIStack: Sendable {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
     /// The development catalog, plus `other` (its own token and app) and `limited` (a rate
-    /// limit of one request per second, two at once).
+    /// limit of one request per 5 s, two at once: slow enough that a loaded machine cannot refill it mid-test).
     static func writeCatalog() throws -> String {
         var document = try #require(
             try JSONSerialization.jsonObject(with: Data(contentsOf: root.appending(path: "Config/catalog.development.json")))
@@ -135,7 +135,7 @@ struct APIStack: Sendable {
         other["api"] = ["tokenVariables": ["ENTITLE_OTHER_TOKEN"], "validation": ["format": "json"]]
         var limited = other
         limited["id"] = "limited"
-        limited["api"] = ["tokenVariables": ["ENTITLE_LIMITED_TOKEN"], "rateLimit": ["perSecond": 1, "burst": 2]]
+        limited["api"] = ["tokenVariables": ["ENTITLE_LIMITED_TOKEN"], "rateLimit": ["perSecond": 0.2, "burst": 2]]
         publishers = [demo, other, limited]
         document["publishers"] = publishers
         let path = FileManager.default.temporaryDirectory.appending(path: "api-catalog-\(UUID().uuidString).json").path
