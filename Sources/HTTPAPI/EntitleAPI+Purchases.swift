@@ -111,7 +111,7 @@ extension EntitleAPI {
             }
             return offer
         }
-        var transactionKey: String
+        let transactionKey: String
         if let jws = signedTransaction {
             let transaction: JWSTransaction
             do {

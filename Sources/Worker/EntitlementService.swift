@@ -44,12 +44,6 @@ public struct EntitlementService: Sendable {
         return AppleReader(gateway: gateway, publisher: publisher)
     }
 
-    /// Readers for each of the publisher's apps (a signed transaction names its app only once verified).
-    func readers(_ publisher: Publisher) -> [AppleReader] {
-        publisher.apps.compactMap { app in configuration.gateway(publisher: publisher.id, bundleId: app.bundleId) }
-            .map { AppleReader(gateway: $0, publisher: publisher) }
-    }
-
     /// Runs `body` holding the locks of these original transactions for `job`. When another
     /// job holds one, the job is deferred (run again shortly, its attempt given back).
     func withLocks<Result: Sendable>(

@@ -44,23 +44,15 @@ public struct NotificationJobHandler: EntitlementJobHandler {
     // MARK: V2
 
     func version2(_ signed: String, publisher: Publisher, job: JobContext) async throws -> Result {
-        var verified: VerifiedNotification?
-        var reader: AppleReader?
-        var lastError = AppStoreError(.invalidAppIdentifier, "the notification is for an app \(publisher.id) does not have")
-        for candidate in service.readers(publisher) {
-            do {
-                verified = try await candidate.gateway.signedData.verifyNotificationContents(signed)
-                reader = candidate
-                break
-            } catch let error where error.code == .invalidAppIdentifier {
-                continue
-            } catch {
-                lastError = error
-                break
+        let verified: VerifiedNotification
+        let reader: AppleReader
+        do {
+            let found = try await service.configuration.verified(publisher: publisher, what: "notification") {
+                verifier throws(AppStoreError) in try await verifier.verifyNotificationContents(signed)
             }
-        }
-        guard let verified, let reader else {
-            throw lastError.isRetryable ? lastError : JobRefusal.notPossible(code: "invalidNotification", lastError.message)
+            (verified, reader) = (found.value, AppleReader(gateway: found.gateway, publisher: publisher))
+        } catch {
+            throw error.isRetryable ? error : JobRefusal.notPossible(code: "invalidNotification", error.message)
         }
         let type = verified.payload.notificationType?.rawValue
         let subtype = verified.payload.subtype?.rawValue

@@ -198,17 +198,14 @@ public struct ReceiptJobHandler: EntitlementJobHandler {
         }
     }
 
-    /// Verifies a signed transaction with the verifier of whichever app it is for.
+    /// Verifies a signed transaction with the verifier of whichever app it is for (the
+    /// configuration's one loop over the publisher's apps, which the API uses too).
     func verify(_ jws: String, publisher: Publisher) async throws -> (AppleReader, [PurchaseFact]) {
-        var lastError = AppStoreError(.invalidAppIdentifier, "publisher \(publisher.id) has no app")
-        for reader in service.readers(publisher) {
-            do {
-                return (reader, [try await reader.signedTransaction(jws)])
-            } catch let error as AppStoreError where error.code == .invalidAppIdentifier {
-                lastError = AppStoreError(.invalidAppIdentifier, "the transaction is for an app \(publisher.id) does not have")
-            }
+        let (transaction, gateway) = try await service.configuration.verified(publisher: publisher, what: "transaction") {
+            verifier throws(AppStoreError) in try await verifier.verifyTransaction(jws)
         }
-        throw lastError
+        let reader = AppleReader(gateway: gateway, publisher: publisher)
+        return (reader, [try reader.fact(transaction)])
     }
 
     /// Asks for each purchase another customer holds to be transferred (as `transfer`

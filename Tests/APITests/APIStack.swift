@@ -105,7 +105,6 @@ struct APIStack: Sendable {
                 try await LoopbackServer.run(api.makeRouter()) { url in
                     try await body(APIStack(url: url, simulatorURL: simulatorURL, jobQueue: jobQueue, inbox: inbox, routes: api.routes))
                 }
-                workerService?.stop()
                 tasks.cancelAll()
             }
         }
