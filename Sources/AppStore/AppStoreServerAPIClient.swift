@@ -258,3 +258,13 @@ public struct AppStoreServerAPIClient: Sendable {
 final class TokenCache: Sendable {
     let current = Mutex<(value: String, expires: Date)?>(nil)
 }
+
+// The client holds the In-App Purchase key and its bearer tokens: what prints of it names
+// the key, never its material.
+extension AppStoreServerAPIClient: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    public var description: String {
+        "AppStoreServerAPIClient(keyId: \(configuration.keyId), bundleId: \(configuration.bundleId), environment: \(configuration.environment.rawValue), key: <redacted>)"
+    }
+    public var debugDescription: String { description }
+    public var customMirror: Mirror { Mirror(self, children: ["description": description]) }
+}

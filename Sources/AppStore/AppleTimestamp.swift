@@ -9,7 +9,19 @@ public struct AppleTimestamp: Sendable, Hashable, Comparable, Codable, CustomStr
 
     public init(milliseconds: Int64) { self.milliseconds = milliseconds }
 
-    public init(_ date: Date) { self.milliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded(.down)) }
+    /// Whole milliseconds of `date`; dates beyond what 64 bits of milliseconds hold (and
+    /// NaN) are clamped, so no input date can trap.
+    public init(_ date: Date) { self.milliseconds = Self.milliseconds(date.timeIntervalSince1970 * 1000) }
+
+    /// `value` rounded down to a whole number of milliseconds, clamped to `Int64`'s range
+    /// (NaN becomes 0).
+    public static func milliseconds(_ value: Double) -> Int64 {
+        guard !value.isNaN else { return 0 }
+        // 2^63 is exactly representable; anything at or above it does not fit.
+        if value >= 9_223_372_036_854_775_807.0 { return .max }
+        if value <= -9_223_372_036_854_775_808.0 { return .min }
+        return Int64(value.rounded(.down))
+    }
 
     public var date: Date { Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
 
@@ -21,10 +33,8 @@ public struct AppleTimestamp: Sendable, Hashable, Comparable, Codable, CustomStr
         let container = try decoder.singleValueContainer()
         if let whole = try? container.decode(Int64.self) {
             milliseconds = whole
-        } else if let fractional = try? container.decode(Double.self), fractional.isFinite,
-            abs(fractional) < 9.2e18
-        {
-            milliseconds = Int64(fractional.rounded(.down))
+        } else if let fractional = try? container.decode(Double.self), fractional.isFinite {
+            milliseconds = Self.milliseconds(fractional)
         } else if let text = try? container.decode(String.self), let whole = Int64(text) {
             // verifyReceipt sends every number as a string.
             milliseconds = whole

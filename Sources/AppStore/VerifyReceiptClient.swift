@@ -131,3 +131,19 @@ public struct VerifyReceiptClient: Sendable {
         return "verifyReceipt status \(status): \(meaning)"
     }
 }
+
+// The configuration holds the app's shared secret: what prints of it (logs, `dump`, string
+// interpolation) says whether one is set, never what it is.
+extension VerifyReceiptClient.Configuration: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    public var description: String {
+        "VerifyReceiptClient.Configuration(productionURL: \(productionURL), sandboxURL: \(sandboxURL), sharedSecret: \(sharedSecret == nil ? "none" : "<redacted>"))"
+    }
+    public var debugDescription: String { description }
+    public var customMirror: Mirror { Mirror(self, children: ["description": description]) }
+}
+
+extension VerifyReceiptClient: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    public var description: String { "VerifyReceiptClient(\(configuration))" }
+    public var debugDescription: String { description }
+    public var customMirror: Mirror { Mirror(self, children: ["configuration": configuration]) }
+}

@@ -179,7 +179,7 @@ extension KeyedDecodingContainer {
     func lenientTimestamp(_ key: Key) throws -> AppleTimestamp? {
         guard let text = try lenientString(key) else { return nil }
         if let whole = Int64(text) { return AppleTimestamp(milliseconds: whole) }
-        if let number = Double(text), number.isFinite { return AppleTimestamp(milliseconds: Int64(number)) }
+        if let number = Double(text), number.isFinite { return AppleTimestamp(milliseconds: AppleTimestamp.milliseconds(number)) }
         return nil
     }
 }

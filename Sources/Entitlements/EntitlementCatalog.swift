@@ -31,6 +31,9 @@ public struct EntitlementCatalog: Sendable, Hashable, Codable {
     /// Checks what the handlers rely on, naming the first bad entry.
     public func validate() throws(CatalogError) {
         var publisherIds = Set<String>()
+        // A bundle id names one app of one publisher: its notifications and purchases must
+        // have one home.
+        var appHomes: [String: String] = [:]
         for publisher in publishers {
             let name = "publisher \"\(publisher.id)\""
             guard Self.isIdentifier(publisher.id), publisherIds.insert(publisher.id).inserted else {
@@ -42,6 +45,10 @@ public struct EntitlementCatalog: Sendable, Hashable, Codable {
                 let appName = "\(name) app \"\(app.bundleId)\""
                 guard !app.bundleId.isEmpty, bundleIds.insert(app.bundleId).inserted else {
                     throw .invalidEntry(entry: appName, problem: "bundle ids must be unique and not empty")
+                }
+                if let other = appHomes.updateValue(publisher.id, forKey: app.bundleId), other != publisher.id {
+                    throw .invalidEntry(
+                        entry: appName, problem: "bundle id \(app.bundleId) is also an app of publisher \"\(other)\"; an app belongs to one publisher")
                 }
                 guard !app.environments.isEmpty, app.environments.allSatisfy(["Production", "Sandbox"].contains) else {
                     throw .invalidEntry(entry: appName, problem: "environments must name Production and/or Sandbox")
@@ -82,10 +89,54 @@ public struct EntitlementCatalog: Sendable, Hashable, Codable {
             for campaign in publisher.couponCampaigns where !offerIds.contains(campaign.offerId) {
                 throw .invalidEntry(entry: "\(name) coupon \"\(campaign.code)\"", problem: "names no offer \"\(campaign.offerId)\"")
             }
+            if let namespace = publisher.appAccountTokenNamespace, UUID(uuidString: namespace) == nil {
+                throw .invalidEntry(entry: "\(name) appAccountTokenNamespace", problem: "\(namespace) is not a UUID")
+            }
+            if let api = publisher.api { try Self.validate(api, of: publisher, name: name) }
             if let webhook = publisher.webhook {
                 guard let url = URL(string: webhook.url), ["http", "https"].contains(url.scheme ?? ""), url.host != nil else {
                     throw .invalidEntry(entry: "\(name) webhook", problem: "\(webhook.url) is not an http(s) URL")
                 }
+            }
+        }
+    }
+
+    /// The API access entry: app keys name the publisher's apps, customer-token keys are complete.
+    static func validate(_ api: Publisher.APIAccess, of publisher: Publisher, name: String) throws(CatalogError) {
+        if let rate = api.rateLimit, !(rate.perSecond.isFinite && rate.perSecond > 0 && rate.burst >= 1) {
+            throw .invalidEntry(entry: "\(name) rateLimit", problem: "perSecond must be above 0 and burst at least 1")
+        }
+        if let wait = api.validation?.waitSeconds, !(0...60).contains(wait) {
+            throw .invalidEntry(entry: "\(name) validation", problem: "waitSeconds must be 0 to 60")
+        }
+        var keyIds = Set<String>()
+        for key in api.appKeys {
+            let keyName = "\(name) app key \"\(key.id)\""
+            guard isIdentifier(key.id), keyIds.insert(key.id).inserted else {
+                throw .invalidEntry(entry: keyName, problem: "app key ids must be unique, 1-64 letters, digits, '-' or '_'")
+            }
+            guard !key.variable.isEmpty else { throw .invalidEntry(entry: keyName, problem: "names no variable") }
+            if let unknown = key.bundleIds.first(where: { publisher.app(bundleId: $0) == nil }) {
+                throw .invalidEntry(entry: keyName, problem: "names \(unknown), which is not an app of the publisher")
+            }
+        }
+        guard let tokens = api.customerTokens else { return }
+        guard !tokens.keys.isEmpty else { throw .invalidEntry(entry: "\(name) customerTokens", problem: "has no keys") }
+        guard (60...86_400).contains(tokens.maxLifetimeSeconds) else {
+            throw .invalidEntry(entry: "\(name) customerTokens", problem: "maxLifetimeSeconds must be 60 to 86400")
+        }
+        var kids = Set<String>()
+        for key in tokens.keys {
+            let keyName = "\(name) customer token key \"\(key.kid)\""
+            guard !key.kid.isEmpty, key.kid.utf8.count <= 64, kids.insert(key.kid).inserted else {
+                throw .invalidEntry(entry: keyName, problem: "kids must be unique, 1 to 64 bytes")
+            }
+            switch key.algorithm {
+            case .HS256 where key.secretVariable?.isEmpty ?? true:
+                throw .invalidEntry(entry: keyName, problem: "HS256 keys name their secretVariable")
+            case .ES256 where key.publicKey?.isEmpty ?? true:
+                throw .invalidEntry(entry: keyName, problem: "ES256 keys carry their publicKey (PEM)")
+            default: break
             }
         }
     }

@@ -5,6 +5,8 @@ public struct EntitlementDecision: Sendable, Hashable, Codable {
     /// Why access was refused.
     public enum Refusal: String, Sendable, Hashable, Codable {
         case unknownProduct, wrongBundle, wrongEnvironment, expired, revoked, invalidReceipt, ownedByAnotherCustomer, offerMismatch
+        /// The purchase carries an `appAccountToken` that is not this customer's.
+        case appAccountTokenMismatch
     }
 
     public var accessGranted: Bool

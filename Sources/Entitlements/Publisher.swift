@@ -63,8 +63,63 @@ public struct Publisher: Sendable, Hashable, Codable {
             public var waitSeconds: Double?
         }
 
-        /// Variables each holding one Bearer token for `/v1/` (several, to rotate them).
+        /// A key an app ships with (public: an app cannot keep a secret). It may post purchases
+        /// that carry Apple's proof, and read what its customer token allows; nothing else.
+        public struct AppKey: Sendable, Hashable, Codable {
+            /// Names the key in job records and logs; the key itself is in `variable`.
+            public var id: String
+            /// The environment variable (or `VARIABLE_FILE`) holding the key; several lines
+            /// are several valid keys, to rotate them.
+            public var variable: String
+            /// The apps whose purchases it may post; empty: any of the publisher's apps.
+            public var bundleIds: [String]
+
+            public init(id: String, variable: String, bundleIds: [String] = []) {
+                self.id = id
+                self.variable = variable
+                self.bundleIds = bundleIds
+            }
+
+            public init(from decoder: any Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                id = try container.decode(String.self, forKey: .id)
+                variable = try container.decode(String.self, forKey: .variable)
+                bundleIds = try container.decodeIfPresent([String].self, forKey: .bundleIds) ?? []
+            }
+        }
+
+        /// How the publisher's backend proves to Entitle which customer an app acts for: a
+        /// short-lived JWT (`sub` the customer, `aud` the publisher id, `exp`) it signs with one
+        /// of these keys and hands to its logged-in app (docs/api.md shows how).
+        public struct CustomerTokens: Sendable, Hashable, Codable {
+            public struct Key: Sendable, Hashable, Codable {
+                public enum Algorithm: String, Sendable, Hashable, Codable { case HS256, ES256 }
+                /// The JWT header's `kid`.
+                public var kid: String
+                public var algorithm: Algorithm
+                /// HS256: the environment variable (or `VARIABLE_FILE`) holding the shared secret.
+                public var secretVariable: String?
+                /// ES256: the public key, PEM (public, so it may sit in the catalog).
+                public var publicKey: String?
+            }
+
+            public var keys: [Key]
+            /// The longest a token may live (`exp - iat`), in seconds; 3600 unless set.
+            public var maxLifetimeSeconds: Int
+
+            public init(from decoder: any Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                keys = try container.decode([Key].self, forKey: .keys)
+                maxLifetimeSeconds = try container.decodeIfPresent(Int.self, forKey: .maxLifetimeSeconds) ?? 3600
+            }
+        }
+
+        /// Variables each holding Bearer secret keys for `/v1/` (the publisher's backend);
+        /// several variables, or several lines in one, to rotate them.
         public var tokenVariables: [String]
+        /// Keys apps may ship with.
+        public var appKeys: [AppKey]
+        public var customerTokens: CustomerTokens?
         public var cleeng: Cleeng?
         public var rateLimit: RateLimit?
         public var validation: Validation?
@@ -72,6 +127,8 @@ public struct Publisher: Sendable, Hashable, Codable {
         public init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
             tokenVariables = try container.decodeIfPresent([String].self, forKey: .tokenVariables) ?? []
+            appKeys = try container.decodeIfPresent([AppKey].self, forKey: .appKeys) ?? []
+            customerTokens = try container.decodeIfPresent(CustomerTokens.self, forKey: .customerTokens)
             cleeng = try container.decodeIfPresent(Cleeng.self, forKey: .cleeng)
             rateLimit = try container.decodeIfPresent(RateLimit.self, forKey: .rateLimit)
             validation = try container.decodeIfPresent(Validation.self, forKey: .validation)
@@ -93,6 +150,9 @@ public struct Publisher: Sendable, Hashable, Codable {
     public var couponCampaigns: [CouponCampaign]
     public var webhook: Webhook?
     public var api: APIAccess?
+    /// The UUID namespace from which each customer's `appAccountToken` is derived
+    /// (UUIDv5 of the customer id), when the publisher's apps set it that way.
+    public var appAccountTokenNamespace: String?
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -106,6 +166,7 @@ public struct Publisher: Sendable, Hashable, Codable {
         couponCampaigns = try container.decodeIfPresent([CouponCampaign].self, forKey: .couponCampaigns) ?? []
         webhook = try container.decodeIfPresent(Webhook.self, forKey: .webhook)
         api = try container.decodeIfPresent(APIAccess.self, forKey: .api)
+        appAccountTokenNamespace = try container.decodeIfPresent(String.self, forKey: .appAccountTokenNamespace)
     }
 
     public func app(bundleId: String) -> App? { apps.first { $0.bundleId == bundleId } }

@@ -1,19 +1,29 @@
+import HTTPTypes
 import Hummingbird
 
 extension EntitleAPI {
     func registerDashboard(on routes: RouteTable) {
         // The page holds no data and no secret: its script calls the admin routes with the
         // token the operator gives (the URL's #token=..., kept in the tab's session storage).
-        routes.add(.get, "/dashboard") { _, _ in
-            Response(
-                status: .ok,
-                headers: [
-                    .contentType: "text/html; charset=utf-8",
-                    .contentSecurityPolicy: "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'",
-                    .cacheControl: "no-store",
-                ],
-                body: ResponseBody(byteBuffer: ByteBuffer(string: DashboardPage.html)))
+        // Script and styles are files of their own, so the policy allows no inline code, and
+        // no other site may frame the page.
+        routes.add(.get, "/dashboard") { _, _ in Self.asset(DashboardPage.html, type: "text/html; charset=utf-8") }
+        routes.add(.get, "/dashboard/app.css") { _, _ in Self.asset(DashboardPage.css, type: "text/css; charset=utf-8") }
+        routes.add(.get, "/dashboard/app.js") { _, _ in Self.asset(DashboardPage.script, type: "text/javascript; charset=utf-8") }
+    }
+
+    static let dashboardPolicy =
+        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; "
+        + "form-action 'none'; base-uri 'none'; frame-ancestors 'none'"
+
+    static func asset(_ text: String, type: String) -> Response {
+        var headers: HTTPFields = [
+            .contentType: type, .contentSecurityPolicy: dashboardPolicy, .cacheControl: "no-store", .xContentTypeOptions: "nosniff",
+        ]
+        for (name, value) in [("X-Frame-Options", "DENY"), ("Referrer-Policy", "no-referrer")] {
+            if let name = HTTPField.Name(name) { headers[name] = value }
         }
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: text)))
     }
 }
 
@@ -26,35 +36,7 @@ enum DashboardPage {
         <meta charset="utf-8">
         <meta name="viewport" content="width=device-width, initial-scale=1">
         <title>Entitle dashboard</title>
-        <style>
-          :root { --ink: #1d2330; --muted: #6b7385; --line: #e3e6ee; --accent: #2f6fed; --bad: #d0453a; --ok: #2e9d5b; }
-          * { box-sizing: border-box; }
-          body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--ink); background: #f6f7fb; }
-          header { display: flex; align-items: center; gap: 16px; padding: 12px 24px; background: #fff; border-bottom: 1px solid var(--line); }
-          header h1 { font-size: 18px; margin: 0; }
-          header .status { margin-left: auto; color: var(--muted); }
-          main { padding: 16px 24px; display: grid; gap: 16px; grid-template-columns: repeat(auto-fit, minmax(520px, 1fr)); }
-          section { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 14px 16px; }
-          section.wide { grid-column: 1 / -1; }
-          h2 { font-size: 15px; margin: 0 0 10px; }
-          table { width: 100%; border-collapse: collapse; font-size: 13px; }
-          th, td { text-align: left; padding: 5px 6px; border-bottom: 1px solid var(--line); vertical-align: top; }
-          th { color: var(--muted); font-weight: 600; }
-          td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
-          .charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(260px, 1fr)); gap: 12px; }
-          .chart { border: 1px solid var(--line); border-radius: 6px; padding: 8px; }
-          .chart h3 { margin: 0 0 4px; font-size: 12px; color: var(--muted); font-weight: 600; }
-          canvas { width: 100%; height: 120px; display: block; }
-          button { font: inherit; padding: 3px 10px; border: 1px solid var(--line); border-radius: 5px; background: #fff; cursor: pointer; }
-          button.danger { color: var(--bad); border-color: #f0c4c0; }
-          input, select { font: inherit; padding: 4px 8px; border: 1px solid var(--line); border-radius: 5px; }
-          .pill { display: inline-block; padding: 0 8px; border-radius: 9px; font-size: 12px; background: #eef1f7; }
-          .pill.succeeded { background: #e3f4ea; color: var(--ok); } .pill.failed { background: #fbe6e4; color: var(--bad); }
-          .pill.retrying { background: #fff3d6; color: #9a6b00; }
-          .muted { color: var(--muted); } .error { color: var(--bad); }
-          pre { background: #f6f7fb; padding: 8px; border-radius: 6px; overflow: auto; max-height: 320px; font-size: 12px; }
-          #login { max-width: 420px; margin: 80px auto; }
-        </style>
+        <link rel="stylesheet" href="/dashboard/app.css">
         </head>
         <body>
         <header><h1>Entitle</h1><span class="muted">queues, jobs and customers</span>
@@ -69,7 +51,7 @@ enum DashboardPage {
             <h2>Queues</h2>
             <table id="queues"><thead><tr><th>queue</th><th class="num">pending</th><th class="num">scheduled</th><th class="num">running</th>
               <th class="num">dead</th><th class="num">oldest pending</th><th class="num">workers</th><th class="num">succeeded</th><th class="num">failed</th></tr></thead><tbody></tbody></table>
-            <div class="charts" style="margin-top:12px">
+            <div class="charts">
               <div class="chart"><h3>Depth (pending jobs)</h3><canvas id="chart-depth"></canvas></div>
               <div class="chart"><h3>Oldest pending job (s)</h3><canvas id="chart-age"></canvas></div>
               <div class="chart"><h3>Throughput (jobs/s succeeded)</h3><canvas id="chart-throughput"></canvas></div>
@@ -91,7 +73,42 @@ enum DashboardPage {
             <table id="recent"><thead><tr><th>job</th><th>type</th><th>status</th><th class="num">attempt</th><th>enqueued</th></tr></thead><tbody></tbody></table>
           </section>
         </main>
-        <script>
+        <script src="/dashboard/app.js"></script>
+        </body>
+        </html>
+        """#
+
+    static let css = #"""
+          :root { --ink: #1d2330; --muted: #6b7385; --line: #e3e6ee; --accent: #2f6fed; --bad: #d0453a; --ok: #2e9d5b; }
+          * { box-sizing: border-box; }
+          body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--ink); background: #f6f7fb; }
+          header { display: flex; align-items: center; gap: 16px; padding: 12px 24px; background: #fff; border-bottom: 1px solid var(--line); }
+          header h1 { font-size: 18px; margin: 0; }
+          header .status { margin-left: auto; color: var(--muted); }
+          main { padding: 16px 24px; display: grid; gap: 16px; grid-template-columns: repeat(auto-fit, minmax(520px, 1fr)); }
+          section { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 14px 16px; }
+          section.wide { grid-column: 1 / -1; }
+          h2 { font-size: 15px; margin: 0 0 10px; }
+          table { width: 100%; border-collapse: collapse; font-size: 13px; }
+          th, td { text-align: left; padding: 5px 6px; border-bottom: 1px solid var(--line); vertical-align: top; }
+          th { color: var(--muted); font-weight: 600; }
+          td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+          .charts { margin-top: 12px; display: grid; grid-template-columns: repeat(auto-fit, minmax(260px, 1fr)); gap: 12px; }
+          .chart { border: 1px solid var(--line); border-radius: 6px; padding: 8px; }
+          .chart h3 { margin: 0 0 4px; font-size: 12px; color: var(--muted); font-weight: 600; }
+          canvas { width: 100%; height: 120px; display: block; }
+          button { font: inherit; padding: 3px 10px; border: 1px solid var(--line); border-radius: 5px; background: #fff; cursor: pointer; }
+          button.danger { color: var(--bad); border-color: #f0c4c0; }
+          input, select { font: inherit; padding: 4px 8px; border: 1px solid var(--line); border-radius: 5px; }
+          .pill { display: inline-block; padding: 0 8px; border-radius: 9px; font-size: 12px; background: #eef1f7; }
+          .pill.succeeded { background: #e3f4ea; color: var(--ok); } .pill.failed { background: #fbe6e4; color: var(--bad); }
+          .pill.retrying { background: #fff3d6; color: #9a6b00; }
+          .muted { color: var(--muted); } .error { color: var(--bad); }
+          pre { background: #f6f7fb; padding: 8px; border-radius: 6px; overflow: auto; max-height: 320px; font-size: 12px; }
+          #login { max-width: 420px; margin: 80px auto; }
+        """#
+
+    static let script = #"""
         "use strict";
         const state = { token: null, queue: null, samples: [], last: null };
         const $ = (id) => document.getElementById(id);
@@ -253,8 +270,5 @@ enum DashboardPage {
         }
 
         start();
-        </script>
-        </body>
-        </html>
         """#
 }

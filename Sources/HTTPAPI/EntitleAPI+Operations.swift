@@ -6,8 +6,8 @@ import Worker
 
 extension EntitleAPI {
     func registerOperations(on routes: RouteTable) {
-        routes.add(.post, "/v1/transfers") { request, _ in
-            let publisher = try publisher(request)
+        routes.add(.post, "/v1/transfers") { request, context in
+            let publisher = try secretKeyPublisher(request, context)
             let input = try await RequestInput.json(request, limit: 64 << 10)
             try input.allow(["originalTransactionId", "to", "from"])
             let transaction = try input.required("originalTransactionId", maxLength: 32)
@@ -30,14 +30,22 @@ extension EntitleAPI {
             return JSONBody.jobId(result.id, status: .accepted)
         }
 
-        routes.add(.get, "/v1/queues") { request, _ in
-            if Self.bearer(request).map(credentials.isAdmin(bearer:)) != true { _ = try publisher(request) }
+        // Every tenant's counters: operators only.
+        routes.add(.get, "/v1/queues") { request, context in
+            try requireAdmin(request, context)
             return JSONBody.response(["queues": try await queueDocuments()])
         }
 
-        routes.add(.get, "/metrics") { _, _ in
+        // The same counters as /v1/queues: operators (and their Prometheus) only.
+        routes.add(.get, "/metrics") { request, context in
+            try requireAdmin(request, context)
             guard let metrics else { throw APIError.notFound("metrics are off") }
-            try? await recordQueueGauges()
+            do {
+                try await recordQueueGauges()
+            } catch {
+                // The scrape still answers with what the process knows; the gauges keep their last values.
+                logger.warning("queue gauges not refreshed for /metrics", metadata: ["error": "\(error)"])
+            }
             return Response(
                 status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
                 body: ResponseBody(byteBuffer: ByteBuffer(bytes: await metrics())))
@@ -57,19 +65,19 @@ extension EntitleAPI {
 
         // The dashboard's operator routes.
         routes.add(.get, "/v1/admin/queues/{queue}/recent") { request, context in
-            try requireAdmin(request)
+            try requireAdmin(request, context)
             let queue = try RequestInput.path(context, "queue")
             let limit = min(200, max(1, request.uri.queryParameters.get("limit").flatMap { Int($0) } ?? 50))
             return JSONBody.response(["jobs": try await jobQueue.recentJobs(queue: queue, limit: limit).map { $0.document() }])
         }
         routes.add(.get, "/v1/admin/queues/{queue}/dead") { request, context in
-            try requireAdmin(request)
+            try requireAdmin(request, context)
             let queue = try RequestInput.path(context, "queue")
             return JSONBody.response(["jobs": try await jobQueue.deadJobs(queue: queue, limit: 100).map { $0.document() }])
         }
         for action in ["retry", "purge"] {
             routes.add(.post, "/v1/admin/queues/{queue}/dead/\(action)") { request, context in
-                try requireAdmin(request)
+                try requireAdmin(request, context)
                 let queue = try RequestInput.path(context, "queue")
                 let input = try await RequestInput.json(request, limit: 64 << 10)
                 try input.allow(["ids"])
@@ -87,7 +95,7 @@ extension EntitleAPI {
             }
         }
         routes.add(.get, "/v1/admin/publishers/{publisherId}/customers/{id}") { request, context in
-            try requireAdmin(request)
+            try requireAdmin(request, context)
             let publisher = try RequestInput.path(context, "publisherId")
             let customer = try RequestInput.path(context, "id")
             guard settings.catalog.publisher(publisher) != nil else { throw APIError.notFound("no publisher \(publisher)") }

@@ -13,27 +13,64 @@ extension EntitleAPI {
         var payload: JobPayloads.Receipt
         /// The transaction it is about: one job at a time per transaction (409 otherwise).
         var transactionKey: String
+        /// The app a verified signed transaction is for.
+        var bundleId: String?
     }
 
     func registerPurchases(on routes: RouteTable) {
-        routes.add(.post, "/v1/purchases") { request, _ in
-            let publisher = try publisher(request)
+        routes.add(.post, "/v1/purchases") { request, context in
+            let caller = try caller(request, context)
             let input = try await RequestInput.json(request, limit: configuration.maxBodyBytes)
             try input.allow(["customer", "signedTransaction", "transactionId", "appReceipt", "bundleId", "offerId", "couponCode"])
-            let purchase = try await check(
-                publisher: publisher, customer: try input.required("customer"),
-                signedTransaction: try input.string("signedTransaction", maxLength: 64 << 10),
-                transactionId: try input.string("transactionId", maxLength: 64),
-                appReceipt: try input.string("appReceipt", maxLength: configuration.maxBodyBytes),
-                bundleId: try input.string("bundleId"), offerId: try input.string("offerId"),
+            let signedTransaction = try input.string("signedTransaction", maxLength: 64 << 10)
+            let transactionId = try input.string("transactionId", maxLength: 64)
+            let appReceipt = try input.string("appReceipt", maxLength: configuration.maxBodyBytes)
+            var bundleId = try input.string("bundleId")
+            let publisher: Publisher
+            let customer: String
+            var appKey: String?
+            switch caller {
+            case .secretKey(let owner):
+                publisher = owner
+                customer = try input.required("customer")
+            case .app(let owner, let key, let tokenCustomer):
+                // An app cannot keep a secret: its key proves nothing about the customer (the
+                // customer token does) and a bare transaction id proves no purchase.
+                guard let tokenCustomer else {
+                    throw APIError(.unauthorized, "customerTokenRequired", "an app key posts purchases with its customer's X-Customer-Token")
+                }
+                guard signedTransaction != nil || appReceipt != nil else {
+                    throw APIError(
+                        .forbidden, "proofRequired", "an app key posts Apple's proof of purchase: signedTransaction or appReceipt")
+                }
+                if let named = try input.string("customer"), named != tokenCustomer {
+                    throw APIError(.forbidden, "forbidden", "the customer token is for another customer")
+                }
+                if !key.bundleIds.isEmpty {
+                    if let bundleId, !key.bundleIds.contains(bundleId) {
+                        throw APIError(.forbidden, "forbidden", "app key \(key.id) posts purchases of \(key.bundleIds.joined(separator: ", ")) only")
+                    }
+                    if bundleId == nil, key.bundleIds.count == 1 { bundleId = key.bundleIds[0] }
+                }
+                (publisher, customer, appKey) = (owner, tokenCustomer, key.id)
+            case .admin:
+                throw APIError(.forbidden, "forbidden", "purchases take a publisher's secret key or an app key, not the admin token")
+            }
+            var purchase = try await check(
+                publisher: publisher, customer: customer, signedTransaction: signedTransaction, transactionId: transactionId,
+                appReceipt: appReceipt, bundleId: bundleId, offerId: try input.string("offerId"),
                 couponCode: try input.string("couponCode", maxLength: 64))
+            if case .app(_, let key, _) = caller, !key.bundleIds.isEmpty, let verified = purchase.bundleId, !key.bundleIds.contains(verified) {
+                throw APIError(.forbidden, "forbidden", "app key \(key.id) posts purchases of \(key.bundleIds.joined(separator: ", ")) only")
+            }
+            purchase.payload.appKey = appKey
             let id = try await submit(purchase)
             return JSONBody.jobId(id, status: .accepted)
         }
 
-        // Cleeng's `POST /apple/payment`, for apps built against it.
-        routes.add(.post, "/apple/payment") { request, _ in
-            let publisher = try cleengPublisher(request)
+        // Cleeng's `POST /apple/payment`, for the publisher's middleware built against it.
+        routes.add(.post, "/apple/payment") { request, context in
+            let publisher = try cleengPublisher(request, context)
             let input = try await RequestInput.json(request, limit: configuration.maxBodyBytes)
             try input.allow(["customerEmail", "offerId", "receipt", "appType", "ipAddress", "couponCode"])
             let customer = try input.required("customerEmail")
@@ -53,11 +90,11 @@ extension EntitleAPI {
         }
 
         // Cloud Softphone's in-app purchase web service: GET, form or JSON in; waits for the verdict.
-        routes.add(.get, "/v1/validate") { request, _ in
+        routes.add(.get, "/v1/validate") { request, context in
             let values = RequestInput.form(Substring(request.uri.query ?? ""))
-            return await validate(request, RequestInput(values))
+            return await validate(request, context, RequestInput(values))
         }
-        routes.add(.post, "/v1/validate") { request, _ in
+        routes.add(.post, "/v1/validate") { request, context in
             let format = validationFormat(request, publisher: nil)
             do {
                 let body = try await RequestInput.body(request, limit: configuration.maxBodyBytes)
@@ -75,7 +112,7 @@ extension EntitleAPI {
                 for (name, value) in RequestInput.form(Substring(request.uri.query ?? "")) where values[name] == nil {
                     values[name] = value
                 }
-                return await validate(request, RequestInput(values))
+                return await validate(request, context, RequestInput(values))
             } catch let error as APIError {
                 return ValidationReply(error).response(format)
             } catch {
@@ -112,6 +149,7 @@ extension EntitleAPI {
             return offer
         }
         let transactionKey: String
+        var verifiedBundle: String?
         if let jws = signedTransaction {
             let transaction: JWSTransaction
             do {
@@ -127,6 +165,7 @@ extension EntitleAPI {
                 throw APIError.unprocessable("offerMismatch", "offer \(offer.offerId) is not sold by product \(product)")
             }
             transactionKey = transaction.transactionId ?? Self.digest(jws)
+            verifiedBundle = transaction.bundleId
         } else if let receipt = appReceipt {
             guard let bytes = AppleBase64.decode(receipt), bytes.count >= 16 else {
                 throw APIError.badRequest("the app receipt is not base64 of a receipt")
@@ -138,7 +177,7 @@ extension EntitleAPI {
         let payload = JobPayloads.Receipt(
             publisher: publisher.id, customer: customer, signedTransaction: signedTransaction, transactionId: transactionId,
             appReceipt: appReceipt, bundleId: bundleId, offerId: offerId, couponCode: couponCode)
-        return Purchase(payload: payload, transactionKey: transactionKey)
+        return Purchase(payload: payload, transactionKey: transactionKey, bundleId: verifiedBundle)
     }
 
     /// Enqueues the `receipt` job. An exact repeat gets the same job back; a different
@@ -171,27 +210,54 @@ extension EntitleAPI {
         return String(decoding: out, as: UTF8.self)
     }
 
-    /// Cleeng's credentials: `X-Publisher-Token` and `Authorization: Basic`.
-    func cleengPublisher(_ request: Request) throws -> Publisher {
+    /// Cleeng's credentials: `X-Publisher-Token` (a secret key) and `Authorization: Basic`.
+    func cleengPublisher(_ request: Request, _ context: APIRequestContext) throws -> Publisher {
+        try refuseIfFailingTooOften(context)
         guard let name = HTTPField.Name("X-Publisher-Token"), let token = request.headers[name], !token.isEmpty else {
-            throw APIError.unauthorized("send X-Publisher-Token and Authorization: Basic", scheme: "Basic")
+            throw failedAuthentication(context, APIError.unauthorized("send X-Publisher-Token and Authorization: Basic", scheme: "Basic"))
         }
         guard let header = request.headers[.authorization], header.lowercased().hasPrefix("basic "),
             let decoded = AppleBase64.decode(header.dropFirst(6).trimmingCharacters(in: .whitespaces))
-        else { throw APIError.unauthorized("send Authorization: Basic <base64 of user:password>", scheme: "Basic") }
-        guard let id = credentials.publisher(cleengToken: token, basicCredentials: String(decoding: decoded, as: UTF8.self)),
+        else {
+            throw failedAuthentication(
+                context, APIError.unauthorized("send Authorization: Basic <base64 of user:password>", scheme: "Basic"))
+        }
+        guard let id = credentials.current.publisher(cleengToken: token, basicCredentials: String(decoding: decoded, as: UTF8.self)),
             let publisher = settings.catalog.publisher(id)
-        else { throw APIError.unauthorized("the publisher token or the Basic credentials are not valid", scheme: "Basic") }
-        try limit(publisher)
+        else {
+            throw failedAuthentication(
+                context, APIError.unauthorized("the publisher token or the Basic credentials are not valid", scheme: "Basic"))
+        }
+        try limit("publisher:" + publisher.id, publisher)
         return publisher
     }
 
     // MARK: Cloud Softphone
 
-    func validate(_ request: Request, _ input: RequestInput) async -> Response {
+    func validate(_ request: Request, _ context: APIRequestContext, _ input: RequestInput) async -> Response {
         var format = validationFormat(request, publisher: nil)
         do {
-            let publisher = try publisher(request, token: try input.string("token"))
+            let publisher: Publisher
+            var appKey: String?
+            let caller = try caller(request, context, token: try input.string("token"))
+            var username = try input.string("username")
+            switch caller {
+            case .secretKey(let owner): publisher = owner
+            case .app(let owner, let key, let tokenCustomer):
+                // The seed's apps call this route themselves with a username and a receipt (Apple's
+                // proof). Once the publisher mints customer tokens, its apps must send one.
+                if owner.api?.customerTokens != nil {
+                    guard let tokenCustomer else {
+                        throw APIError(.unauthorized, "customerTokenRequired", "send the customer's X-Customer-Token with the app key")
+                    }
+                    if let username, username != tokenCustomer {
+                        throw APIError(.forbidden, "forbidden", "the customer token is for another customer")
+                    }
+                    username = tokenCustomer
+                }
+                (publisher, appKey) = (owner, key.id)
+            case .admin: throw APIError(.forbidden, "forbidden", "this route takes a publisher's key, not the admin token")
+            }
             format = validationFormat(request, publisher: publisher)
             let product = try input.string("productCode") ?? input.required("product")
             guard let offer = publisher.offer(forProduct: product) else {
@@ -199,11 +265,13 @@ extension EntitleAPI {
             }
             _ = try input.string("price", maxLength: 32)
             _ = try input.string("currency", maxLength: 8)
-            let purchase = try await check(
-                publisher: publisher, customer: try input.required("username"), customerField: "username", signedTransaction: nil,
+            guard let username, !username.isEmpty else { throw APIError.badRequest("username is required") }
+            var purchase = try await check(
+                publisher: publisher, customer: username, customerField: "username", signedTransaction: nil,
                 transactionId: try input.string("transactionId", maxLength: 64),
                 appReceipt: try input.required("receipt", maxLength: configuration.maxBodyBytes), bundleId: nil,
                 offerId: offer.offerId, couponCode: nil)
+            purchase.payload.appKey = appKey
             let id = try await submit(purchase, conflictIsError: false)
             let wait = min(configuration.maxWait, .milliseconds(Int64((publisher.api?.validation?.waitSeconds ?? 10) * 1000)))
             guard let record = try await waitForJob(id, timeout: wait), record.status.isFinished else {

@@ -7,22 +7,24 @@ import Worker
 extension EntitleAPI {
     func registerReading(on routes: RouteTable) {
         routes.add(.get, "/v1/jobs/{id}") { request, context in
-            let publisher = try publisher(request)
+            let caller = try caller(request, context)
             let id = try RequestInput.path(context, "id")
             let wait = try waitParameter(request)
-            let record = try await (wait > .zero ? waitForJob(id, timeout: wait) : jobQueue.job(id: id, queue: configuration.queue))
-            // Another publisher's job is as absent as one that never was.
-            guard let record, Self.publisher(of: record) == publisher.id else {
+            // Whose job it is, checked before any wait: another caller's job is as absent as one
+            // that never was, and answers at once (a wait would tell that it exists).
+            guard let found = try await jobQueue.job(id: id, queue: configuration.queue), try Self.mayRead(found, caller) else {
                 throw APIError.notFound("no job \(id) (never enqueued, or its record expired)")
             }
+            let record = wait > .zero && !found.status.isFinished ? try await waitForJob(id, timeout: wait) ?? found : found
             var document = record.document()
             document["idempotencyKey"] = nil
             return JSONBody.response(document)
         }
 
         routes.add(.get, "/v1/customers/{id}/entitlements") { request, context in
-            let publisher = try publisher(request)
+            let caller = try caller(request, context)
             let customer = try RequestInput.path(context, "id")
+            let publisher = try requireCustomerAccess(caller, customer: customer)
             let at = try await dateParameter(request, "at")
             let (state, version) = try await store.load(publisher: publisher.id, customer: customer)
             guard version > 0 else { throw APIError.notFound("no customer \(customer)") }
@@ -31,8 +33,9 @@ extension EntitleAPI {
 
         // Cleeng-style: may this customer use this offer now?
         routes.add(.get, "/v1/customers/{id}/access/{offerId}") { request, context in
-            let publisher = try publisher(request)
+            let caller = try caller(request, context)
             let customer = try RequestInput.path(context, "id")
+            let publisher = try requireCustomerAccess(caller, customer: customer)
             let offerId = try RequestInput.path(context, "offerId")
             guard let offer = publisher.offer(offerId) else { throw APIError.notFound("publisher \(publisher.id) has no offer \(offerId)") }
             let at = try await dateParameter(request, "at")
@@ -45,9 +48,21 @@ extension EntitleAPI {
         }
     }
 
-    /// The publisher a job's payload names (every entitlement job has one).
-    static func publisher(of record: JobRecord) -> String? {
-        (try? JSONSerialization.jsonObject(with: Data(record.payload.utf8)) as? [String: Any])?["publisher"] as? String
+    /// Whether `caller` may read a job: a secret key, its publisher's jobs; an app key, the
+    /// jobs it created for the customer its token names; the admin token, none here (the
+    /// admin routes show jobs).
+    static func mayRead(_ record: JobRecord, _ caller: Caller) throws -> Bool {
+        let payload = try? JSONSerialization.jsonObject(with: Data(record.payload.utf8)) as? [String: Any]
+        switch caller {
+        case .secretKey(let publisher): return payload?["publisher"] as? String == publisher.id
+        case .app(let publisher, let key, let customer):
+            guard let customer else {
+                throw APIError(.unauthorized, "customerTokenRequired", "an app key reads its jobs with its customer's X-Customer-Token")
+            }
+            return payload?["publisher"] as? String == publisher.id && payload?["appKey"] as? String == key.id
+                && payload?["customer"] as? String == customer
+        case .admin: return false
+        }
     }
 
     /// `?wait=N` seconds, at most the configured maximum.
@@ -60,11 +75,21 @@ extension EntitleAPI {
         return .milliseconds(Int64(seconds * 1000))
     }
 
-    /// An ISO 8601 time or milliseconds since the epoch; absent, the App Store's now.
+    /// An ISO 8601 time or milliseconds since the epoch, from 1970 to the end of year 9999;
+    /// absent, the App Store's now.
     func dateParameter(_ request: Request, _ name: String) async throws -> Date {
         guard let text = request.uri.queryParameters.get(name) else { return try await now() }
-        if let date = try? Date(text, strategy: .iso8601) { return date }
-        if let milliseconds = Int64(text) { return Date(timeIntervalSince1970: Double(milliseconds) / 1000) }
-        throw APIError.badRequest("\(name) must be an ISO 8601 time such as 2026-01-31T12:00:00Z, or milliseconds since 1970")
+        let date: Date? =
+            if text.utf8.count > 40 { nil } else if let date = try? Date(text, strategy: .iso8601) { date } else {
+                Int64(text).map { Date(timeIntervalSince1970: Double($0) / 1000) }
+            }
+        guard let date, Self.datesAnswered.contains(date) else {
+            throw APIError.badRequest(
+                "\(name) must be an ISO 8601 time such as 2026-01-31T12:00:00Z, or milliseconds since 1970, between 1970 and 9999")
+        }
+        return date
     }
+
+    /// The dates a question may be about: 1970-01-01 to 9999-12-31 (UTC).
+    static let datesAnswered = Date(timeIntervalSince1970: 0)...Date(timeIntervalSince1970: 253_402_300_799.999)
 }

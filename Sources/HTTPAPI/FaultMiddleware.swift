@@ -5,7 +5,7 @@ import Logging
 /// and logs it with the route's template, never the request's path or body (they hold
 /// customer ids and receipts). Refusals (`HTTPResponseError`) pass through as they are.
 struct FaultMiddleware: RouterMiddleware {
-    typealias Context = BasicRequestContext
+    typealias Context = APIRequestContext
     let logger: Logger
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {

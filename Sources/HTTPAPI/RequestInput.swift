@@ -95,7 +95,7 @@ extension RequestInput {
     }
 
     /// A path parameter, percent-decoded.
-    static func path(_ context: BasicRequestContext, _ name: String) throws -> String {
+    static func path(_ context: APIRequestContext, _ name: String) throws -> String {
         guard let raw = context.parameters.get(name), let value = raw.removingPercentEncoding, !value.isEmpty else {
             throw APIError.badRequest("the path has no \(name)")
         }

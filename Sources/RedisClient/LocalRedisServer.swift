@@ -31,6 +31,8 @@ public final class LocalRedisServer: Sendable {
         self.port = port
         self.directory = directory
         self.process = process
+        // A crash of this process must not leave the server running.
+        FatalSignalGuard.register(process.pid)
 
         let connection = RedisConnection(
             configuration: RedisConfiguration(
@@ -49,6 +51,7 @@ public final class LocalRedisServer: Sendable {
     /// Stops the server by `SHUTDOWN` (which writes the AOF out) and waits at most 5 s for
     /// it to exit; SIGKILL is the last resort.
     public func stop() async {
+        defer { FatalSignalGuard.unregister(process.pid) }
         guard process.isRunning else { return }
         let connection = RedisConnection(
             configuration: RedisConfiguration(host: "127.0.0.1", port: port, reconnectTimeout: .zero), name: "shutdown",

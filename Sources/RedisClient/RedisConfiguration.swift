@@ -53,3 +53,10 @@ public struct RedisConfiguration: Sendable, Hashable {
     /// The address without credentials, fit for logs.
     public var displayAddress: String { "redis://\(host):\(port)/\(database)" }
 }
+
+// The configuration may hold a password: what prints of it is the address without credentials.
+extension RedisConfiguration: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    public var description: String { "RedisConfiguration(\(displayAddress), password: \(password == nil ? "none" : "<redacted>"))" }
+    public var debugDescription: String { description }
+    public var customMirror: Mirror { Mirror(self, children: ["description": description]) }
+}

@@ -8,13 +8,14 @@ public struct AppleGateway: Sendable {
     public let app: Publisher.App
     public let signedData: SignedDataVerifier
     public let receipts: VerifyReceiptClient
-    /// The shared secret, to check V1 notifications' `password` against.
-    public let sharedSecret: String?
+    /// The shared secret verifyReceipt is called with (V1 notifications are checked against
+    /// `EntitleConfiguration.sharedSecrets`, which follows rotations).
+    public let sharedSecret: Secret?
     let production: AppStoreServerAPIClient?
     let sandbox: AppStoreServerAPIClient?
 
     public init(
-        app: Publisher.App, signedData: SignedDataVerifier, receipts: VerifyReceiptClient, sharedSecret: String?,
+        app: Publisher.App, signedData: SignedDataVerifier, receipts: VerifyReceiptClient, sharedSecret: Secret?,
         production: AppStoreServerAPIClient?, sandbox: AppStoreServerAPIClient?
     ) {
         self.app = app

@@ -1,3 +1,4 @@
+import AppStore
 import Entitlements
 import Foundation
 import RedisClient
@@ -114,7 +115,7 @@ public struct ChangeEvents: Sendable {
     }
 
     public func renewalCheck(originalTransactionId: String, due: Date) -> FollowUpJob {
-        let dueMs = Int64((due.timeIntervalSince1970 * 1000).rounded())
+        let dueMs = AppleTimestamp(due).milliseconds
         return FollowUpJob(
             id: "renewal-check:\(publisher.id):\(originalTransactionId):\(dueMs)", type: "renewal-check",
             payload: JobPayloads.encode(JobPayloads.RenewalCheck(publisher: publisher.id, originalTransactionId: originalTransactionId)),

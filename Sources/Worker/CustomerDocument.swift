@@ -1,3 +1,4 @@
+import AppStore
 import Entitlements
 import Foundation
 
@@ -35,5 +36,5 @@ public enum CustomerDocument {
         return (true, ends.contains { $0 == nil } ? nil : ends.compactMap { $0 }.max())
     }
 
-    static func milliseconds(_ date: Date?) -> Any { date.map { Int64($0.timeIntervalSince1970 * 1000) } ?? NSNull() }
+    static func milliseconds(_ date: Date?) -> Any { date.map { AppleTimestamp($0).milliseconds } ?? NSNull() }
 }

@@ -16,6 +16,9 @@ import X509
 ///   fresh In-App Purchase key is registered for every app without one. No other
 ///   configuration trusts a simulator.
 /// - otherwise (production): Apple's URLs and roots; every secret the catalog names must be set.
+///
+/// Secrets are read through `SecretReader` (a variable, or the file `VARIABLE_FILE` names);
+/// the webhook secrets are read again by `reloadSecrets()` (SIGHUP), for rotation.
 public struct EntitleConfiguration: Sendable {
     public enum Mode: Sendable, Hashable {
         case development(simulatorURL: String)
@@ -27,8 +30,16 @@ public struct EntitleConfiguration: Sendable {
     /// Keyed by publisher id, then bundle id.
     public let gateways: [String: [String: AppleGateway]]
     public let clock: AppleClock
-    /// Publisher id -> the webhook's HMAC secret.
-    public let webhookSecrets: [String: String]
+    /// Publisher id -> the webhook's HMAC secrets (one while stable, two during a rotation:
+    /// each delivery is signed with every one).
+    public let webhookSecrets: Reloadable<[String: [Secret]]>
+    /// Where secrets are read.
+    public let secrets: SecretReader
+    /// Development: the simulator's shared secret per bundle id, for apps whose variable is unset.
+    let simulatorSharedSecrets: [String: Secret]
+    /// Whether webhooks may be delivered to loopback, private, link-local and metadata
+    /// addresses: in development, or with `ENTITLE_WEBHOOK_ALLOW_PRIVATE_ADDRESSES=1`.
+    public let webhooksMayReachPrivateAddresses: Bool
     /// How long after a subscription's expiry its renewal check runs.
     public var renewalCheckMargin: Duration
     /// How often a subscription in billing retry is checked.
@@ -36,6 +47,26 @@ public struct EntitleConfiguration: Sendable {
 
     public func gateway(publisher: String, bundleId: String) -> AppleGateway? { gateways[publisher]?[bundleId] }
 
+    /// The app's shared secrets as they are now (read again from their file, for rotation);
+    /// V1 notifications carry one of them as `password`.
+    public func sharedSecrets(publisher: String, bundleId: String) throws(SecretError) -> [Secret] {
+        guard let app = catalog.publisher(publisher)?.app(bundleId: bundleId), let variable = app.sharedSecretVariable else { return [] }
+        let values = try secrets.secrets(variable)
+        return values.isEmpty ? simulatorSharedSecrets[bundleId].map { [$0] } ?? [] : values
+    }
+
+    /// Reads the secrets that can change while running (webhook secrets) again.
+    public func reloadSecrets() throws { try webhookSecrets.reload() }
+
+    /// Every publisher's webhook secrets, each required.
+    static func readWebhookSecrets(_ catalog: EntitlementCatalog, _ secrets: SecretReader) throws(SecretError) -> [String: [Secret]] {
+        var result: [String: [Secret]] = [:]
+        for publisher in catalog.publishers {
+            guard let webhook = publisher.webhook else { continue }
+            result[publisher.id] = try secrets.required(webhook.secretVariable, for: "publisher \"\(publisher.id)\" webhook")
+        }
+        return result
+    }
     /// Reads the catalog at `catalogPath` and the environment.
     public static func load(
         catalogPath: String, environment: [String: String], httpClient: HTTPClient = .shared, logger: Logger
@@ -65,7 +96,11 @@ public struct EntitleConfiguration: Sendable {
         case let other:
             throw WorkerError(.invalidConfiguration, "ENTITLE_ENV must be development or production, not \(other)")
         }
-        return try await Loader(mode: mode, environment: environment, httpClient: httpClient, logger: logger).load(catalog)
+        do {
+            return try await Loader(mode: mode, environment: environment, httpClient: httpClient, logger: logger).load(catalog)
+        } catch let error as SecretError {
+            throw WorkerError(.invalidConfiguration, error.problem)
+        }
     }
 
     private struct Loader {
@@ -76,26 +111,32 @@ public struct EntitleConfiguration: Sendable {
 
         func load(_ catalog: EntitlementCatalog) async throws -> EntitleConfiguration {
             var signedRoots = AppleRootCertificates.signedDataRoots
-            var simulatorSecrets: [String: String] = [:]
+            var simulatorSecrets: [String: Secret] = [:]
             if case .development(let url) = mode {
                 signedRoots = [try await certificate(url + "/simulator/root.cer")]
                 struct SimulatorApp: Decodable { var bundleId: String; var sharedSecret: String? }
                 for app in try JSONDecoder().decode([SimulatorApp].self, from: Data(try await get(url + "/simulator/apps"))) {
-                    simulatorSecrets[app.bundleId] = app.sharedSecret
+                    simulatorSecrets[app.bundleId] = app.sharedSecret.map(Secret.init)
                 }
             }
             var gateways: [String: [String: AppleGateway]] = [:]
-            var webhookSecrets: [String: String] = [:]
             for publisher in catalog.publishers {
                 for app in publisher.apps {
                     let name = "publisher \"\(publisher.id)\" app \"\(app.bundleId)\""
                     let secret = try app.sharedSecretVariable.flatMap { variable in
-                        try value(of: variable) ?? simulatorSecrets[app.bundleId] ?? missing(variable, for: name)
+                        try secrets.secrets(variable).first ?? simulatorSecrets[app.bundleId] ?? missing(variable, for: name)
                     }
                     var verifierConfiguration = SignedDataVerifier.Configuration(
                         bundleId: app.bundleId, appAppleId: app.appAppleId, roots: signedRoots)
                     verifierConfiguration.validationTime = .signedDate
-                    var receipts = VerifyReceiptClient.Configuration(sharedSecret: secret)
+                    // An app sold in one environment only refuses data from the other at once.
+                    verifierConfiguration.environment =
+                        switch Set(app.environments) {
+                        case ["Production"]: .production
+                        case ["Sandbox"]: .sandbox
+                        default: nil
+                        }
+                    var receipts = VerifyReceiptClient.Configuration(sharedSecret: secret?.value)
                     if case .development(let url) = mode {
                         receipts.productionURL = url + "/verifyReceipt"
                         receipts.sandboxURL = url + "/sandbox/verifyReceipt"
@@ -106,12 +147,9 @@ public struct EntitleConfiguration: Sendable {
                         receipts: VerifyReceiptClient(configuration: receipts, httpClient: httpClient), sharedSecret: secret,
                         production: production, sandbox: sandbox)
                 }
-                if let webhook = publisher.webhook {
-                    webhookSecrets[publisher.id] =
-                        try value(of: webhook.secretVariable)
-                        ?? missing(webhook.secretVariable, for: "publisher \"\(publisher.id)\" webhook")
-                }
             }
+            let reader = secrets
+            let webhookSecrets = try Reloadable { try EntitleConfiguration.readWebhookSecrets(catalog, reader) }
             let development: Bool
             let clock: AppleClock
             if case .development(let url) = mode {
@@ -122,16 +160,16 @@ public struct EntitleConfiguration: Sendable {
                 clock = .wall
             }
             return EntitleConfiguration(
-                mode: mode, catalog: catalog, gateways: gateways, clock: clock, webhookSecrets: webhookSecrets,
+                mode: mode, catalog: catalog, gateways: gateways, clock: clock, webhookSecrets: webhookSecrets, secrets: reader,
+                simulatorSharedSecrets: simulatorSecrets,
+                webhooksMayReachPrivateAddresses: development || environment["ENTITLE_WEBHOOK_ALLOW_PRIVATE_ADDRESSES"] == "1",
                 renewalCheckMargin: development ? .seconds(5) : .seconds(3600),
                 billingRetryCheckInterval: development ? .seconds(60) : .seconds(6 * 3600))
         }
 
-        func value(of variable: String) -> String? {
-            environment[variable].flatMap { $0.isEmpty ? nil : $0 }
-        }
+        var secrets: SecretReader { SecretReader(environment: environment) }
 
-        func missing(_ variable: String, for name: String) throws -> String {
+        func missing(_ variable: String, for name: String) throws -> Secret {
             throw WorkerError(.invalidConfiguration, "\(name): the environment variable \(variable) is not set")
         }
 
@@ -140,11 +178,8 @@ public struct EntitleConfiguration: Sendable {
             let issuerId: String
             let pem: String
             if let key = app.apiKey {
-                guard let text = value(of: key.privateKeyVariable) else {
-                    _ = try missing(key.privateKeyVariable, for: name)
-                    return (nil, nil)
-                }
-                (keyId, issuerId, pem) = (key.keyId, key.issuerId, text)
+                let text = try secrets.secret(key.privateKeyVariable) ?? missing(key.privateKeyVariable, for: name)
+                (keyId, issuerId, pem) = (key.keyId, key.issuerId, text.value)
             } else if case .development(let url) = mode {
                 // A key of its own, registered with the simulator for this run.
                 let key = P256.Signing.PrivateKey()

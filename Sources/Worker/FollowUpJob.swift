@@ -1,3 +1,4 @@
+import AppStore
 import Foundation
 
 /// A job a change makes necessary (a webhook, the next renewal check), written into the
@@ -19,7 +20,7 @@ public struct FollowUpJob: Sendable, Hashable, Codable {
         self.id = id
         self.type = type
         self.payload = payload
-        self.runAtMs = runAt.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) }
-        self.dueMs = due.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) }
+        self.runAtMs = runAt.map { AppleTimestamp($0).milliseconds }
+        self.dueMs = due.map { AppleTimestamp($0).milliseconds }
     }
 }

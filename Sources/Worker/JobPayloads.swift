@@ -16,10 +16,13 @@ public enum JobPayloads {
         /// The offer the app says was bought: checked against the product.
         public var offerId: String?
         public var couponCode: String?
+        /// The app key (its id) that posted the purchase: an app reads only the jobs it created.
+        public var appKey: String?
 
         public init(
             publisher: String, customer: String, signedTransaction: String? = nil, transactionId: String? = nil,
-            appReceipt: String? = nil, bundleId: String? = nil, offerId: String? = nil, couponCode: String? = nil
+            appReceipt: String? = nil, bundleId: String? = nil, offerId: String? = nil, couponCode: String? = nil,
+            appKey: String? = nil
         ) {
             self.publisher = publisher
             self.customer = customer
@@ -29,6 +32,7 @@ public enum JobPayloads {
             self.bundleId = bundleId
             self.offerId = offerId
             self.couponCode = couponCode
+            self.appKey = appKey
         }
     }
 

@@ -25,7 +25,8 @@ extension JobFailure {
         case let refusal as JobRefusal: return refusal.failure
         case let error as AppStoreError:
             guard error.isRetryable else { return JobFailure.permanent("apple.\(error.code.rawValue)", error.message) }
-            let wait = error.retryAfter.map { Duration.milliseconds(Int64(max(0, $0.timeIntervalSinceNow) * 1000)) }
+            // Apple's Retry-After is a time it names; a day at most, so no header can park a job for ever.
+            let wait = error.retryAfter.map { Duration.milliseconds(AppleTimestamp.milliseconds(min(max(0, $0.timeIntervalSinceNow), 86_400) * 1000)) }
             return JobFailure.retryable("apple.\(error.code.rawValue)", error.message, after: wait)
         case let error as EntitlementStoreError:
             return JobFailure.retryable("store.\(error.code.rawValue)", error.message)

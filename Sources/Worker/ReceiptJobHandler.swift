@@ -133,6 +133,13 @@ public struct ReceiptJobHandler: EntitlementJobHandler {
             return try await refused(
                 .offerMismatch, "product \(primary.productId) buys offer \(offer.offerId), not \(offerId)", fact: primary)
         }
+        // Apple's binding of a purchase to an account outranks every transfer policy.
+        guard AppAccountToken.allows(primary.appAccountToken, for: payload.customer, publisher: publisher) else {
+            return try await refused(
+                .appAccountTokenMismatch, "the purchase was made for another account: its appAccountToken is not \(payload.customer)'s",
+                fact: primary)
+        }
+        evidence.facts.removeAll { !AppAccountToken.allows($0.appAccountToken, for: payload.customer, publisher: publisher) }
 
         // 2. Who owns it, then apply, one job at a time per original transaction.
         let locked = evidence

@@ -1,3 +1,4 @@
+import AppStore
 import Foundation
 import JobQueue
 import Logging
@@ -8,7 +9,7 @@ import ServiceLifecycle
 /// check is overdue by more than `grace` (its scheduled job was lost, or ran out of
 /// attempts) gets a new `renewal-check` job. Every worker process runs one; the idempotency
 /// key makes them agree.
-public struct RenewalSweep: Service {
+public struct RenewalSweep: Service, CustomStringConvertible {
     let service: EntitlementService
     let queue: String
     let interval: Duration
@@ -22,6 +23,10 @@ public struct RenewalSweep: Service {
         self.grace = grace
         self.logger = logger
     }
+
+    // swift-service-lifecycle logs its services: say what this one is, and nothing of the
+    // configuration it holds.
+    public var description: String { "RenewalSweep(queue: \(queue), interval: \(interval), grace: \(grace))" }
 
     public func run() async throws {
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
@@ -42,7 +47,7 @@ public struct RenewalSweep: Service {
     @discardableResult
     public func sweep(limit: Int = 500) async throws -> Int {
         let now = try await service.configuration.clock.now()
-        let cutoff = Int64((now.timeIntervalSince1970 - grace.seconds) * 1000)
+        let cutoff = AppleTimestamp(now.addingTimeInterval(-grace.seconds)).milliseconds
         let due =
             try await service.jobQueue.redis.send([
                 "ZRANGEBYSCORE", service.renewalIndex, "-inf", String(cutoff), "WITHSCORES", "LIMIT", "0", String(limit),

@@ -8,9 +8,14 @@ import RedisClient
 /// by another) takes its own lock back at once; other jobs wait until it is released or its
 /// lease runs out.
 ///
+/// Tokens are Redis's clock in microseconds, or one more than the last token when that is
+/// larger: they grow across the fence key's expiry (a week after the last acquisition), so a
+/// job that asks about a transaction nobody holds (a refused transfer, garbage) leaves no
+/// key behind for ever.
+///
 /// Keys (hash-tagged by the transaction id, so both sit in one Redis Cluster slot):
 /// - `{prefix}:ent:P:lock:{T}`: `jobId:token`, with the lease as TTL
-/// - `{prefix}:ent:P:fence:{T}`: the last token handed out (never expires)
+/// - `{prefix}:ent:P:fence:{T}`: the last token handed out, for a week
 public struct TransactionLock: Sendable {
     /// What a holder carries into its writes.
     public struct Token: Sendable, Hashable {
@@ -22,6 +27,8 @@ public struct TransactionLock: Sendable {
     public let prefix: String
     /// How long a lock outlives a holder that never releases it (a crashed worker).
     public var lease: Duration
+    /// How long the last token is remembered after the last acquisition.
+    static let fenceRetention = Duration.seconds(7 * 86_400)
 
     public init(redis: RedisConnectionPool, prefix: String, lease: Duration = .seconds(90)) {
         self.redis = redis
@@ -34,8 +41,11 @@ public struct TransactionLock: Sendable {
         source: """
             local holder = redis.call('GET', KEYS[1])
             if holder and string.sub(holder, 1, #ARGV[1] + 1) ~= ARGV[1] .. ':' then return 0 end
-            local token = redis.call('INCR', KEYS[2])
-            redis.call('SET', KEYS[1], ARGV[1] .. ':' .. token, 'PX', ARGV[2])
+            local time = redis.call('TIME')
+            local token = math.max(tonumber(redis.call('GET', KEYS[2]) or '0') + 1, tonumber(time[1]) * 1000000 + tonumber(time[2]))
+            local text = string.format('%.0f', token)
+            redis.call('SET', KEYS[2], text, 'PX', ARGV[3])
+            redis.call('SET', KEYS[1], ARGV[1] .. ':' .. text, 'PX', ARGV[2])
             return token
             """)
 
@@ -55,7 +65,7 @@ public struct TransactionLock: Sendable {
     public func acquire(publisher: String, originalTransactionId: String, job: String) async throws -> Token? {
         let reply = try await redis.run(
             Self.acquireScript, keys: keys(publisher, originalTransactionId),
-            arguments: [job, String(lease.components.seconds * 1000)])
+            arguments: [job, String(lease.components.seconds * 1000), String(Self.fenceRetention.components.seconds * 1000)])
         guard let value = reply.int, value > 0 else { return nil }
         return Token(originalTransactionId: originalTransactionId, value: value)
     }

@@ -42,6 +42,11 @@ public struct TransferJobHandler: EntitlementJobHandler {
             let held = try await service.store.load(publisher: publisher.id, customer: previous).state
             let facts = held.transactions.values.filter { $0.originalTransactionId == id }
             guard !facts.isEmpty else { throw JobRefusal.notPossible(code: "notHeld", "\(previous) holds nothing of \(id)") }
+            // Apple's binding of a purchase to an account outranks the transfer policy.
+            guard facts.allSatisfy({ AppAccountToken.allows($0.appAccountToken, for: payload.to, publisher: publisher) }) else {
+                throw JobRefusal.notPossible(
+                    code: "appAccountTokenMismatch", "\(id) was bought for another account: its appAccountToken is not \(payload.to)'s")
+            }
             // The moment of transfer is kept from the first run, so reruns change nothing.
             let transferredAt = held.periods.first { $0.originalTransactionId == id && $0.endReason == .transferred }?.endedAt ?? now
 

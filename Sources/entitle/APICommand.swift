@@ -15,9 +15,9 @@ struct APICommand: AsyncParsableCommand {
         commandName: "api",
         abstract: "Serve the HTTP API and the dashboard (purchases, notifications, jobs, entitlements, metrics).",
         discussion: """
-            Publishers' tokens come from the variables their catalog entries name; the dashboard's operator \
-            routes need ENTITLE_ADMIN_TOKEN. Prints "api listening on URL" once it accepts requests. \
-            docs/api.md lists the routes.
+            Publishers' keys come from the variables their catalog entries name (or the files NAME_FILE \
+            names, read again on SIGHUP for rotations); the operator routes need ENTITLE_ADMIN_TOKEN. Prints \
+            "api listening on URL" once it accepts requests. docs/api.md lists the routes and who may call them.
             """
     )
 
@@ -45,10 +45,22 @@ struct APICommand: AsyncParsableCommand {
     @Option(help: "The largest request body accepted, in bytes.")
     var maxBodyBytes: Int = 1 << 20
 
+    @Option(help: "Seconds a connection may stay open without a complete request head (on connect and between requests).")
+    var idleTimeout: Double = 10
+
+    @Option(help: "Seconds a request may take from its head to the end of its body.")
+    var requestTimeout: Double = 30
+
+    @Option(help: "Connections served at once (at most the open-file limit less 512); more wait in the backlog.")
+    var maxConnections: Int = 8192
+
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0-65535") }
         guard (1...256).contains(connections) else { throw ValidationError("--connections must be 1-256") }
         guard (1024...(64 << 20)).contains(maxBodyBytes) else { throw ValidationError("--max-body-bytes must be 1024-67108864") }
+        guard (1...3600).contains(idleTimeout) else { throw ValidationError("--idle-timeout must be 1 to 3600 seconds") }
+        guard (1...3600).contains(requestTimeout) else { throw ValidationError("--request-timeout must be 1 to 3600 seconds") }
+        guard (16...1_000_000).contains(maxConnections) else { throw ValidationError("--max-connections must be 16-1000000") }
         _ = try WorkerCommand.parseQueues("\(queue)=1")
     }
 
@@ -70,36 +82,36 @@ struct APICommand: AsyncParsableCommand {
         var configuration = EntitleAPI.Configuration()
         configuration.queue = queue
         configuration.maxBodyBytes = maxBodyBytes
-        configuration.adminToken = environment["ENTITLE_ADMIN_TOKEN"]
-        let application = try Self.application(
-            settings: settings, jobQueue: jobQueue, configuration: configuration, environment: environment, registry: registry,
-            host: host, port: port, logger: logger
+        configuration.idleTimeout = .milliseconds(Int64(idleTimeout * 1000))
+        configuration.requestTimeout = .milliseconds(Int64(requestTimeout * 1000))
+        configuration.maxConnections = min(maxConnections, max(16, EntitleAPI.raiseOpenFileLimit() - 512))
+        let services = try Self.services(
+            settings: settings, jobQueue: jobQueue, configuration: configuration, registry: registry, host: host, port: port,
+            logger: logger
         ) { url in
             FileHandle.standardOutput.write(Data("api listening on \(url)\n".utf8))
         }
         let group = ServiceGroup(
-            configuration: .init(services: [.init(service: application)], gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+            configuration: .init(services: services.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
         jobQueue.redis.close()
     }
 
-    /// The API as a service; `onListening` gets its URL once it accepts requests.
-    static func application(
-        settings: EntitleConfiguration, jobQueue: JobQueue, configuration: EntitleAPI.Configuration, environment: [String: String],
+    /// The API, and the reload of its credentials on SIGHUP, as services; `onListening` gets
+    /// its URL once it accepts requests.
+    static func services(
+        settings: EntitleConfiguration, jobQueue: JobQueue, configuration: EntitleAPI.Configuration,
         registry: PrometheusCollectorRegistry, host: String, port: Int, logger: Logger,
         onListening: @escaping @Sendable (String) async -> Void
-    ) throws -> some Service {
+    ) throws -> [any Service] {
         let api: EntitleAPI
         do {
             api = try EntitleAPI(
-                settings: settings, jobQueue: jobQueue, configuration: configuration, environment: environment,
-                metrics: { registry.emitToBuffer() }, logger: logger)
+                settings: settings, jobQueue: jobQueue, configuration: configuration, metrics: { registry.emitToBuffer() }, logger: logger)
         } catch {
             throw CommandFailure("entitle api: \(error.message)")
         }
-        return Application(
-            router: api.makeRouter(), configuration: .init(address: .hostname(host, port: port), serverName: "entitle"),
-            onServerRunning: { channel in await onListening("http://\(host):\(channel.localAddress?.port ?? port)") },
-            logger: logger)
+        let reload = SecretsReloadService([("API credentials", { try api.reloadCredentials() })], logger: logger)
+        return [api.makeApplication(host: host, port: port, onListening: onListening), reload]
     }
 }

@@ -35,6 +35,9 @@ struct EnqueueCommand: AsyncParsableCommand {
 
     func validate() throws {
         guard (1...10_000_000).contains(count) else { throw ValidationError("--count must be 1-10000000") }
+        if let delay, !(0...Self.maximumDelay).contains(delay) {
+            throw ValidationError("--delay must be 0 to \(Int(Self.maximumDelay)) seconds (a year)")
+        }
         if idempotencyKey != nil && count > 1 {
             throw ValidationError("--idempotency-key names one job; it cannot go with --count above 1")
         }
@@ -44,6 +47,9 @@ struct EnqueueCommand: AsyncParsableCommand {
             throw ValidationError(error.message)
         }
     }
+
+    /// A year: a job scheduled further out is more likely a mistake than a plan.
+    static let maximumDelay: Double = 366 * 86_400
 
     var request: EnqueueRequest {
         EnqueueRequest(

@@ -137,14 +137,13 @@ struct RunCommand: AsyncParsableCommand {
             to: &handlers, settings: settings, jobQueue: jobQueue, queue: "default", logger: logger)
         let worker = WorkerService(
             configuration: .init(concurrency: ["default": concurrency]), jobQueue: jobQueue, registry: handlers, logger: logger)
-        var apiConfiguration = EntitleAPI.Configuration()
-        apiConfiguration.adminToken = environment["ENTITLE_ADMIN_TOKEN"]
         let (apiReady, apiListening) = AsyncStream<String>.makeStream()
-        let api = try APICommand.application(
-            settings: settings, jobQueue: jobQueue, configuration: apiConfiguration, environment: environment, registry: registry,
+        let api = try APICommand.services(
+            settings: settings, jobQueue: jobQueue, configuration: EntitleAPI.Configuration(), registry: registry,
             host: "127.0.0.1", port: apiPort, logger: logger
         ) { url in apiListening.yield(url) }
-        let services: [any Service] = [worker, sweep, api]
+        let reload = SecretsReloadService([("webhook secrets", { try settings.reloadSecrets() })], logger: logger)
+        let services: [any Service] = [worker, sweep, reload] + api
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
                 services: services.map {

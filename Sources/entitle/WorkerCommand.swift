@@ -44,9 +44,9 @@ struct WorkerCommand: AsyncParsableCommand {
     func validate() throws {
         _ = try Self.parseQueues(queues)
         if let metricsPort, !(1...65535).contains(metricsPort) { throw ValidationError("--metrics-port must be 1-65535") }
-        guard shutdownTimeout >= 0 else { throw ValidationError("--shutdown-timeout cannot be negative") }
+        guard (0...3600).contains(shutdownTimeout) else { throw ValidationError("--shutdown-timeout must be 0 to 3600 seconds") }
         guard (1...256).contains(connections) else { throw ValidationError("--connections must be 1-256") }
-        guard heartbeatTTL >= 1 else { throw ValidationError("--heartbeat-ttl must be at least 1 second") }
+        guard (1...3600).contains(heartbeatTTL) else { throw ValidationError("--heartbeat-ttl must be 1 to 3600 seconds") }
     }
 
     /// The catalog to load: the option, `$ENTITLE_CATALOG`, or the development catalog.
@@ -116,6 +116,8 @@ struct WorkerCommand: AsyncParsableCommand {
                 Self.addEntitlementJobs(
                     to: &handlers, settings: settings, jobQueue: jobQueue, queue: concurrency.keys.sorted().first ?? "default",
                     crashAfterWrite: crash, logger: logger))
+            // Rotated webhook secrets take effect on SIGHUP, without a restart.
+            services.append(SecretsReloadService([("webhook secrets", { try settings.reloadSecrets() })], logger: logger))
             logger.info(
                 "entitlement jobs enabled",
                 metadata: ["catalog": "\(catalogPath)", "publishers": "\(settings.catalog.publishers.count)", "mode": "\(settings.mode)"])

@@ -1,6 +1,7 @@
 import AppStore
 import AppStoreSimulator
 import AsyncHTTPClient
+import Crypto
 import Foundation
 import HTTPAPI
 import HTTPTestSupport
@@ -24,6 +25,10 @@ struct APIStack: Sendable {
     static let limitedToken = "limited-token-0123456789"
     static let adminToken = "admin-token-0123456789"
     static let cleengBasic = "demo-user:demo-password"
+    /// The demo app's key (public by design) and the secret its backend signs customer tokens with.
+    static let appKey = "app-key-demo-0123456789"
+    static let otherAppKey = "app-key-other-0123456789"
+    static let customerTokenSecret = "customer-token-secret-0123456789"
 
     let url: String
     let simulatorURL: String
@@ -32,12 +37,27 @@ struct APIStack: Sendable {
     let inbox: RequestLog
     /// The routes the API registered (`GET /v1/jobs/{id}`).
     let routes: [String]
+    let api: EntitleAPI
+
+    /// Serves the API as `entitle api` does (its own server settings) on a free loopback port.
+    static func serve(_ api: EntitleAPI, _ body: @Sendable (String) async throws -> Void) async throws {
+        let (urls, listening) = AsyncStream<String>.makeStream()
+        let application = api.makeApplication(host: "127.0.0.1", port: 0) { listening.yield($0) }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await application.run() }
+            var iterator = urls.makeAsyncIterator()
+            guard let url = await iterator.next() else { throw CancellationError() }
+            try await body(url)
+            group.cancelAll()
+        }
+    }
 
     /// Minting signing keys is slow in debug builds: one pair for every test.
     static let authorities = Result { (try SigningAuthority(), try ReceiptSigningAuthority()) }
 
     static func run(
         _ name: String, worker: Bool = false, adminToken: String? = adminToken, redisDown: Bool = false,
+        environment extra: [String: String] = [:], configure: @Sendable (inout EntitleAPI.Configuration) -> Void = { _ in },
         _ body: @Sendable (APIStack) async throws -> Void
     ) async throws {
         let inbox = RequestLog()
@@ -67,11 +87,14 @@ struct APIStack: Sendable {
                 let simulatorURL = "http://127.0.0.1:\(port)"
                 let catalog = try writeCatalog()
                 defer { try? FileManager.default.removeItem(atPath: catalog) }
-                let environment = [
+                var environment = [
                     "ENTITLE_ENV": "development", "ENTITLE_SIMULATOR_URL": simulatorURL, "ENTITLE_DEMO_API_TOKEN": demoToken,
                     "ENTITLE_DEMO_CLEENG_BASIC": cleengBasic, "ENTITLE_OTHER_TOKEN": otherToken,
-                    "ENTITLE_LIMITED_TOKEN": limitedToken,
+                    "ENTITLE_LIMITED_TOKEN": limitedToken, "ENTITLE_DEMO_APP_KEY": appKey, "ENTITLE_OTHER_APP_KEY": otherAppKey,
+                    "ENTITLE_DEMO_CUSTOMER_TOKEN_SECRET": customerTokenSecret,
                 ]
+                if let adminToken { environment["ENTITLE_ADMIN_TOKEN"] = adminToken }
+                environment.merge(extra) { $1 }
                 let settings = try await EntitleConfiguration.load(catalogPath: catalog, environment: environment, logger: TestRedis.logger)
                 var redis = try await TestRedis.configuration()
                 if redisDown {
@@ -83,10 +106,12 @@ struct APIStack: Sendable {
                     redis: RedisConnectionPool(configuration: redis, maximumConnections: 8, logger: TestRedis.logger),
                     configuration: JobQueueConfiguration(prefix: TestRedis.uniquePrefix(name)), logger: TestRedis.logger)
                 var apiConfiguration = EntitleAPI.Configuration()
-                apiConfiguration.adminToken = adminToken
                 apiConfiguration.maxBodyBytes = 256 << 10
+                // Suites send many refused requests from 127.0.0.1 on purpose; tests of the limit set their own.
+                apiConfiguration.failedAuthenticationLimit = (100_000, 100_000)
+                configure(&apiConfiguration)
                 let api = try EntitleAPI(
-                    settings: settings, jobQueue: jobQueue, configuration: apiConfiguration, environment: environment,
+                    settings: settings, jobQueue: jobQueue, configuration: apiConfiguration,
                     metrics: { Array("entitle_test_metric 1\n".utf8) }, logger: TestRedis.logger)
                 var workerService: WorkerService?
                 if worker {
@@ -102,8 +127,9 @@ struct APIStack: Sendable {
                 }
                 if let workerService { tasks.addTask { try await workerService.run() } }
                 defer { workerService?.stop() }
-                try await LoopbackServer.run(api.makeRouter()) { url in
-                    try await body(APIStack(url: url, simulatorURL: simulatorURL, jobQueue: jobQueue, inbox: inbox, routes: api.routes))
+                try await Self.serve(api) { url in
+                    try await body(
+                        APIStack(url: url, simulatorURL: simulatorURL, jobQueue: jobQueue, inbox: inbox, routes: api.routes, api: api))
                 }
                 tasks.cancelAll()
             }
@@ -122,6 +148,11 @@ struct APIStack: Sendable {
         var demo = publishers[0]
         demo["api"] = [
             "tokenVariables": ["ENTITLE_DEMO_API_TOKEN"],
+            "appKeys": [["id": "ios", "variable": "ENTITLE_DEMO_APP_KEY", "bundleIds": ["com.entitle.demo"]]],
+            "customerTokens": [
+                "keys": [["kid": "k1", "algorithm": "HS256", "secretVariable": "ENTITLE_DEMO_CUSTOMER_TOKEN_SECRET"]],
+                "maxLifetimeSeconds": 3600,
+            ],
             "cleeng": ["basicAuthVariable": "ENTITLE_DEMO_CLEENG_BASIC"],
             "rateLimit": ["perSecond": 10_000, "burst": 10_000], "validation": ["waitSeconds": 15],
         ]
@@ -131,9 +162,14 @@ struct APIStack: Sendable {
         other["apps"] = [["bundleId": "com.example.other", "environments": ["Sandbox"]]]
         other["subscriptionGroups"] = []
         other["couponCampaigns"] = []
-        other["api"] = ["tokenVariables": ["ENTITLE_OTHER_TOKEN"], "validation": ["format": "json"]]
+        other["api"] = [
+            "tokenVariables": ["ENTITLE_OTHER_TOKEN"], "validation": ["format": "json"],
+            "appKeys": [["id": "other-app", "variable": "ENTITLE_OTHER_APP_KEY"]],
+        ]
         var limited = other
         limited["id"] = "limited"
+        // An app belongs to one publisher.
+        limited["apps"] = [["bundleId": "com.example.limited", "environments": ["Sandbox"]]]
         limited["api"] = ["tokenVariables": ["ENTITLE_LIMITED_TOKEN"], "rateLimit": ["perSecond": 0.2, "burst": 2]]
         publishers = [demo, other, limited]
         document["publishers"] = publishers
@@ -197,6 +233,27 @@ struct APIStack: Sendable {
     func enqueuedCount() async throws -> Int {
         try await jobQueue.stats(queue: "default").total("enqueued")
     }
+}
+
+/// A customer token as a publisher's backend mints it (HS256 with the demo's secret), or
+/// with the claims and key a test wants to try.
+func customerToken(
+    _ customer: String, audience: String = "demo", lifetime: TimeInterval = 600, issuedAgo: TimeInterval = 0,
+    secret: String = APIStack.customerTokenSecret, kid: String? = "k1", algorithm: String = "HS256"
+) -> String {
+    func base64url(_ bytes: some Sequence<UInt8>) -> String {
+        Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            .replacingOccurrences(of: "=", with: "")
+    }
+    var header: [String: Any] = ["alg": algorithm, "typ": "JWT"]
+    if let kid { header["kid"] = kid }
+    let issued = Date().timeIntervalSince1970 - issuedAgo
+    let claims: [String: Any] = ["sub": customer, "aud": audience, "iat": Int(issued), "exp": Int(issued + lifetime)]
+    let input =
+        base64url(try! JSONSerialization.data(withJSONObject: header, options: .sortedKeys)) + "."
+        + base64url(try! JSONSerialization.data(withJSONObject: claims, options: .sortedKeys))
+    let mac = HMAC<SHA256>.authenticationCode(for: Data(input.utf8), using: SymmetricKey(data: Data(secret.utf8)))
+    return input + "." + base64url(mac)
 }
 
 /// A signed transaction with its signature bytes changed: well-formed, forged.

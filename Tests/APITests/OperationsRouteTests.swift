@@ -32,17 +32,20 @@ import Testing
                 try await api.call(.POST, "/v1/transfers", json: ["originalTransactionId": "1", "to": "bob"], route: "POST /v1/transfers")
                     .status == 400)
 
-            let queues = try await api.call(.GET, "/v1/queues", route: "GET /v1/queues")
+            // Every tenant's counters: operators only.
+            let queues = try await api.call(.GET, "/v1/queues", token: APIStack.adminToken, route: "GET /v1/queues")
             let list = try #require(queues.json["queues"] as? [[String: Any]])
             let queue = try #require(list.first { $0["name"] as? String == "default" })
             #expect(queue["pending"] as? Int == 1 && (queue["counters"] as? [String: Int])?["enqueued:transfer"] == 1)
-            #expect(try await api.call(.GET, "/v1/queues", token: APIStack.adminToken, route: "GET /v1/queues").status == 200)
+            #expect(try await api.call(.GET, "/v1/queues", route: "GET /v1/queues").status == 403, "a publisher's key is not an operator's")
             #expect(try await api.call(.GET, "/v1/queues", token: nil, route: "GET /v1/queues").status == 401)
 
             #expect(try await api.call(.GET, "/healthz", token: nil, route: "GET /healthz").json["status"] as? String == "ok")
             #expect(try await api.call(.GET, "/readyz", token: nil, route: "GET /readyz").json["status"] as? String == "ready")
-            let metrics = try await api.call(.GET, "/metrics", token: nil, route: "GET /metrics")
+            let metrics = try await api.call(.GET, "/metrics", token: APIStack.adminToken, route: "GET /metrics")
             #expect(metrics.status == 200 && metrics.text.contains("entitle_test_metric 1"))
+            #expect(try await api.call(.GET, "/metrics", token: nil, route: "GET /metrics").status == 401)
+            #expect(try await api.call(.GET, "/metrics", route: "GET /metrics").status == 403)
             let unknown = try await api.call(.GET, "/v1/nothing-here", token: nil)
             #expect(unknown.status == 404)
         }
@@ -60,7 +63,7 @@ import Testing
 
             let route = "GET /v1/admin/queues/{queue}/dead"
             #expect(
-                try await api.call(.GET, "/v1/admin/queues/default/dead", route: route).status == 401,
+                try await api.call(.GET, "/v1/admin/queues/default/dead", route: route).status == 403,
                 "a publisher token is not an operator's")
             let listed = try await api.call(.GET, "/v1/admin/queues/default/dead", token: APIStack.adminToken, route: route)
             #expect(Set((listed.json["jobs"] as? [[String: Any]] ?? []).compactMap { $0["id"] as? String }) == Set(dead[0..<2]))

@@ -147,15 +147,17 @@ import Testing
             // `limited`: two at once, then 429 with Retry-After.
             var statuses: [Int] = []
             var retryAfter: String?
+            let lookup = "/v1/customers/nobody/entitlements"
+            let route = "GET /v1/customers/{id}/entitlements"
             for _ in 0..<3 {
-                let reply = try await api.call(.GET, "/v1/queues", token: APIStack.limitedToken, route: "GET /v1/queues")
+                let reply = try await api.call(.GET, lookup, token: APIStack.limitedToken, route: route)
                 statuses.append(reply.status)
                 retryAfter = reply.headers["retry-after"] ?? retryAfter
             }
-            #expect(statuses == [200, 200, 429])
+            #expect(statuses == [404, 404, 429])
             #expect(retryAfter.flatMap(Int.init).map { (1...5).contains($0) } == true, "\(retryAfter ?? "none")")
             // The limit is per publisher: demo is unaffected.
-            #expect(try await api.call(.GET, "/v1/queues", route: "GET /v1/queues").status == 200)
+            #expect(try await api.call(.GET, "/v1/customers/nobody%40example.com/entitlements", route: route).status == 404)
         }
     }
 }

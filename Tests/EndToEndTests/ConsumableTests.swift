@@ -74,7 +74,7 @@ import Worker
             for (signature, body) in signed {
                 let timestamp = try #require(signature.split(separator: ",").first?.dropFirst(2)).description
                 let expected = WebhookJobHandler.signature(
-                    body: String(decoding: body, as: UTF8.self), secret: EntitleStack.webhookSecret,
+                    body: String(decoding: body, as: UTF8.self), secrets: [Secret(EntitleStack.webhookSecret)],
                     timestamp: try #require(Int64(timestamp)))
                 #expect(signature == expected)
             }

@@ -100,12 +100,16 @@ final class EntitleStack: Sendable {
         }
         try await LoopbackServer.run(router) { receiverURL in
             let catalog = try Self.writeCatalog(webhookURL: receiverURL + "/webhook")
-            defer { try? FileManager.default.removeItem(atPath: catalog) }
+            let simulatorCatalog = try Self.writeSimulatorCatalog()
+            defer {
+                try? FileManager.default.removeItem(atPath: catalog)
+                try? FileManager.default.removeItem(atPath: simulatorCatalog)
+            }
             let simulator = try ChildProcess(
                 ChildProcess.entitleExecutable,
                 [
-                    "simulator", "--port", "0", "--notify-url", receiverURL + "/v2", "--notify-url-v1", receiverURL + "/v1", "--log-level",
-                    "error",
+                    "simulator", "--port", "0", "--catalog", simulatorCatalog, "--notify-url", receiverURL + "/v2", "--notify-url-v1",
+                    receiverURL + "/v1", "--log-level", "error",
                 ])
             defer { if simulator.isRunning { simulator.signal(SIGKILL) } }
             try await eventually("the simulator to listen") { simulator.output.contains("simulator listening on ") }
@@ -141,22 +145,76 @@ final class EntitleStack: Sendable {
         self.receiver = receiver
     }
 
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    /// The app each test publisher sells through (an app belongs to one publisher): the demo
+    /// app's products, under `com.entitle.PUBLISHER`.
+    static func bundleId(_ publisher: String) -> String { publisher == "keep" || publisher == "share" ? "com.entitle.\(publisher)" : "com.entitle.demo" }
+
+    /// Replaces the demo app's bundle id in every string (product ids, group products), and
+    /// its subscription group's id (groups belong to one app).
+    static func renamed(_ value: Any, to bundleId: String) -> Any {
+        switch value {
+        case let text as String:
+            let renamed = text.replacingOccurrences(of: "com.entitle.demo", with: bundleId)
+            return renamed == "21000001" && bundleId != "com.entitle.demo" ? "21000001-" + bundleId : renamed
+        case let list as [Any]: return list.map { renamed($0, to: bundleId) }
+        case let object as [String: Any]:
+            return Dictionary(uniqueKeysWithValues: object.map { (renamed($0.key, to: bundleId) as? String ?? $0.key, renamed($0.value, to: bundleId)) })
+        default: return value
+        }
+    }
+
+    /// The demo simulator catalog, plus the apps `com.entitle.keep` and `com.entitle.share`
+    /// selling the same products under their own ids.
+    static func writeSimulatorCatalog() throws -> String {
+        var document = try #require(
+            try JSONSerialization.jsonObject(with: Data(contentsOf: root.appending(path: "Config/simulator-catalog.json"))) as? [String: Any])
+        for (key, value) in document where value is [Any] {
+            let list = try #require(value as? [Any])
+            var extended = list
+            for (index, publisher) in ["keep", "share"].enumerated() {
+                var copies = try #require(renamed(list, to: bundleId(publisher)) as? [Any])
+                if key == "apps" {
+                    copies = copies.map { app in
+                        var app = app as? [String: Any] ?? [:]
+                        app["appAppleId"] = 1_234_567_891 + index
+                        return app
+                    }
+                }
+                extended += copies
+            }
+            document[key] = extended
+        }
+        let path = FileManager.default.temporaryDirectory.appending(path: "e2e-simulator-catalog-\(UUID().uuidString).json").path
+        try JSONSerialization.data(withJSONObject: document).write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
     /// The development catalog, plus publishers `keep` and `share` (the other transfer
-    /// policies, same app), `other` (another app), and a webhook on `demo`.
+    /// policies, each with its own app selling the demo's products), `other` (another app),
+    /// and a webhook on `demo`.
     static func writeCatalog(webhookURL: String) throws -> String {
-        let source = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appending(path: "Config/catalog.development.json")
+        let source = root.appending(path: "Config/catalog.development.json")
         var document = try #require(try JSONSerialization.jsonObject(with: Data(contentsOf: source)) as? [String: Any])
         var publishers = try #require(document["publishers"] as? [[String: Any]])
         var demo = publishers[0]
         demo["webhook"] = ["url": webhookURL, "secretVariable": "ENTITLE_TEST_WEBHOOK_SECRET"]
-        var keep = publishers[0]
-        keep["id"] = "keep"
-        keep["transferPolicy"] = "keep"
+        func copy(_ id: String, policy: String) throws -> [String: Any] {
+            var publisher = try #require(renamed(publishers[0], to: bundleId(id)) as? [String: Any])
+            publisher["id"] = id
+            publisher["transferPolicy"] = policy
+            publisher["api"] = nil
+            publisher["apps"] = (publisher["apps"] as? [[String: Any]] ?? []).map { app in
+                var app = app
+                app["appAppleId"] = id == "keep" ? 1_234_567_891 : 1_234_567_892
+                return app
+            }
+            return publisher
+        }
+        var keep = try copy("keep", policy: "keep")
         keep["offers"] = (keep["offers"] as? [[String: Any]] ?? []).filter { $0["offerId"] as? String != "credits-100" }
-        var share = publishers[0]
-        share["id"] = "share"
-        share["transferPolicy"] = "share"
+        let share = try copy("share", policy: "share")
         var other = publishers[0]
         other["id"] = "other"
         other["apps"] = [["bundleId": "com.example.other", "environments": ["Sandbox"]]]
@@ -216,10 +274,12 @@ final class EntitleStack: Sendable {
         return (try? JSONSerialization.jsonObject(with: Data(body.readableBytesView)) as? [String: Any]) ?? [:]
     }
 
-    func purchase(_ product: String, _ extra: String = "") async throws -> [String: Any] {
-        try await simulatorCall(
+    /// Buys at the simulator through the app of `publisher` (see `bundleId`).
+    func purchase(_ product: String, _ extra: String = "", publisher: String = "demo") async throws -> [String: Any] {
+        let bundle = Self.bundleId(publisher)
+        return try await simulatorCall(
             "/simulator/purchases",
-            #"{"bundleId":"com.entitle.demo","productId":"com.entitle.demo.\#(product)"\#(extra.isEmpty ? "" : ",")\#(extra)}"#)
+            #"{"bundleId":"\#(bundle)","productId":"\#(bundle).\#(product)"\#(extra.isEmpty ? "" : ",")\#(extra)}"#)
     }
 
     func advance(seconds: Double) async throws { _ = try await simulatorCall("/simulator/clock/advance", #"{"seconds":\#(seconds)}"#) }

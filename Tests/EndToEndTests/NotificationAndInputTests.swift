@@ -76,13 +76,15 @@ import Testing
             try await stack.startWorker()
             let credits = try await stack.purchase("credits.100")
             let jws = try #require(credits["signedTransaction"] as? String)
+            // `keep` sells no credits: its own app's credits product maps to no offer.
+            let keepCredits = try #require(try await stack.purchase("credits.100", publisher: "keep")["signedTransaction"] as? String)
             var parts = jws.split(separator: ".").map(String.init)
             parts[1] = String(parts[1].dropLast(4)) + "AAAA"
             let cases: [([String: Any], String)] = [
                 (["customer": "bad@example.com", "signedTransaction": "abc.def.ghi"], "invalidReceipt"),
                 (["customer": "bad@example.com", "signedTransaction": parts.joined(separator: ".")], "invalidReceipt"),
                 (["customer": "bad@example.com", "appReceipt": "AAAA"], "invalidReceipt"),
-                (["publisher": "keep", "customer": "bad@example.com", "signedTransaction": jws], "unknownProduct"),
+                (["publisher": "keep", "customer": "bad@example.com", "signedTransaction": keepCredits], "unknownProduct"),
                 (["publisher": "other", "customer": "bad@example.com", "signedTransaction": jws], "wrongBundle"),
                 (["customer": "bad@example.com", "signedTransaction": jws, "offerId": "premium"], "offerMismatch"),
             ]

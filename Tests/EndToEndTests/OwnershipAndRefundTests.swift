@@ -11,7 +11,7 @@ import Testing
         try await EntitleStack.run("transfer") { stack in
             try await stack.startWorker()
             for publisher in ["demo", "keep", "share"] {
-                let bought = try await stack.purchase("premium.annual")
+                let bought = try await stack.purchase("premium.annual", publisher: publisher)
                 let jws = try #require(bought["signedTransaction"] as? String)
                 let first = try await stack.receipt(["publisher": publisher, "customer": "first@example.com", "signedTransaction": jws])
                 #expect(first["accessGranted"] as? Bool == true)

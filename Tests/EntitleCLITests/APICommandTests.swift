@@ -41,10 +41,11 @@ import Testing
             _ = try await response.body.collect(upTo: 1 << 20)
             return Int(response.status.code)
         }
+        let customer = "/v1/customers/nobody%40example.com/entitlements"
         #expect(try await status("/readyz", nil) == 200)
-        #expect(try await status("/v1/queues", "token-a-0123456789") == 200)
-        #expect(try await status("/v1/queues", "token-b-0123456789") == 200, "a second token, for rotation")
-        #expect(try await status("/v1/queues", "token-c-0123456789") == 401)
+        #expect(try await status(customer, "token-a-0123456789") == 404, "authenticated: no such customer")
+        #expect(try await status(customer, "token-b-0123456789") == 404, "a second token, for rotation")
+        #expect(try await status(customer, "token-c-0123456789") == 401)
         api.signal(SIGTERM)
         #expect(try await api.wait(timeout: .seconds(30)) == 0)
         #expect(!api.output.contains("token-a") && !api.errors.contains("token-a"), "secrets are never printed")

@@ -44,8 +44,14 @@ import Testing
             _ = try await response.body.collect(upTo: 1 << 22)
             return Int(response.status.code)
         }
-        #expect(try await get(api + "/v1/queues", authorization: "Bearer \(token)") == 200)
-        #expect(try await get(api + "/v1/queues", authorization: "Bearer wrong") == 401)
+        #expect(try await get(api + "/v1/customers/nobody%40example.com/entitlements", authorization: "Bearer \(token)") == 404)
+        #expect(try await get(api + "/v1/customers/nobody%40example.com/entitlements", authorization: "Bearer wrong") == 401)
+        // The dashboard link carries the operators' token (in the fragment): queues and metrics are theirs.
+        let dashboard = try #require(line["dashboard"])
+        let adminToken = try #require(
+            dashboard.split(separator: "#token=").last.flatMap { String($0).removingPercentEncoding }, "the dashboard link names the admin token")
+        #expect(try await get(api + "/v1/queues", authorization: "Bearer \(adminToken)") == 200)
+        #expect(try await get(api + "/v1/queues", authorization: "Bearer \(token)") == 403, "a publisher does not see every tenant's queues")
         #expect(try await get(try #require(line["dashboard"]), authorization: nil) == 200)
         #expect(try await get(try #require(line["simulator"]) + "/simulator/apps", authorization: nil) == 200)
         // basicAuth is the whole header for /apple/payment: right credentials, bad body -> 400, not 401.
@@ -76,6 +82,7 @@ import Testing
         #expect(accepted.status.code == 202)
         var metrics = HTTPClientRequest(url: api + "/metrics")
         metrics.method = .GET
+        metrics.headers.add(name: "Authorization", value: "Bearer \(adminToken)")
         let scraped = String(buffer: try await HTTPClient.shared.execute(metrics, timeout: .seconds(30)).body.collect(upTo: 1 << 22))
         #expect(scraped.contains(#"entitle_queue_pending{queue="default"}"#), "\(scraped.prefix(2000))")
         #expect(scraped.contains("entitle_queue_oldest_pending_age_seconds"))

@@ -1,0 +1,52 @@
+import Foundation
+import Hummingbird
+import HummingbirdCore
+import Logging
+import NIOCore
+
+extension EntitleAPI {
+    /// The API's HTTP server, with the limits a public deployment keeps: a connection that
+    /// sends no complete request head within `idleTimeout` is closed (on connect and between
+    /// keep-alive requests), a request whose body has not arrived within `requestTimeout` is
+    /// closed, and at most `maxConnections` connections are served at once (more wait in the
+    /// kernel's backlog). `onListening` gets the URL once it accepts connections.
+    public func makeApplication(
+        host: String, port: Int, onListening: @escaping @Sendable (String) async -> Void = { _ in }
+    ) -> Application<RouterResponder<APIRequestContext>> {
+        let requestTimeout = Self.timeAmount(configuration.requestTimeout)
+        let idle = Self.timeAmount(configuration.idleTimeout)
+        let server = HTTPServerBuilder.http1(
+            configuration: HTTP1Channel.Configuration(
+                additionalChannelHandlers: [RequestDeadlineHandler(timeout: requestTimeout)], idleTimeout: idle))
+        var configuration = ApplicationConfiguration(address: .hostname(host, port: port), serverName: "entitle")
+        configuration.availableConnectionsDelegate = MaximumAvailableConnections(self.configuration.maxConnections)
+        return Application(
+            router: makeRouter(), server: server, configuration: configuration,
+            onServerRunning: { channel in
+                let shown = host.contains(":") ? "[\(host)]" : host
+                await onListening("http://\(shown):\(channel.localAddress?.port ?? port)")
+            },
+            logger: logger)
+    }
+
+    /// NIO's spelling of a duration (a day at most: no timeout here is longer).
+    static func timeAmount(_ duration: Duration) -> TimeAmount {
+        let (seconds, attoseconds) = duration.components
+        guard seconds < 86_400 else { return .hours(24) }
+        return .nanoseconds(max(0, seconds) * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+
+    /// Raises this process's limit on open files to its hard limit (servers hold one per
+    /// connection) and returns the limit now in force.
+    @discardableResult
+    public static func raiseOpenFileLimit() -> Int {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 1024 }
+        if limit.rlim_cur < limit.rlim_max {
+            var raised = limit
+            raised.rlim_cur = limit.rlim_max
+            if setrlimit(Int32(RLIMIT_NOFILE.rawValue), &raised) == 0 { limit = raised }
+        }
+        return Int(clamping: limit.rlim_cur)
+    }
+}
