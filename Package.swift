@@ -189,7 +189,10 @@ let package = Package(
         .testTarget(name: "EntitlementsTests", dependencies: ["Entitlements"]),
         .testTarget(
             name: "EntitlementWorkerTests",
-            dependencies: ["Worker", "Entitlements", "AppStore", "AppStoreSimulator", "RedisClient", "RedisTestSupport"]
+            dependencies: [
+                "Worker", "Entitlements", "AppStore", "AppStoreSimulator", "RedisClient", "RedisTestSupport", "JobQueue", "HTTPTestSupport",
+                .product(name: "Hummingbird", package: "hummingbird"),
+            ]
         ),
         /// Real processes end to end: redis-server, `entitle simulator`, `entitle worker`.
         .testTarget(
@@ -219,6 +222,7 @@ let package = Package(
             dependencies: [
                 "JobQueue", "RedisClient", "RedisTestSupport", "Entitlements", "Worker",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
     ]

@@ -85,3 +85,11 @@ public struct SimulatorServer: Service {
         await store.notifications.shutdown()
     }
 }
+
+// swift-service-lifecycle logs its services: the simulator's configuration holds its apps'
+// shared secrets and its signing keys, so it prints only where it listens.
+extension SimulatorServer: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    public var description: String { "SimulatorServer(host: \(configuration.host), port: \(configuration.port))" }
+    public var debugDescription: String { description }
+    public var customMirror: Mirror { Mirror(self, children: ["description": description]) }
+}

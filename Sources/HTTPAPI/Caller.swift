@@ -21,9 +21,9 @@ extension EntitleAPI {
     /// headers), checks its customer token, and spends one request of its budget.
     ///
     /// A refused authentication spends the client address's budget for failures, never a
-    /// publisher's; a client that has spent it gets 429 before its key is even looked at.
+    /// publisher's: once it is spent, refusals from that address are 429 instead of 401.
+    /// Requests that authenticate are never refused for their address.
     func caller(_ request: Request, _ context: APIRequestContext, token alternative: String? = nil) throws -> Caller {
-        try refuseIfFailingTooOften(context)
         guard let token = Self.bearer(request) ?? alternative else {
             throw failedAuthentication(context, APIError.unauthorized("send Authorization: Bearer <key>"))
         }
@@ -107,18 +107,20 @@ extension EntitleAPI {
             "publisher \(publisher.id) is over its rate limit of \(Self.format(rate.0)) requests per second", wait: wait)
     }
 
-    /// 429 before any check for a client address that has spent its failures.
+    /// 429 before any check, for a client address that has spent its failures: routes that
+    /// verify something costly for anyone (notifications) call it first.
     func refuseIfFailingTooOften(_ context: APIRequestContext) throws {
         let rate = configuration.failedAuthenticationLimit
         guard let wait = failures.wait("address:" + context.clientAddress, perSecond: rate.perSecond, burst: rate.burst) else { return }
         throw Self.tooManyRequests("too many refused requests from this address", wait: wait)
     }
 
-    /// Spends one of the client address's failures and returns `error` to throw.
+    /// Spends one of the client address's failures; returns `error` to throw, or 429 when the
+    /// address had none left.
     func failedAuthentication(_ context: APIRequestContext, _ error: APIError) -> APIError {
         let rate = configuration.failedAuthenticationLimit
-        _ = failures.take("address:" + context.clientAddress, perSecond: rate.perSecond, burst: rate.burst)
-        return error
+        guard let wait = failures.take("address:" + context.clientAddress, perSecond: rate.perSecond, burst: rate.burst) else { return error }
+        return Self.tooManyRequests("too many refused requests from this address", wait: wait)
     }
 
     static func tooManyRequests(_ message: String, wait: Duration) -> APIError {

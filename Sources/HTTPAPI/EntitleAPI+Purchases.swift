@@ -212,7 +212,6 @@ extension EntitleAPI {
 
     /// Cleeng's credentials: `X-Publisher-Token` (a secret key) and `Authorization: Basic`.
     func cleengPublisher(_ request: Request, _ context: APIRequestContext) throws -> Publisher {
-        try refuseIfFailingTooOften(context)
         guard let name = HTTPField.Name("X-Publisher-Token"), let token = request.headers[name], !token.isEmpty else {
             throw failedAuthentication(context, APIError.unauthorized("send X-Publisher-Token and Authorization: Basic", scheme: "Basic"))
         }

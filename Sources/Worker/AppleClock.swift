@@ -32,3 +32,9 @@ public struct AppleClock: Sendable {
 
     public func now() async throws -> Date { Date().addingTimeInterval(try await offset()) }
 }
+
+// What prints of the clock is where it reads the time, not its HTTP client's internals.
+extension AppleClock: CustomStringConvertible, CustomReflectable {
+    public var description: String { simulatorURL.map { "AppleClock(simulator: \($0))" } ?? "AppleClock(wall)" }
+    public var customMirror: Mirror { Mirror(self, children: ["simulatorURL": simulatorURL as Any]) }
+}

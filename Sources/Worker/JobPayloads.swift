@@ -91,6 +91,12 @@ public enum JobPayloads {
         /// The event document (JSON text), posted as is.
         public var event: String
         public var eventId: String
+
+        public init(publisher: String, event: String, eventId: String) {
+            self.publisher = publisher
+            self.event = event
+            self.eventId = eventId
+        }
     }
 
     static func decode<Payload: Decodable>(_ type: Payload.Type, _ text: String) throws -> Payload {

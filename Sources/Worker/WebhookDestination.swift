@@ -33,10 +33,10 @@ public struct WebhookDestination: Sendable, Hashable {
     // MARK: Addresses
 
     /// An address as 4 (IPv4) or 16 (IPv6) bytes.
-    typealias Bytes = [UInt8]
+    package typealias Bytes = [UInt8]
 
     /// Whether an address is on the public internet (by IANA's special-purpose registries).
-    static func isPublic(_ address: Bytes) -> Bool {
+    package static func isPublic(_ address: Bytes) -> Bool {
         if address.count == 4 { return isPublicIPv4(address) }
         guard address.count == 16 else { return false }
         // IPv4-mapped (::ffff:a.b.c.d), IPv4-compatible (::a.b.c.d) and NAT64 (64:ff9b::/96)
@@ -92,7 +92,7 @@ public struct WebhookDestination: Sendable, Hashable {
         return try result.get()
     }
 
-    static func literal(_ host: String) -> Bytes? {
+    package static func literal(_ host: String) -> Bytes? {
         var v4 = in_addr()
         if inet_pton(AF_INET, host, &v4) == 1 { return withUnsafeBytes(of: &v4) { Array($0) } }
         var v6 = in6_addr()

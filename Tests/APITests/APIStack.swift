@@ -58,7 +58,7 @@ struct APIStack: Sendable {
     static func run(
         _ name: String, worker: Bool = false, adminToken: String? = adminToken, redisDown: Bool = false,
         environment extra: [String: String] = [:], configure: @Sendable (inout EntitleAPI.Configuration) -> Void = { _ in },
-        _ body: @Sendable (APIStack) async throws -> Void
+        catalog change: @Sendable (inout [[String: Any]]) -> Void = { _ in }, _ body: @Sendable (APIStack) async throws -> Void
     ) async throws {
         let inbox = RequestLog()
         let receiver = Router()
@@ -85,7 +85,7 @@ struct APIStack: Sendable {
                 var iterator = ports.makeAsyncIterator()
                 guard let port = await iterator.next() else { throw CancellationError() }
                 let simulatorURL = "http://127.0.0.1:\(port)"
-                let catalog = try writeCatalog()
+                let catalog = try writeCatalog(change)
                 defer { try? FileManager.default.removeItem(atPath: catalog) }
                 var environment = [
                     "ENTITLE_ENV": "development", "ENTITLE_SIMULATOR_URL": simulatorURL, "ENTITLE_DEMO_API_TOKEN": demoToken,
@@ -140,7 +140,7 @@ struct APIStack: Sendable {
 
     /// The development catalog, plus `other` (its own token and app) and `limited` (a rate
     /// limit of one request per 5 s, two at once: slow enough that a loaded machine cannot refill it mid-test).
-    static func writeCatalog() throws -> String {
+    static func writeCatalog(_ change: (inout [[String: Any]]) -> Void = { _ in }) throws -> String {
         var document = try #require(
             try JSONSerialization.jsonObject(with: Data(contentsOf: root.appending(path: "Config/catalog.development.json")))
                 as? [String: Any])
@@ -172,6 +172,7 @@ struct APIStack: Sendable {
         limited["apps"] = [["bundleId": "com.example.limited", "environments": ["Sandbox"]]]
         limited["api"] = ["tokenVariables": ["ENTITLE_LIMITED_TOKEN"], "rateLimit": ["perSecond": 0.2, "burst": 2]]
         publishers = [demo, other, limited]
+        change(&publishers)
         document["publishers"] = publishers
         let path = FileManager.default.temporaryDirectory.appending(path: "api-catalog-\(UUID().uuidString).json").path
         try JSONSerialization.data(withJSONObject: document).write(to: URL(fileURLWithPath: path))
@@ -217,9 +218,10 @@ struct APIStack: Sendable {
     // MARK: The App Store and the queue
 
     /// Buys at the simulator as an app would: `{signedTransaction, appReceipt, transactionId, ...}`.
-    func buy(_ product: String, account: String? = nil) async throws -> [String: Any] {
+    func buy(_ product: String, account: String? = nil, appAccountToken: String? = nil) async throws -> [String: Any] {
         var body: [String: Any] = ["bundleId": "com.entitle.demo", "productId": "com.entitle.demo.\(product)"]
         if let account { body["appleAccount"] = account }
+        if let appAccountToken { body["appAccountToken"] = appAccountToken }
         var request = HTTPClientRequest(url: simulatorURL + "/simulator/purchases")
         request.method = .POST
         request.body = .bytes(ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: body)))
@@ -232,6 +234,23 @@ struct APIStack: Sendable {
     /// Jobs ever enqueued on the default queue (all types): "nothing queued" checks read it.
     func enqueuedCount() async throws -> Int {
         try await jobQueue.stats(queue: "default").total("enqueued")
+    }
+
+    /// Every key this stack wrote (its prefix), with its size in bytes: "nothing written"
+    /// checks compare two of these. Consumers' heartbeats (which a running worker rewrites
+    /// every second) are left out.
+    func keys() async throws -> [String: Int] {
+        var found: [String: Int] = [:]
+        var cursor = "0"
+        repeat {
+            let reply = try await jobQueue.redis.send(["SCAN", cursor, "MATCH", jobQueue.configuration.prefix + ":*", "COUNT", "1000"])
+            let parts = reply.array ?? []
+            cursor = parts.first?.string ?? "0"
+            for key in (parts.last?.array ?? []).compactMap(\.string) where !key.hasSuffix(":consumers") {
+                found[key] = try await jobQueue.redis.send(["MEMORY", "USAGE", key]).int ?? 0
+            }
+        } while cursor != "0"
+        return found
     }
 }
 

@@ -51,6 +51,48 @@ import Testing
         #expect(!api.output.contains("token-a") && !api.errors.contains("token-a"), "secrets are never printed")
     }
 
+    /// A key rotated in its file takes effect on SIGHUP: both keys work during the rotation,
+    /// then only the new one; the process never restarts.
+    @Test func aKeyRotatedInItsFileTakesEffectOnSIGHUP() async throws {
+        let cli = try await CLI("api-rotation")
+        let catalog = try Self.catalog()
+        let file = FileManager.default.temporaryDirectory.appending(path: "rotation-\(UUID().uuidString)").path
+        try "old-key-0123456789\n".write(toFile: file, atomically: true, encoding: .utf8)
+        defer {
+            try? FileManager.default.removeItem(atPath: catalog)
+            try? FileManager.default.removeItem(atPath: file)
+        }
+        let environment = ["ENTITLE_CATALOG": catalog, "ACME_TOKEN_A_FILE": file, "ACME_TOKEN_B": "token-b-0123456789", "ENTITLE_ENV": ""]
+        let api = try ChildProcess(ChildProcess.entitleExecutable, ["api", "--port", "0"] + cli.common, environment: environment)
+        defer { if api.isRunning { api.signal(SIGKILL) } }
+        try await eventually("the API to listen") { api.output.contains("api listening on ") || !api.isRunning }
+        let url = try #require(api.output.split(whereSeparator: \.isWhitespace).first { $0.hasPrefix("http://") }.map(String.init))
+        func status(_ token: String) async throws -> Int {
+            var request = HTTPClientRequest(url: url + "/v1/customers/nobody%40example.com/entitlements")
+            request.headers.add(name: "Authorization", value: "Bearer \(token)")
+            let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+            _ = try await response.body.collect(upTo: 1 << 20)
+            return Int(response.status.code)
+        }
+        #expect(try await status("old-key-0123456789") == 404)
+        #expect(try await status("new-key-0123456789") == 401)
+        try "old-key-0123456789\nnew-key-0123456789\n".write(toFile: file, atomically: true, encoding: .utf8)
+        api.signal(SIGHUP)
+        try await eventually("the new key to work") { try await status("new-key-0123456789") == 404 }
+        #expect(try await status("old-key-0123456789") == 404, "both during the rotation")
+        try "new-key-0123456789\n".write(toFile: file, atomically: true, encoding: .utf8)
+        api.signal(SIGHUP)
+        try await eventually("the old key to be refused") { try await status("old-key-0123456789") == 401 }
+        // A file that cannot be read keeps the keys in use, and says so.
+        try FileManager.default.removeItem(atPath: file)
+        api.signal(SIGHUP)
+        try await eventually("the failed reload to be logged") { api.errors.contains("secrets not reloaded") }
+        #expect(try await status("new-key-0123456789") == 404)
+        #expect(api.isRunning)
+        api.signal(SIGTERM)
+        #expect(try await api.wait(timeout: .seconds(30)) == 0)
+    }
+
     @Test func aMissingTokenVariableOrCatalogStopsItWithAMessage() async throws {
         let cli = try await CLI("api-cli-bad")
         let catalog = try Self.catalog()

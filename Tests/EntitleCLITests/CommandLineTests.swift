@@ -67,6 +67,13 @@ import Testing
         (["jobs", "show", "no-such-job"], "no job"),
         (["dead", "retry"], "--all"),
         (["no-such-command"], "Usage"),
+        // Numbers that would trap if converted unchecked.
+        (["enqueue", "noop", "--delay", "1e300"], "--delay must be 0 to"),
+        (["enqueue", "noop", "--delay", "nan"], "--delay must be 0 to"),
+        (["enqueue", "noop", "--delay=-1"], "--delay must be 0 to"),
+        (["worker", "--shutdown-timeout", "1e300"], "--shutdown-timeout must be 0 to 3600"),
+        (["worker", "--heartbeat-ttl", "inf"], "--heartbeat-ttl must be 1 to 3600"),
+        (["api", "--idle-timeout", "1e300"], "--idle-timeout must be 1 to 3600"),
     ])
     func badArgumentsGiveAMessageAndANonZeroExit(_ arguments: [String], _ message: String) async throws {
         let cli = try await CLI("bad")

@@ -44,6 +44,33 @@ import Testing
                 "appAppleId"
             ),
             (Data(#"{"publishers":[{"id":"p1","apps":[]}]}"#.utf8), "publishers[0]: offers is missing"),
+            // An app belongs to one publisher: its notifications and purchases have one home.
+            (
+                Data(
+                    #"{"publishers":[{"id":"p1","apps":[{"bundleId":"com.x","environments":["Sandbox"]}],"offers":[]},{"id":"p2","apps":[{"bundleId":"com.x","environments":["Sandbox"]}],"offers":[]}]}"#
+                        .utf8),
+                #"publisher "p2" app "com.x": bundle id com.x is also an app of publisher "p1""#
+            ),
+            (
+                publisher(
+                    #"[{"offerId":"a","productIds":["x"],"credits":1}]"#,
+                    extra: #","api":{"appKeys":[{"id":"ios","variable":"K","bundleIds":["com.y"]}]}"#),
+                #"app key "ios": names com.y, which is not an app of the publisher"#
+            ),
+            (
+                publisher(
+                    #"[{"offerId":"a","productIds":["x"],"credits":1}]"#,
+                    extra: #","api":{"customerTokens":{"keys":[{"kid":"k","algorithm":"HS256"}]}}"#),
+                #"customer token key "k": HS256 keys name their secretVariable"#
+            ),
+            (
+                publisher(#"[{"offerId":"a","productIds":["x"],"credits":1}]"#, extra: #","api":{"rateLimit":{"perSecond":0,"burst":1}}"#),
+                "perSecond must be above 0"
+            ),
+            (
+                publisher(#"[{"offerId":"a","productIds":["x"],"credits":1}]"#, extra: #","appAccountTokenNamespace":"nope""#),
+                "nope is not a UUID"
+            ),
         ]
         for (data, message) in cases {
             let error = #expect(throws: CatalogError.self) { try EntitlementCatalog(json: data) }

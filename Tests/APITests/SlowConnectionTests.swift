@@ -1,0 +1,86 @@
+import Foundation
+import HTTPAPI
+import RedisClient
+import RedisTestSupport
+import Testing
+
+/// Clients that connect and then send nothing, half a request head, or a head and no body
+/// cannot hold the API: others are served meanwhile, and they are closed after the timeouts.
+@Suite struct SlowConnectionTests {
+    @Test(.timeLimit(.minutes(2))) func halfOpenConnectionsAreClosedAndOthersServedMeanwhile() async throws {
+        EntitleAPI.raiseOpenFileLimit()
+        try await APIStack.run(
+            "slow",
+            configure: {
+                // Long enough that all 2,000 are open together in a debug build on a loaded machine.
+                $0.idleTimeout = .seconds(10)
+                $0.requestTimeout = .seconds(12)
+            }
+        ) { api in
+            let port = try #require(URL(string: api.url)?.port)
+            // 2,000 connections: a third send nothing, a third half a head, a third a whole head
+            // announcing a body that never comes.
+            let partial = ["", "GET /healthz HTTP/1.1\r\nHost: x\r\n", "POST /v1/purchases HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{"]
+            let sockets = try await Self.blocking { try (0..<2000).map { try Self.connect(port: port, sending: partial[$0 % 3]) } }
+            defer { for socket in sockets { close(socket) } }
+            let stillOpen = try await Self.blocking { try Self.waitUntilClosed(sockets, deadline: .now()) }
+            #expect(stillOpen == 2000, "all 2,000 are open while healthz is asked")
+
+            // Five answers in a row, each within a second (the median, so one scheduling hiccup
+            // of a loaded test machine does not decide).
+            var times: [Duration] = []
+            for _ in 0..<5 {
+                let started = ContinuousClock.now
+                #expect(try await api.call(.GET, "/healthz", token: nil, timeout: .seconds(5)).status == 200)
+                times.append(ContinuousClock.now - started)
+            }
+            #expect(times.sorted()[2] < .seconds(1), "healthz answered in \(times) beside 2,000 idle connections")
+
+            // Every one of them is closed by the server once its timeout passes.
+            let open = try await Self.blocking { try Self.waitUntilClosed(sockets, deadline: .now() + 40) }
+            #expect(open == 0, "\(open) of 2,000 connections still open 40 s later")
+            #expect(try await api.call(.GET, "/healthz", token: nil).status == 200)
+        }
+    }
+
+    static func blocking<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async { continuation.resume(with: Result { try work() }) }
+        }
+    }
+
+    static func connect(port: Int, sending text: String) throws -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw SpawnError(message: "socket(): \(String(cString: strerror(errno)))") }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else {
+            close(fd)
+            throw SpawnError(message: "connect(): \(String(cString: strerror(errno)))")
+        }
+        if !text.isEmpty { _ = text.withCString { send(fd, $0, strlen($0), 0) } }
+        return fd
+    }
+
+    /// Polls until the server has closed every socket (a read returns end of file) or the
+    /// deadline passes; returns how many are still open.
+    static func waitUntilClosed(_ sockets: [Int32], deadline: DispatchTime) throws -> Int {
+        var open = Set(sockets)
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        repeat {
+            var descriptors = open.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+            _ = poll(&descriptors, nfds_t(descriptors.count), DispatchTime.now() < deadline ? 200 : 0)
+            for descriptor in descriptors where descriptor.revents != 0 {
+                let read = recv(descriptor.fd, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+                // End of file or a reset: closed. (A 408 or 400 written before closing is read first.)
+                if read == 0 || (read < 0 && errno != EAGAIN && errno != EWOULDBLOCK) { open.remove(descriptor.fd) }
+            }
+        } while !open.isEmpty && DispatchTime.now() < deadline
+        return open.count
+    }
+}
