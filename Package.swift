@@ -152,6 +152,8 @@ let package = Package(
             name: "JobQueueTests",
             dependencies: ["JobQueue", "RedisClient", "RedisTestSupport"]
         ),
+        /// Seeded mutations of real inputs, for the fuzz tests.
+        .target(name: "FuzzSupport", path: "Tests/FuzzSupport"),
         /// Real HTTP servers on loopback for tests of HTTP clients.
         .target(
             name: "HTTPTestSupport",
@@ -164,6 +166,7 @@ let package = Package(
                 "AppStore",
                 "AppStoreSimulator",
                 "HTTPTestSupport",
+                "FuzzSupport",
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -209,13 +212,13 @@ let package = Package(
             name: "APITests",
             dependencies: [
                 "HTTPAPI", "Worker", "JobQueue", "Entitlements", "AppStore", "AppStoreSimulator", "RedisClient", "RedisTestSupport",
-                "HTTPTestSupport",
+                "HTTPTestSupport", "FuzzSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            exclude: ["python"]
+            exclude: ["python", "hostile-client.tsv"]
         ),
         .testTarget(
             name: "EntitleCLITests",
