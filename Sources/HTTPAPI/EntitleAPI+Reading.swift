@@ -61,7 +61,7 @@ extension EntitleAPI {
             }
             return payload?["publisher"] as? String == publisher.id && payload?["appKey"] as? String == key.id
                 && payload?["customer"] as? String == customer
-        case .admin: return false
+        case .admin: throw APIError(.forbidden, "forbidden", "operators read jobs at /v1/admin/queues/{queue}/recent and /dead")
         }
     }
 
