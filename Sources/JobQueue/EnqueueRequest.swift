@@ -11,6 +11,8 @@ public struct EnqueueRequest: Sendable, Hashable {
     public var idempotencyKey: String?
     /// Run no earlier than this long from now.
     public var delay: Duration?
+    /// Ten years: a run time further out is a mistake (and would not fit in milliseconds).
+    public static let maximumDelay = Duration.seconds(10 * 366 * 86_400)
     /// 0 takes the job type's retry policy.
     public var maxAttempts: Int
     /// A caller-chosen id; a random one when `nil`.
@@ -49,6 +51,7 @@ public struct EnqueueRequest: Sendable, Hashable {
             throw JobQueueError(.invalidJob, "maxAttempts must be between 0 (the type's default) and 1000")
         }
         if let delay, delay < .zero { throw JobQueueError(.invalidJob, "a delay cannot be negative") }
+        if let delay, delay > Self.maximumDelay { throw JobQueueError(.invalidJob, "a delay cannot be longer than 10 years") }
         guard let data = payload.data(using: .utf8),
             (try? JSONSerialization.jsonObject(with: data, options: [.fragmentsAllowed])) != nil
         else { throw JobQueueError(.invalidJob, "the payload is not valid JSON") }

@@ -32,8 +32,12 @@ public struct JobQueueConfiguration: Sendable, Hashable {
 
 extension Duration {
     /// Whole milliseconds, as Redis takes them.
+    /// Whole milliseconds, saturating at `Int64`'s bounds (no duration can trap here).
     var milliseconds: Int64 {
         let (seconds, attoseconds) = components
-        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
+        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1000)
+        if overflow { return seconds < 0 ? .min : .max }
+        let (total, overflowAgain) = whole.addingReportingOverflow(attoseconds / 1_000_000_000_000_000)
+        return overflowAgain ? (seconds < 0 ? .min : .max) : total
     }
 }

@@ -1,3 +1,4 @@
+import AppStore
 import Entitlements
 import Foundation
 import JobQueue
@@ -122,11 +123,15 @@ public struct EntitlementService: Sendable {
             kill(getpid(), SIGKILL)
         }
         guard !outbox.isEmpty else { return }
-        let wall = Date()
+        let wall = AppleTimestamp(Date()).milliseconds
         let requests = outbox.map { followUp in
+            // Saturating, and capped at the queue's longest delay: a date from Apple cannot trap here.
             EnqueueRequest(
                 type: followUp.type, payload: followUp.payload, queue: job.queue, idempotencyKey: followUp.id,
-                delay: followUp.runAtMs.map { .milliseconds(max(0, $0 - Int64(wall.timeIntervalSince1970 * 1000))) })
+                delay: followUp.runAtMs.map { runAt in
+                    let (wait, overflow) = runAt.subtractingReportingOverflow(wall)
+                    return overflow ? (runAt < 0 ? .zero : EnqueueRequest.maximumDelay) : min(.milliseconds(max(0, wait)), EnqueueRequest.maximumDelay)
+                })
         }
         _ = try await jobQueue.enqueue(batch: requests)
         let checks = outbox.filter { $0.type == "renewal-check" }.compactMap { followUp -> [String]? in
