@@ -38,6 +38,13 @@ public struct RedisConfiguration: Sendable, Hashable {
     /// Longest time spent reconnecting (with backoff), or, on a cluster or Sentinel, finding
     /// the node that now serves a key, before a command fails.
     public var reconnectTimeout: Duration
+    /// Writes are answered only once this many replicas have them too (`WAIT`, sent in the
+    /// same round trip), so a primary that dies right after cannot take an acknowledged
+    /// write with it. 0 (the default) answers when the primary has it. URL: `?replicas=N`.
+    public var replicaAcknowledgements = 0
+    /// The longest `WAIT` for those replicas; a write they did not confirm in time is still
+    /// answered (it did happen on the primary) and counted in `entitle_redis_unreplicated_writes_total`.
+    public var replicaTimeout: Duration = .seconds(1)
 
     public init(
         host: String = "127.0.0.1", port: Int = 6379, username: String? = nil, password: String? = nil,
@@ -59,11 +66,17 @@ public struct RedisConfiguration: Sendable, Hashable {
     /// - `redis+cluster://[[user]:password@]host:port[,host:port...]` (seed nodes; database 0 only)
     /// - `redis+sentinel://[[user]:password@]host:port[,host:port...]/primaryName[/database]`
     ///   (the credentials are the data nodes'; the sentinels are asked without them)
+    ///
+    /// Each takes `?replicas=N[&replicaTimeoutMs=M]` (see `replicaAcknowledgements`).
     public init(url: String) throws {
         guard let schemeEnd = url.range(of: "://") else { throw Self.usage }
         let scheme = url[..<schemeEnd.lowerBound].lowercased()
         var rest = Substring(url[schemeEnd.upperBound...])
-        if let query = rest.firstIndex(where: { $0 == "?" || $0 == "#" }) { rest = rest[..<query] }
+        var query: Substring = ""
+        if let mark = rest.firstIndex(where: { $0 == "?" || $0 == "#" }) {
+            if rest[mark] == "?" { query = rest[rest.index(after: mark)...].prefix { $0 != "#" } }
+            rest = rest[..<mark]
+        }
         let pathStart = rest.firstIndex(of: "/")
         let authority = pathStart.map { rest[..<$0] } ?? rest
         let path = pathStart.map { rest[rest.index(after: $0)...] }.map(String.init) ?? ""
@@ -98,6 +111,24 @@ public struct RedisConfiguration: Sendable, Hashable {
         }
         host = addresses[0].host
         port = addresses[0].port
+        for item in query.split(separator: "&") {
+            let pair = item.split(separator: "=", maxSplits: 1).map(String.init)
+            guard pair.count == 2 else { throw RedisError(.invalidURL, "bad URL parameter '\(item)'") }
+            switch pair[0] {
+            case "replicas":
+                guard let value = Int(pair[1]), (0...16).contains(value) else {
+                    throw RedisError(.invalidURL, "replicas= takes 0-16, got '\(pair[1])'")
+                }
+                replicaAcknowledgements = value
+            case "replicaTimeoutMs":
+                guard let value = Int(pair[1]), (1...60_000).contains(value) else {
+                    throw RedisError(.invalidURL, "replicaTimeoutMs= takes 1-60000, got '\(pair[1])'")
+                }
+                replicaTimeout = .milliseconds(value)
+            default:
+                throw RedisError(.invalidURL, "unknown URL parameter '\(pair[0])' (known: replicas, replicaTimeoutMs)")
+            }
+        }
     }
 
     private static let usage = RedisError(

@@ -118,6 +118,14 @@ final class RedisRouter: Sendable {
         }
     }
 
+    private func dropPool(_ address: Address) {
+        let pool = state.withLock { state in
+            defer { state.pools[address] = nil }
+            return state.pools[address]
+        }
+        pool?.close()
+    }
+
     func close() {
         let (pools, watcher, refreshing) = state.withLock { state in
             state.closed = true
@@ -178,7 +186,12 @@ final class RedisRouter: Sendable {
                     settle = true
                     failure = error
                 case .failure(let error):
-                    if error.code == .connectionLost || error.code == .timeout { requestRefresh() }
+                    if error.code == .connectionLost || error.code == .timeout {
+                        // The other idle connections to that server are likely dead too: drop them,
+                        // so the next command connects afresh (and, if the server is gone, is retried).
+                        dropPool(address)
+                        requestRefresh()
+                    }
                     throw error
                 case .success(let raw):
                     for (index, reply) in zip(indices, raw) {
@@ -188,11 +201,13 @@ final class RedisRouter: Sendable {
                         }
                         replies[index] = reply
                         if message.hasPrefix("MOVED "), let (slot, target) = Self.redirection(message) {
+                            RedisClientMetrics.shared.redirects.increment()
                             learn(slot: slot, at: target)
                             requestRefresh()
                             redirect[index] = (target, false)
                             again.append(index)
                         } else if message.hasPrefix("ASK "), let (_, target) = Self.redirection(message) {
+                            RedisClientMetrics.shared.redirects.increment()
                             redirect[index] = (target, true)
                             again.append(index)
                         } else if message.hasPrefix("NOSCRIPT"), commands[index].script != nil, !bySource.contains(index) {
@@ -223,6 +238,27 @@ final class RedisRouter: Sendable {
         return replies
     }
 
+    /// `WAIT N ms` when replicas must confirm writes and `commands` may write.
+    private func waitCommand(for commands: some Sequence<[String]>) -> [String]? {
+        guard configuration.replicaAcknowledgements > 0 else { return nil }
+        guard commands.contains(where: { !Self.readOnly.contains($0.first?.uppercased() ?? "") }) else { return nil }
+        return ["WAIT", String(configuration.replicaAcknowledgements), String(configuration.replicaTimeout.components.seconds * 1000 + configuration.replicaTimeout.components.attoseconds / 1_000_000_000_000_000)]
+    }
+
+    private func checkWait(_ reply: RedisReply?) {
+        guard let confirmed = reply?.int, confirmed < configuration.replicaAcknowledgements else { return }
+        RedisClientMetrics.shared.unreplicatedWrites.increment()
+        logger.warning("writes not confirmed by enough replicas in time", metadata: ["replicas": "\(confirmed)"])
+    }
+
+    /// Commands that never write (and blocking ones, which need no WAIT behind them).
+    private static let readOnly: Set<String> = [
+        "GET", "MGET", "HGET", "HMGET", "HGETALL", "HLEN", "HEXISTS", "LRANGE", "LLEN", "LINDEX", "LPOS", "ZCARD", "ZRANGE",
+        "ZREVRANGE", "ZRANGEBYSCORE", "ZSCORE", "ZCOUNT", "SMEMBERS", "SCARD", "SISMEMBER", "EXISTS", "TYPE", "TTL", "PTTL",
+        "STRLEN", "PING", "INFO", "CLUSTER", "CLIENT", "CONFIG", "ROLE", "TIME", "DBSIZE", "SCAN", "KEYS", "MEMORY", "OBJECT",
+        "ECHO", "COMMAND", "BLMOVE", "BRPOPLPUSH", "BLPOP", "BRPOP", "WAIT", "ASKING", "READONLY", "EVALSHA_RO", "EVAL_RO",
+    ]
+
     /// Replies that mean "not run, try again once the deployment has settled".
     private static let settling = ["TRYAGAIN", "CLUSTERDOWN", "READONLY", "MASTERDOWN", "LOADING"]
 
@@ -230,14 +266,21 @@ final class RedisRouter: Sendable {
         _ commands: [RoutedCommand], timeout: Duration?, through source: any RedisConnectionSource
     ) async throws -> [RedisReply] {
         let address = configuration.address
-        var replies = try await source.pipeline(commands.map(\.command), to: address, timeout: timeout)
+        var wire = commands.map(\.command)
+        let wait = waitCommand(for: wire)
+        if let wait { wire.append(wait) }
+        var replies = try await source.pipeline(wire, to: address, timeout: timeout)
+        if wait != nil { checkWait(replies.popLast()) }
         let missing = replies.indices.filter { index in
             guard commands[index].script != nil, case .error(let message) = replies[index] else { return false }
             return message.hasPrefix("NOSCRIPT")
         }
         if !missing.isEmpty {
             logger.debug("script not cached by the server; sending its source")
-            let again = try await source.pipeline(missing.map { commands[$0].bySource ?? commands[$0].command }, to: address, timeout: timeout)
+            var resend = missing.map { commands[$0].bySource ?? commands[$0].command }
+            if let wait { resend.append(wait) }
+            var again = try await source.pipeline(resend, to: address, timeout: timeout)
+            if wait != nil { checkWait(again.popLast()) }
             for (index, reply) in zip(missing, again) { replies[index] = reply }
         }
         return replies
@@ -253,6 +296,7 @@ final class RedisRouter: Sendable {
         @Sendable func one(_ address: Address, _ indices: [Int], _ wire: [[String]], _ positions: [Int]) async -> Outcome {
             do {
                 let raw = try await source.pipeline(wire, to: address, timeout: timeout)
+                if wire.count > positions.count, wire.last?.first == "WAIT" { checkWait(raw.last) }
                 return (address, indices, .success(positions.map { raw[$0] }))
             } catch let error as RedisError {
                 return (address, indices, .failure(error))
@@ -264,12 +308,13 @@ final class RedisRouter: Sendable {
         for (address, indices) in groups {
             var wire: [[String]] = []
             var positions: [Int] = []
-            wire.reserveCapacity(indices.count)
+            wire.reserveCapacity(indices.count + 1)
             for index in indices {
                 if redirect[index]?.asking == true { wire.append(["ASKING"]) }
                 positions.append(wire.count)
                 wire.append(bySource.contains(index) ? commands[index].bySource ?? commands[index].command : commands[index].command)
             }
+            if let wait = waitCommand(for: indices.lazy.map { commands[$0].command }) { wire.append(wait) }
             prepared.append((address, indices, wire, positions))
         }
         if prepared.count == 1, let (address, indices, wire, positions) = prepared.first {
@@ -336,6 +381,7 @@ final class RedisRouter: Sendable {
     }
 
     private func readTopology() async {
+        RedisClientMetrics.shared.topologyReads.increment()
         switch configuration.topology {
         case .standalone: return
         case .cluster(let seeds):
