@@ -10,12 +10,27 @@ import Synchronization
 public final class LocalRedisNode: Sendable {
     public let port: Int
     public let directory: URL
-    private let process: ChildProcess
+    private let current: Mutex<ChildProcess>
+    private let arguments: [String]
+    private var process: ChildProcess { current.withLock { $0 } }
 
-    private init(process: ChildProcess, port: Int, directory: URL) {
-        self.process = process
+    private init(process: ChildProcess, arguments: [String], port: Int, directory: URL) {
+        self.current = Mutex(process)
+        self.arguments = arguments
         self.port = port
         self.directory = directory
+    }
+
+    /// Starts the server again after `kill()`, with the same settings and files (a cluster
+    /// node rejoins as a replica of whoever took its slots).
+    public func restart() async throws {
+        guard !isRunning else { return }
+        let process = try ChildProcess(arguments[0], Array(arguments.dropFirst()))
+        LocalRedisProcesses.started(process.pid)
+        current.withLock { $0 = process }
+        try await eventually("redis-server on \(port) to answer again", timeout: .seconds(20)) {
+            (try? await self.send(["PING"]))?.string == "PONG"
+        }
     }
 
     /// Starts a server on a free port and returns once it answers; a port taken between
@@ -36,7 +51,7 @@ public final class LocalRedisNode: Sendable {
             ]
             let process = try ChildProcess(binary, all)
             LocalRedisProcesses.started(process.pid)
-            let node = LocalRedisNode(process: process, port: port, directory: directory)
+            let node = LocalRedisNode(process: process, arguments: [binary] + all, port: port, directory: directory)
             let deadline = ContinuousClock.now + .seconds(20)
             while process.isRunning && ContinuousClock.now < deadline {
                 if (try? await node.send(["PING"]))?.string == "PONG" { return node }
