@@ -77,19 +77,22 @@ public final class WorkerService: Service, Sendable {
         let beat = consumers.map(\.settings.heartbeatInterval).max() ?? .seconds(1)
         let trustAfter = ttl + beat
         let gapLimit = max((ttl - beat) / 2, .milliseconds(500))
-        var healthySince = clock.now
+        // Trusted from the start: only a pause or a failure seen while running resets it.
+        var healthySince = clock.now - trustAfter
         var lastContact: ContinuousClock.Instant?
+        var failed = false
         while !stopping {
             for queue in queues {
                 do {
                     try await jobQueue.promoteDueJobs(queue: queue)
                     let now = clock.now
-                    if lastContact.map({ now - $0 > gapLimit }) ?? true {
-                        if lastContact != nil {
-                            logger.notice("no contact with Redis for a while; reaping waits for heartbeats to catch up")
-                        }
+                    if let last = lastContact, now - last > gapLimit {
+                        logger.notice("no contact with Redis for a while; reaping waits for heartbeats to catch up")
+                        healthySince = now
+                    } else if lastContact == nil && failed {
                         healthySince = now
                     }
+                    failed = false
                     lastContact = now
                     if now >= nextReap && now - healthySince >= trustAfter {
                         try await jobQueue.reapExpiredConsumers(queue: queue, sparing: own)
@@ -98,6 +101,7 @@ public final class WorkerService: Service, Sendable {
                     if clock.now >= nextStats { QueueMetrics.shared.record(try await jobQueue.stats(queue: queue)) }
                 } catch {
                     lastContact = nil
+                    failed = true
                     logger.warning("queue maintenance failed", metadata: ["queue": "\(queue)", "error": "\(error)"])
                 }
             }
