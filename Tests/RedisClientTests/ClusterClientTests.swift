@@ -179,6 +179,12 @@ import Testing
             let clock = ContinuousClock()
             let killed = clock.now
             await first.kill()
+            // The client learns the new primary from +switch-master before it sends anything.
+            try await eventually("+switch-master to reach the client", timeout: .seconds(30)) {
+                let now = try await redis.server(forKey: "any")
+                let primary = try? await group.primary().address
+                return now != first.address && primary == now
+            }
             #expect(try await retryingLostConnections { try await redis.send(["GET", "n"]) }.string == "1")
             #expect(try await redis.send(["INCR", "n"]).int == 2)
             let recovery = clock.now - killed
@@ -186,6 +192,16 @@ import Testing
             #expect(second.port != first.port)
             #expect(try await redis.server(forKey: "any") == second.address)
             print("sentinel client: commands answered again \(recovery) after kill -9 of the primary (down-after 1 s)")
+
+            // A planned failover: the old primary turns replica under open connections (READONLY), the client follows.
+            // Sentinel refuses (NOGOODSLAVE) until the remaining replica has synced with the new primary.
+            try await eventually("the sentinel to accept a failover", timeout: .seconds(30)) {
+                (try? await group.sentinels[0].send(["SENTINEL", "FAILOVER", group.name]))?.string == "OK"
+            }
+            try await eventually("the planned failover", timeout: .seconds(30)) { (try? await group.primary().port) != second.port }
+            try await retryingLostConnections { try await redis.send(["SET", "after", "planned failover"]) }
+            #expect(try await redis.send(["GET", "after"]).string == "planned failover")
+            #expect(try await redis.server(forKey: "any") == (try await group.primary()).address)
         } catch {
             await group.stop()
             throw error
