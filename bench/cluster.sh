@@ -106,6 +106,6 @@ for round in $(seq "$ROUNDS"); do
   python3 -c "print(f'| $round | {$s1:,} | {$c1:,} | {$c1/$s1:.2f} | {$s2:,} | {$c2:,} | {$c2/$s2:.2f} |')"
 done
 echo
-echo "Cluster routing per command: one redis-server vs a one-node cluster serving all slots, $ROUNDS rounds of 20,000 commands"
+echo "Cluster routing per command (A: one redis-server; B, C: a one-node cluster serving all slots, B without routing, C routed), $ROUNDS rounds of 20,000 commands"
 echo
-.build/release/cluster-bench "$single_url" "redis+cluster://127.0.0.1:$one" "$ROUNDS" 20000
+.build/release/cluster-bench "$single_url" "redis://127.0.0.1:$one" "$ROUNDS" 20000

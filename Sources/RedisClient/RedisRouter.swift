@@ -145,18 +145,97 @@ final class RedisRouter: Sendable {
     /// throws (they may have run).
     func execute(_ commands: [RoutedCommand], timeout: Duration?, through source: any RedisConnectionSource) async throws -> [RedisReply] {
         if isStandalone { return try await executeStandalone(commands, timeout: timeout, through: source) }
-        var replies = [RedisReply](repeating: .null, count: commands.count)
+        // The common case first: every command on one known server, one round trip, no
+        // redirection. Anything else (several servers, MOVED, ASK, failures) takes the loop.
+        var replies: [RedisReply]
+        var todo: [Int]
+        if let address = commonAddress(commands) {
+            var wire = commands.map(\.command)
+            let wait = waitCommand(for: wire)
+            if let wait { wire.append(wait) }
+            do {
+                replies = try await source.pipeline(wire, to: address, timeout: timeout)
+                if wait != nil { checkWait(replies.popLast()) }
+                todo = replies.indices.filter { needsAnotherTry(replies[$0], commands[$0]) }
+                if todo.isEmpty { return replies }
+            } catch let error as RedisError where error.code == .connectionFailed {
+                replies = [RedisReply](repeating: .null, count: commands.count)
+                todo = Array(commands.indices)
+            } catch let error as RedisError where error.code == .connectionLost || error.code == .timeout {
+                dropPool(address)
+                requestRefresh()
+                throw error
+            }
+        } else {
+            replies = [RedisReply](repeating: .null, count: commands.count)
+            todo = Array(commands.indices)
+        }
+        return try await resolve(commands, replies: replies, todo: todo, timeout: timeout, through: source)
+    }
+
+    /// The one server all `commands` go to, when the map names one.
+    private func commonAddress(_ commands: [RoutedCommand]) -> Address? {
+        state.withLock { state in
+            guard !state.primaries.isEmpty else { return nil }
+            var common = -1
+            for command in commands {
+                var index = 0
+                if let slot = command.slot {
+                    guard slot < state.slots.count else { return nil }
+                    index = Int(state.slots[slot])
+                }
+                if index < 0 || index >= state.primaries.count || (common >= 0 && index != common) { return nil }
+                common = index
+            }
+            return common >= 0 ? state.primaries[common] : nil
+        }
+    }
+
+    /// Whether a reply says the command did not run there and should go again (elsewhere, later, or by EVAL).
+    private func needsAnotherTry(_ reply: RedisReply, _ command: RoutedCommand) -> Bool {
+        guard case .error(let message) = reply else { return false }
+        if message.hasPrefix("MOVED ") || message.hasPrefix("ASK ") { return true }
+        if message.hasPrefix("NOSCRIPT") { return command.script != nil }
+        return Self.settling.contains { message.hasPrefix($0) }
+    }
+
+    /// Sends `todo` until each has a final reply: follows MOVED and ASK, resends by EVAL on
+    /// NOSCRIPT, waits out failovers and migrations for up to `reconnectTimeout`.
+    private func resolve(
+        _ commands: [RoutedCommand], replies: [RedisReply], todo: [Int], timeout: Duration?, through source: any RedisConnectionSource
+    ) async throws -> [RedisReply] {
+        var replies = replies
+        var todo = todo
         var redirect: [Int: (address: Address, asking: Bool)] = [:]
         var bySource = Set<Int>()
-        var todo = Array(commands.indices)
+        var settling = false
+        // Replies the fast path already got: the redirect they name applies to the next send.
+        for index in todo {
+            guard case .error(let message) = replies[index] else { continue }
+            if message.hasPrefix("MOVED "), let (slot, target) = Self.redirection(message) {
+                RedisClientMetrics.shared.redirects.increment()
+                learn(slot: slot, at: target)
+                requestRefresh()
+                redirect[index] = (target, false)
+            } else if message.hasPrefix("ASK "), let (_, target) = Self.redirection(message) {
+                RedisClientMetrics.shared.redirects.increment()
+                redirect[index] = (target, true)
+            } else if message.hasPrefix("NOSCRIPT") {
+                bySource.insert(index)
+            } else {
+                // CLUSTERDOWN, READONLY, TRYAGAIN...: the deployment is changing; give it a moment.
+                if !message.hasPrefix("TRYAGAIN") { requestRefresh() }
+                settling = true
+            }
+        }
+        if settling { try await Task.sleep(for: .milliseconds(20)) }
         let clock = ContinuousClock()
         let deadline = clock.now + configuration.reconnectTimeout
         var pause = Duration.milliseconds(20)
         var rounds = 0
         while !todo.isEmpty {
             rounds += 1
-            var order: [Address] = []
-            var groups: [Address: [Int]] = [:]
+            var groups: [(Address, [Int])] = []
             var again: [Int] = []
             var settle = false
             var failure: RedisError?
@@ -172,10 +251,13 @@ final class RedisRouter: Sendable {
                     failure = RedisError(.connectionFailed, noRouteMessage(commands[index].slot))
                     continue
                 }
-                if groups[address] == nil { order.append(address) }
-                groups[address, default: []].append(index)
+                if let group = groups.lastIndex(where: { $0.0 == address }) {
+                    groups[group].1.append(index)
+                } else {
+                    groups.append((address, [index]))
+                }
             }
-            let outcomes = order.isEmpty ? [] : try await send(order.map { ($0, groups[$0] ?? []) }, commands, redirect, bySource, timeout, source)
+            let outcomes = groups.isEmpty ? [] : try await send(groups, commands, redirect, bySource, timeout, source)
             for (address, indices, outcome) in outcomes {
                 switch outcome {
                 case .failure(let error) where error.code == .connectionFailed:

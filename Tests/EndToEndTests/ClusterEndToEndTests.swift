@@ -20,7 +20,7 @@ import Testing
                     if index == 5 {
                         // The queue's primary fails over gracefully.
                         let primary = try await cluster.primary(forKey: "{default}")
-                        try await cluster.replica(of: primary).send(["CLUSTER", "FAILOVER"])
+                        try await cluster.failover(to: try await cluster.replica(of: primary))
                     }
                     if index == 10 {
                         // A primary holding customers dies and comes back as a replica.

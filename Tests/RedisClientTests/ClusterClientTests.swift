@@ -139,10 +139,7 @@ import Testing
             let victim = try await cluster.primary(forKey: "{f}:x")
             let replica = try await cluster.replica(of: victim)
             try await redis.send(["SET", "{f}:x", "1"])
-            try await replica.send(["CLUSTER", "FAILOVER"])
-            try await eventually("the replica to take over") {
-                (try? await replica.send(["ROLE"]).array?.first?.string) == "master"
-            }
+            try await cluster.failover(to: replica)
             #expect(try await redis.send(["INCR", "{f}:x"]).int == 2)
 
             #expect(try await replica.send(["WAIT", "1", "2000"]).int == 1)

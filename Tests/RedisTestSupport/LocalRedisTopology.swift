@@ -90,6 +90,26 @@ public final class LocalRedisNode: Sendable {
 
 }
 
+/// At most two topologies run at once: each is six servers (plus workers), on two cores.
+actor TopologySlots {
+    static let shared = TopologySlots(2)
+    private var free: Int
+    private var waiting: [CheckedContinuation<Void, Never>] = []
+    init(_ count: Int) { free = count }
+
+    func acquire() async {
+        if free > 0 {
+            free -= 1
+            return
+        }
+        await withCheckedContinuation { waiting.append($0) }
+    }
+
+    func release() {
+        if waiting.isEmpty { free += 1 } else { waiting.removeFirst().resume() }
+    }
+}
+
 /// Pids of servers tests started, killed when the test process exits if a test did not.
 enum LocalRedisProcesses {
     private static let pids = Mutex<Set<Int32>>([])
@@ -115,6 +135,7 @@ enum LocalRedisProcesses {
 public final class LocalRedisCluster: Sendable {
     public let nodes: [LocalRedisNode]
     private let directory: URL
+    private let stopped = Mutex(false)
 
     /// `redis+cluster://` with every node as a seed.
     public var url: String { "redis+cluster://" + nodes.map(\.address).joined(separator: ",") }
@@ -129,6 +150,7 @@ public final class LocalRedisCluster: Sendable {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("entitle-cluster-\(UUID().uuidString.prefix(8))")
         var nodes: [LocalRedisNode] = []
         let cluster: LocalRedisCluster
+        await TopologySlots.shared.acquire()
         do {
             for index in 0..<(primaries * (1 + replicas)) {
                 nodes.append(
@@ -144,6 +166,7 @@ public final class LocalRedisCluster: Sendable {
             cluster = LocalRedisCluster(nodes: nodes, directory: directory)
         } catch {
             for node in nodes { await node.kill() }
+            await TopologySlots.shared.release()
             throw error
         }
         do {
@@ -224,6 +247,22 @@ public final class LocalRedisCluster: Sendable {
         return node
     }
 
+    /// A graceful failover: `CLUSTER FAILOVER` on `replica`, sent again every 3 s until it
+    /// is a primary (a manual failover that times out is simply abandoned by the server).
+    public func failover(to replica: LocalRedisNode) async throws {
+        let clock = ContinuousClock()
+        let deadline = clock.now + .seconds(45)
+        while clock.now < deadline {
+            _ = try? await replica.send(["CLUSTER", "FAILOVER"])
+            let asked = clock.now
+            while clock.now - asked < .seconds(3) {
+                if (try? await replica.send(["ROLE"]).array?.first?.string) == "master" { return }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+        }
+        throw SpawnError(message: "\(replica.address) did not take over")
+    }
+
     public func anyNode() async throws -> LocalRedisNode {
         guard let node = nodes.first(where: \.isRunning) else { throw SpawnError(message: "no cluster node runs") }
         return node
@@ -256,6 +295,7 @@ public final class LocalRedisCluster: Sendable {
     public func stop() async {
         for node in nodes where node.isRunning { await node.kill() }
         try? FileManager.default.removeItem(at: directory)
+        if stopped.withLock({ stopped in defer { stopped = true }; return !stopped }) { await TopologySlots.shared.release() }
     }
 }
 
@@ -265,6 +305,7 @@ public final class LocalSentinelGroup: Sendable {
     public let servers: [LocalRedisNode]
     public let sentinels: [LocalRedisNode]
     private let directory: URL
+    private let stopped = Mutex(false)
 
     public var url: String { "redis+sentinel://" + sentinels.map(\.address).joined(separator: ",") + "/" + name }
 
@@ -274,6 +315,7 @@ public final class LocalSentinelGroup: Sendable {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("entitle-sentinel-\(UUID().uuidString.prefix(8))")
         var servers: [LocalRedisNode] = []
         var watchers: [LocalRedisNode] = []
+        await TopologySlots.shared.acquire()
         let common = ["--save", "", "--appendonly", "no", "--maxmemory-policy", "noeviction", "--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0"]
         do {
             let primary = try await LocalRedisNode.start(common, directory: directory.appendingPathComponent("primary"))
@@ -300,6 +342,7 @@ public final class LocalSentinelGroup: Sendable {
             }
         } catch {
             for node in servers + watchers { await node.kill() }
+            await TopologySlots.shared.release()
             throw error
         }
         let group = LocalSentinelGroup(name: name, servers: servers, sentinels: watchers, directory: directory)
@@ -337,5 +380,6 @@ public final class LocalSentinelGroup: Sendable {
     public func stop() async {
         for node in servers + sentinels where node.isRunning { await node.kill() }
         try? FileManager.default.removeItem(at: directory)
+        if stopped.withLock({ stopped in defer { stopped = true }; return !stopped }) { await TopologySlots.shared.release() }
     }
 }

@@ -3,13 +3,16 @@ import Logging
 import RedisClient
 
 /// `bench/cluster.sh`'s routing part: the cost of cluster routing per command. The same
-/// client runs the same commands against one redis-server (standalone mode) and against a
-/// one-node Redis Cluster that serves all 16384 slots (cluster mode: slot per key, map
-/// lookup, redirect checks), taking turns A B A B, so drift on a shared machine hits both.
+/// commands, taking turns in each round (so drift on a shared machine hits all three):
+/// - A: the client in standalone mode against one redis-server;
+/// - B: the client in standalone mode against a one-node Redis Cluster serving all 16384
+///   slots (the server's own cluster-mode cost, no routing in the client);
+/// - C: the client in cluster mode against that same node (slot per key, map lookup,
+///   redirect checks): C against B is the client's routing cost.
 ///
-/// usage: cluster-bench STANDALONE_URL CLUSTER_URL [ROUNDS] [COMMANDS]
-/// Prints per workload and mode the wall µs per command and the process's CPU µs per
-/// command, and the paired ratios (cluster / standalone), median over rounds.
+/// usage: cluster-bench STANDALONE_URL CLUSTER_NODE_URL [ROUNDS] [COMMANDS]
+/// (CLUSTER_NODE_URL is redis://host:port of the one-node cluster.) Prints per workload
+/// the wall µs and the process's CPU µs per command, and paired ratios, median over rounds.
 @main struct ClusterBenchmark {
     static func main() async throws {
         let arguments = CommandLine.arguments
@@ -21,9 +24,13 @@ import RedisClient
         let commands = arguments.count > 4 ? Int(arguments[4]) ?? 20_000 : 20_000
         let logger = Logger(label: "cluster-bench", factory: { _ in SwiftLogNoOpLogHandler() })
         let standalone = RedisConnectionPool(configuration: try RedisConfiguration(url: arguments[1]), maximumConnections: 4, logger: logger)
-        let cluster = RedisConnectionPool(configuration: try RedisConfiguration(url: arguments[2]), maximumConnections: 4, logger: logger)
+        let node = try RedisConfiguration(url: arguments[2])
+        let direct = RedisConnectionPool(configuration: node, maximumConnections: 4, logger: logger)
+        let cluster = RedisConnectionPool(
+            configuration: try RedisConfiguration(url: "redis+cluster://\(node.host):\(node.port)"), maximumConnections: 4, logger: logger)
         let script = RedisScript(name: "incr-tagged", source: "return redis.call('INCR', KEYS[1])")
-        let keys = (0..<1000).map { "bench:{k\($0)}:n" }
+        let keys = (0..<1000).map { "bench:{k\($0)}:s" }
+        let counters = (0..<1000).map { "bench:{k\($0)}:n" }
 
         typealias Workload = (name: String, run: @Sendable (RedisConnectionPool, Int) async throws -> Void)
         let workloads: [Workload] = [
@@ -35,7 +42,7 @@ import RedisClient
                 }
             }),
             ("EVALSHA, one at a time", { redis, n in
-                for i in 0..<n { try await redis.run(script, keys: [keys[i % keys.count]], arguments: []) }
+                for i in 0..<n { try await redis.run(script, keys: [counters[i % counters.count]], arguments: []) }
             }),
             ("GET, pipelines of 100", { redis, n in
                 for start in stride(from: 0, to: n, by: 100) {
@@ -44,28 +51,27 @@ import RedisClient
             }),
         ]
         // Warm up: connections, script caches, the cluster map.
-        for (_, run) in workloads { try await run(standalone, 2000); try await run(cluster, 2000) }
+        for (_, run) in workloads { for pool in [standalone, direct, cluster] { try await run(pool, 2000) } }
 
-        print("| workload | standalone µs/cmd (wall) | cluster µs/cmd (wall) | wall ratio | standalone CPU µs/cmd | cluster CPU µs/cmd | CPU ratio |")
+        print("| workload | A: one server µs/cmd | B: cluster node, no routing | C: cluster node, routed | C/B wall | C/B client CPU | B/A wall |")
         print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
         for (name, run) in workloads {
-            var wall: [(Double, Double)] = []
-            var cpu: [(Double, Double)] = []
+            var samples: [[(wall: Double, cpu: Double)]] = []
             for _ in 0..<rounds {
-                let a = try await measure { try await run(standalone, commands) }
-                let b = try await measure { try await run(cluster, commands) }
-                wall.append((a.wall, b.wall))
-                cpu.append((a.cpu, b.cpu))
+                var round: [(wall: Double, cpu: Double)] = []
+                for pool in [standalone, direct, cluster] { round.append(try await measure { try await run(pool, commands) }) }
+                samples.append(round)
             }
             let n = Double(commands)
-            let wallRatio = median(wall.map { $0.1 / $0.0 })
-            let cpuRatio = median(cpu.map { $0.1 / $0.0 })
+            func wall(_ mode: Int) -> Double { median(samples.map { $0[mode].wall }) / n * 1e6 }
             print(
                 String(
-                    format: "| %@ | %.2f | %.2f | %.3f | %.2f | %.2f | %.3f |", name, median(wall.map(\.0)) / n * 1e6,
-                    median(wall.map(\.1)) / n * 1e6, wallRatio, median(cpu.map(\.0)) / n * 1e6, median(cpu.map(\.1)) / n * 1e6, cpuRatio))
+                    format: "| %@ | %.2f | %.2f | %.2f | %.3f | %.3f | %.3f |", name, wall(0), wall(1), wall(2),
+                    median(samples.map { $0[2].wall / $0[1].wall }), median(samples.map { $0[2].cpu / $0[1].cpu }),
+                    median(samples.map { $0[1].wall / $0[0].wall })))
         }
         standalone.close()
+        direct.close()
         cluster.close()
     }
 
