@@ -103,15 +103,6 @@ public final class RedisDedicatedConnection: Sendable {
     public func run(_ script: RedisScript, keys: [String], arguments: [String]) async throws -> RedisReply {
         try await router.runPipelined(script, calls: [(keys, arguments)], through: self)[0].get()
     }
-
-    /// Closes the socket; the next command opens a new one.
-    public func disconnect() async {
-        let connection = current.withLock { current in
-            defer { current = nil }
-            return current?.connection
-        }
-        await connection?.disconnect()
-    }
 }
 
 extension RedisDedicatedConnection: RedisConnectionSource {
