@@ -1,4 +1,5 @@
 import Foundation
+import JobQueue
 import RedisClient
 import RedisTestSupport
 import Testing
@@ -11,7 +12,8 @@ import Testing
     @Test(.timeLimit(.minutes(3))) func aWorkerWokenAfterItsJobWasReapedDoesNotStartIt() async throws {
         let cli = try await CLI("paused")
         let queue = "paused-\(UUID().uuidString.prefix(6).lowercased())"
-        let arguments = ["worker", "--queues", "\(queue)=64", "--heartbeat-ttl", "2"]
+        // BLMOVE blocks 5 s on the server: time to enqueue while the paused one still waits.
+        let arguments = ["worker", "--queues", "\(queue)=64", "--heartbeat-ttl", "2", "--block-timeout", "5"]
         let paused = try cli.start(arguments)
         let other = try cli.start(arguments)
         defer {
@@ -20,18 +22,19 @@ import Testing
                 process.signal(SIGKILL)
             }
         }
-        // Both idle, blocked in BLMOVE.
+        // Both idle, blocked in BLMOVE for at most a second so far (`idle` counts from the call).
         try await eventually("both workers to block in BLMOVE") {
             let clients = try await cli.redis.send(["CLIENT", "LIST", "TYPE", "normal"]).string ?? ""
-            return clients.split(separator: "\n").filter { $0.contains("name=fetch-\(queue) ") && $0.contains("cmd=blmove") }.count == 2
+            let blocked = clients.split(separator: "\n").filter { $0.contains("name=fetch-\(queue) ") && $0.contains("cmd=blmove") }
+            return blocked.count == 2 && blocked.allSatisfy { $0.contains(" idle=0 ") || $0.contains(" idle=1 ") }
         }
         let consumers = try await cli.redis.send(["ZRANGE", cli.key(queue, "consumers"), "0", "-1"]).array?.compactMap(\.string) ?? []
         let pausedConsumer = try #require(consumers.first { $0.contains(":\(paused.pid):") })
 
         paused.signal(SIGSTOP)
-        let enqueued = try await cli.run(
-            ["enqueue", "noop", "--queue", queue, "--payload", #"{"effect":"paused","sleepMs":8000}"#, "--count", "40"])
-        #expect(enqueued.status == 0)
+        let producer = JobQueue(redis: cli.redis, configuration: JobQueueConfiguration(prefix: cli.prefix), logger: TestRedis.logger)
+        _ = try await producer.enqueue(
+            batch: (0..<40).map { _ in EnqueueRequest(type: "noop", payload: #"{"effect":"paused","sleepMs":8000}"#, queue: queue) })
         // The paused worker's BLMOVE, already on the server, took one job into its active list.
         var taken = ""
         try await eventually("the paused worker's BLMOVE to take a job") {
