@@ -198,7 +198,11 @@ import Testing
             try await eventually("the planned failover", timeout: .seconds(30)) { (try? await group.primary().port) != second.port }
             try await retryingLostConnections { try await redis.send(["SET", "after", "planned failover"]) }
             #expect(try await redis.send(["GET", "after"]).string == "planned failover")
-            #expect(try await redis.server(forKey: "any") == (try await group.primary()).address)
+            try await eventually("the client to name the new primary") {
+                let now = try await redis.server(forKey: "any")
+                let role = try? await group.servers.first { $0.address == now }?.send(["ROLE"]).array?.first?.string
+                return now != second.address && role == "master"
+            }
         } catch {
             await group.stop()
             throw error
