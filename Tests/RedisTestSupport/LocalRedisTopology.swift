@@ -90,9 +90,9 @@ public final class LocalRedisNode: Sendable {
 
 }
 
-/// At most two topologies run at once: each is six servers (plus workers), on two cores.
+/// One topology at a time: each is six servers (plus workers), and the suite shares two cores with timing-sensitive end-to-end tests.
 actor TopologySlots {
-    static let shared = TopologySlots(2)
+    static let shared = TopologySlots(1)
     private var free: Int
     private var waiting: [CheckedContinuation<Void, Never>] = []
     init(_ count: Int) { free = count }
