@@ -138,6 +138,12 @@ let package = Package(
             dependencies: ["AppStore"],
             path: "bench/VerifyBenchmark"
         ),
+        /// `bench/cluster.sh`'s routing part: client cost per command, standalone vs cluster mode.
+        .executableTarget(
+            name: "cluster-bench",
+            dependencies: ["RedisClient", .product(name: "Logging", package: "swift-log")],
+            path: "bench/ClusterBenchmark"
+        ),
         /// Starts a private redis-server for tests when the test command did not give one.
         .target(
             name: "RedisTestSupport",

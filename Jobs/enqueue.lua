@@ -4,25 +4,31 @@ local queue = ARGV[3]
 local recentCap = tonumber(ARGV[4])
 local out = {}
 local counts = {}
-for i = 1, (#KEYS - 4) / 3 do
-  local jobKey, idemKey, uniqueKey = KEYS[2 + 3 * i], KEYS[3 + 3 * i], KEYS[4 + 3 * i]
-  local a = 4 + (i - 1) * 7
+for i = 1, (#KEYS - 4) / 4 do
+  local jobKey, idemKey, uniqueKey, holderKey = KEYS[1 + 4 * i], KEYS[2 + 4 * i], KEYS[3 + 4 * i], KEYS[4 + 4 * i]
+  local a = 4 + (i - 1) * 8
   local id, jtype, payload, maxAttempts = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
-  local runAt, idem, unique = tonumber(ARGV[a + 5]), ARGV[a + 6], ARGV[a + 7]
-  local existing, holder = false, false
-  if idem ~= '' then existing = redis.call('GET', idemKey) end
+  local runAt, idem, unique, seen = tonumber(ARGV[a + 5]), ARGV[a + 6], ARGV[a + 7], ARGV[a + 8]
+  local existing, holder, stale = false, false, false
+  -- The same id again (a repeated call whose reply was lost) enqueues nothing twice.
+  if redis.call('EXISTS', jobKey) == 1 then existing = id end
+  if not existing and idem ~= '' then existing = redis.call('GET', idemKey) end
   if not existing and unique ~= '' then
     -- Held while the holder is unfinished; a finished or expired holder lets go.
     local current = redis.call('GET', uniqueKey)
-    if current then
-      local jobPrefix = string.sub(jobKey, 1, #jobKey - #id)
-      local status = redis.call('HGET', jobPrefix .. current, 'status')
+    if current and current ~= seen then
+      stale = current
+    elseif current then
+      local status = redis.call('HGET', holderKey, 'status')
       if status and status ~= 'succeeded' and status ~= 'failed' then holder = current end
     end
   end
   if existing then
     out[#out + 1] = existing
     out[#out + 1] = 0
+  elseif stale then
+    out[#out + 1] = stale
+    out[#out + 1] = 3
   elseif holder then
     out[#out + 1] = holder
     out[#out + 1] = 2

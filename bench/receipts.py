@@ -38,8 +38,8 @@ def enqueue(prefix, jobs):
         job_id = uuid.uuid4().hex
         job_key = f'{prefix}:{{default}}:job:{job_id}'
         keys = [f'{prefix}:{{default}}:pending', f'{prefix}:{{default}}:scheduled', f'{prefix}:{{default}}:stats',
-                f'{prefix}:{{default}}:recent', job_key, job_key, job_key]
-        ENQUEUE(keys=keys, args=[now, 86_400_000, 'default', 200, job_id, type_, json.dumps(payload), 0, 0, '', ''])
+                f'{prefix}:{{default}}:recent', job_key, job_key, job_key, job_key]
+        ENQUEUE(keys=keys, args=[now, 86_400_000, 'default', 200, job_id, type_, json.dumps(payload), 0, 0, '', '', ''])
     r.sadd(f'{prefix}:queues', 'default')
 
 

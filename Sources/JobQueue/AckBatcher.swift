@@ -16,7 +16,7 @@ actor AckBatcher {
         var retryAt: Int64 = 0
     }
 
-    private let connection: RedisConnection
+    private let connection: RedisDedicatedConnection
     private let keys: QueueKeys
     private let activeKey: String
     private let configuration: JobQueueConfiguration
@@ -25,7 +25,7 @@ actor AckBatcher {
     private var flushing = false
     static let maxBatch = 256
 
-    init(connection: RedisConnection, keys: QueueKeys, consumer: String, configuration: JobQueueConfiguration, logger: Logger) {
+    init(connection: RedisDedicatedConnection, keys: QueueKeys, consumer: String, configuration: JobQueueConfiguration, logger: Logger) {
         self.connection = connection
         self.keys = keys
         self.activeKey = keys.active(consumer)
@@ -34,7 +34,8 @@ actor AckBatcher {
     }
 
     /// Records the outcome; returns `false` when the lease was lost (the job was reaped or
-    /// requeued, and someone else owns it now).
+    /// requeued, and someone else owns it now). A call sent again after its reply was lost,
+    /// whose first sending had recorded the outcome, counts as recorded.
     func record(_ outcome: Outcome) async -> Bool {
         await withCheckedContinuation { continuation in
             waiting.append((outcome, continuation))
@@ -51,17 +52,22 @@ actor AckBatcher {
             waiting.removeFirst(batch.count)
             var arguments = [
                 String(JobQueue.nowMilliseconds()), String(configuration.resultTTL.milliseconds),
-                String(configuration.deadTTL.milliseconds), keys.jobPrefix,
+                String(configuration.deadTTL.milliseconds),
             ]
-            arguments.reserveCapacity(4 + batch.count * 6)
+            arguments.reserveCapacity(3 + batch.count * 6)
+            var jobKeys = [activeKey, keys.scheduled, keys.dead, keys.stats]
+            jobKeys.reserveCapacity(4 + batch.count)
             for (outcome, _) in batch {
+                jobKeys.append(keys.job(outcome.id))
                 arguments.append(contentsOf: [
                     outcome.id, outcome.lease, outcome.type, outcome.kind.rawValue, outcome.data, String(outcome.retryAt),
                 ])
             }
-            let replies = await write(arguments)
+            let replies = await write(keys: jobKeys, arguments: arguments)
             for (index, (_, continuation)) in batch.enumerated() {
-                continuation.resume(returning: replies.map { index < $0.count && $0[index].int == 1 } ?? false)
+                // 1: recorded now; 2: recorded by an earlier sending of this batch.
+                let code = replies.flatMap { index < $0.count ? $0[index].int : nil } ?? 0
+                continuation.resume(returning: code == 1 || code == 2)
             }
         }
         flushing = false
@@ -69,15 +75,13 @@ actor AckBatcher {
 
     /// Writes one batch, retrying through connection failures for up to a minute; after that
     /// the jobs stay in the active list, where shutdown or the reaper finds them.
-    private func write(_ arguments: [String]) async -> [RedisReply]? {
+    private func write(keys jobKeys: [String], arguments: [String]) async -> [RedisReply]? {
         let clock = ContinuousClock()
         let giveUp = clock.now + .seconds(60)
         var delay = Duration.milliseconds(10)
         while true {
             do {
-                return try await connection.run(
-                    QueueScripts.finish, keys: [activeKey, keys.scheduled, keys.dead, keys.stats], arguments: arguments
-                ).array
+                return try await connection.run(QueueScripts.finish, keys: jobKeys, arguments: arguments).array
             } catch {
                 guard clock.now < giveUp else {
                     logger.error("could not record finished jobs", metadata: ["error": "\(error)"])

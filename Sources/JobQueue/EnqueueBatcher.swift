@@ -49,12 +49,9 @@ public final class EnqueueBatcher: Sendable {
                 return batch
             }
             guard !batch.isEmpty else { return }
-            do {
-                let results = try await jobQueue.enqueue(validated: batch.map(\.request))
-                for (item, result) in zip(batch, results) { item.continuation.resume(returning: result) }
-            } catch {
-                for item in batch { item.continuation.resume(throwing: error) }
-            }
+            // Each caller hears about its own job only: one failed script call fails only its requests.
+            let outcomes = await jobQueue.enqueueEach(validated: batch.map(\.request))
+            for (item, outcome) in zip(batch, outcomes) { item.continuation.resume(with: outcome) }
         }
     }
 }

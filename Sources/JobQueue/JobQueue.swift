@@ -34,74 +34,157 @@ public final class JobQueue: Sendable {
         try await enqueue(batch: [request])[0]
     }
 
-    /// Enqueues many jobs in as few round trips as possible (500 per script call, all calls
-    /// of one queue pipelined). Every request is validated first: one bad request enqueues nothing.
+    /// Enqueues many jobs in as few round trips as possible (500 per script call, the calls
+    /// pipelined per Redis server). Every request is validated first: one bad request
+    /// enqueues nothing. When Redis fails part way, the error says which jobs were enqueued:
+    /// `JobQueueError.partiallyEnqueued` with `enqueued` (nothing at all enqueued throws the
+    /// Redis error itself).
     public func enqueue(batch requests: [EnqueueRequest]) async throws -> [EnqueueResult] {
         for request in requests { try request.validate() }
         return try await enqueue(validated: requests)
     }
 
-    /// `enqueue(batch:)` for requests already validated one by one (`EnqueueBatcher`).
+    /// `enqueue(batch:)` for requests already validated one by one.
     func enqueue(validated requests: [EnqueueRequest]) async throws -> [EnqueueResult] {
-        let now = Self.nowMilliseconds()
-        var results = [EnqueueResult?](repeating: nil, count: requests.count)
-        let byQueue = Dictionary(grouping: requests.indices, by: { requests[$0].queue })
-        try await redis.withConnection { connection in
-            for (queue, indices) in byQueue.sorted(by: { $0.key < $1.key }) {
-                let keys = configuration.keys(queue)
-                var calls: [(keys: [String], arguments: [String])] = []
-                var chunks: [ArraySlice<Int>] = []
-                for start in stride(from: 0, to: indices.count, by: Self.enqueueChunk) {
-                    let chunk = indices[start..<min(start + Self.enqueueChunk, indices.count)]
-                    var callKeys = [keys.pending, keys.scheduled, keys.stats, keys.recent]
-                    var arguments = [
-                        String(now), String(configuration.idempotencyTTL.milliseconds), queue, String(configuration.recentJobs),
-                    ]
-                    callKeys.reserveCapacity(4 + chunk.count * 3)
-                    arguments.reserveCapacity(4 + chunk.count * 7)
-                    for index in chunk {
-                        let request = requests[index]
-                        let id = request.id ?? Self.makeID()
-                        let jobKey = keys.job(id)
-                        callKeys.append(jobKey)
-                        callKeys.append(request.idempotencyKey.map(keys.idempotency) ?? jobKey)
-                        callKeys.append(request.uniqueKey.map(keys.unique) ?? jobKey)
-                        let runAt = request.delay.map { $0 > .zero ? now + $0.milliseconds : 0 } ?? 0
-                        arguments.append(contentsOf: [
-                            id, request.type, request.payload, String(request.maxAttempts), String(runAt),
-                            request.idempotencyKey ?? "", request.uniqueKey ?? "",
-                        ])
-                    }
-                    calls.append((callKeys, arguments))
-                    chunks.append(chunk)
-                }
-                // Discovery only, so outside the scripts, and once per queue: a queue appears in `entitle queues`.
-                if !registeredQueues.withLock({ $0.contains(queue) }) {
-                    try await connection.send(["SADD", QueueKeys.registry(prefix: configuration.prefix), queue])
-                    _ = registeredQueues.withLock { $0.insert(queue) }
-                }
-                let replies = try await connection.runPipelined(QueueScripts.enqueue, calls: calls)
-                for (chunk, reply) in zip(chunks, replies) {
-                    guard let values = try reply.get().array, values.count == chunk.count * 2 else {
-                        throw JobQueueError(.unexpectedReply, "enqueue returned a reply of the wrong shape")
-                    }
-                    for (offset, index) in chunk.enumerated() {
-                        let outcome: EnqueueResult.Outcome =
-                            switch values[offset * 2 + 1].int {
-                            case 1: .created
-                            case 2: .conflict
-                            default: .existing
-                            }
-                        results[index] = EnqueueResult(id: values[offset * 2].string ?? "", outcome: outcome)
-                        if outcome == .created { metrics.forJob(queue: queue, type: requests[index].type).enqueued.increment() }
-                    }
-                }
+        let outcomes = await enqueueEach(validated: requests)
+        var results: [EnqueueResult?] = []
+        var firstError: (any Error)?
+        for outcome in outcomes {
+            switch outcome {
+            case .success(let result): results.append(result)
+            case .failure(let error):
+                results.append(nil)
+                if firstError == nil { firstError = error }
             }
         }
-        return try results.map { result in
-            guard let result else { throw JobQueueError(.unexpectedReply, "enqueue returned fewer jobs than it was given") }
-            return result
+        guard let firstError else { return results.compactMap { $0 } }
+        let enqueued = results.compactMap { $0 }.count
+        if enqueued == 0 { throw firstError }
+        throw JobQueueError(
+            .partiallyEnqueued, "\(enqueued) of \(requests.count) jobs were enqueued; the others were not: \(firstError)",
+            enqueued: results)
+    }
+
+    /// Enqueues each request and says, for each, what happened: a failure of one script call
+    /// fails only its own requests. Calls whose connection broke are sent again with the same
+    /// ids (a job id that exists already is not enqueued twice), so a lost reply costs nothing.
+    func enqueueEach(validated requests: [EnqueueRequest]) async -> [Result<EnqueueResult, any Error>] {
+        var outcomes = [Result<EnqueueResult, any Error>?](repeating: nil, count: requests.count)
+        // Ids are fixed once, so that sending a call again cannot make a second job.
+        let ids = requests.map { $0.id ?? Self.makeID() }
+        var todo = Array(requests.indices)
+        var attempt = 0
+        while !todo.isEmpty {
+            attempt += 1
+            let now = Self.nowMilliseconds()
+            var retry: [Int] = []
+            do {
+                // Unique keys: read their holders first; the script checks they did not change.
+                let holders = try await uniqueHolders(requests, todo)
+                var calls: [(keys: [String], arguments: [String])] = []
+                var chunks: [ArraySlice<Int>] = []
+                var seenQueues: [String] = []
+                let byQueue = Dictionary(grouping: todo, by: { requests[$0].queue })
+                for (queue, indices) in byQueue.sorted(by: { $0.key < $1.key }) {
+                    seenQueues.append(queue)
+                    let keys = configuration.keys(queue)
+                    for start in stride(from: 0, to: indices.count, by: Self.enqueueChunk) {
+                        let chunk = indices[start..<min(start + Self.enqueueChunk, indices.count)]
+                        var callKeys = [keys.pending, keys.scheduled, keys.stats, keys.recent]
+                        var arguments = [
+                            String(now), String(configuration.idempotencyTTL.milliseconds), queue, String(configuration.recentJobs),
+                        ]
+                        callKeys.reserveCapacity(4 + chunk.count * 4)
+                        arguments.reserveCapacity(4 + chunk.count * 8)
+                        for index in chunk {
+                            let request = requests[index]
+                            let jobKey = keys.job(ids[index])
+                            let holder = holders[index] ?? ""
+                            callKeys.append(jobKey)
+                            callKeys.append(request.idempotencyKey.map(keys.idempotency) ?? jobKey)
+                            callKeys.append(request.uniqueKey.map(keys.unique) ?? jobKey)
+                            callKeys.append(holder.isEmpty ? jobKey : keys.job(holder))
+                            let runAt = request.delay.map { $0 > .zero ? now + $0.milliseconds : 0 } ?? 0
+                            arguments.append(contentsOf: [
+                                ids[index], request.type, request.payload, String(request.maxAttempts), String(runAt),
+                                request.idempotencyKey ?? "", request.uniqueKey ?? "", holder,
+                            ])
+                        }
+                        calls.append((callKeys, arguments))
+                        chunks.append(chunk)
+                    }
+                }
+                try await register(seenQueues)
+                let replies = try await redis.runPipelined(QueueScripts.enqueue, calls: calls)
+                for (chunk, reply) in zip(chunks, replies) {
+                    let values: [RedisReply]
+                    switch reply {
+                    case .failure(let error):
+                        if error.isRetryable && attempt < 3 { retry += chunk } else { for index in chunk { outcomes[index] = .failure(error) } }
+                        continue
+                    case .success(let value):
+                        guard let array = value.array, array.count == chunk.count * 2 else {
+                            let error = JobQueueError(.unexpectedReply, "enqueue returned a reply of the wrong shape")
+                            for index in chunk { outcomes[index] = .failure(error) }
+                            continue
+                        }
+                        values = array
+                    }
+                    for (offset, index) in chunk.enumerated() {
+                        let id = values[offset * 2].string ?? ""
+                        let outcome: EnqueueResult.Outcome
+                        switch values[offset * 2 + 1].int {
+                        case 1: outcome = .created
+                        case 2: outcome = .conflict
+                        case 3:
+                            // The unique key changed hands since it was read: read it again.
+                            if attempt < 8 { retry.append(index) } else {
+                                outcomes[index] = .failure(JobQueueError(.unexpectedReply, "unique key \(requests[index].uniqueKey ?? "") kept changing"))
+                            }
+                            continue
+                        default:
+                            // Our own id from an earlier call whose reply was lost: created by us.
+                            outcome = requests[index].id == nil && id == ids[index] ? .created : .existing
+                        }
+                        outcomes[index] = .success(EnqueueResult(id: id, outcome: outcome))
+                        if outcome == .created {
+                            metrics.forJob(queue: requests[index].queue, type: requests[index].type).enqueued.increment()
+                        }
+                    }
+                }
+            } catch {
+                // Nothing was sent, or the connection broke with the calls' fate unknown:
+                // send them again (same ids), a few times.
+                let retryable = (error as? RedisError)?.isRetryable ?? false
+                if retryable && attempt < 3 { retry = todo } else { for index in todo { outcomes[index] = .failure(error) } }
+            }
+            if !retry.isEmpty {
+                logger.notice("enqueue: sending calls again", metadata: ["jobs": "\(retry.count)", "attempt": "\(attempt)"])
+                try? await Task.sleep(for: .milliseconds(50 * attempt))
+            }
+            todo = retry
         }
+        return outcomes.map { $0 ?? .failure(JobQueueError(.unexpectedReply, "enqueue returned fewer jobs than it was given")) }
+    }
+
+    /// The unique keys' current holders by request index (none for requests without one), in one pipeline.
+    private func uniqueHolders(_ requests: [EnqueueRequest], _ indices: [Int]) async throws -> [Int: String] {
+        let wanted = indices.filter { requests[$0].uniqueKey != nil }
+        var holders: [Int: String] = [:]
+        guard !wanted.isEmpty else { return holders }
+        let replies = try await redis.pipeline(
+            wanted.map { ["GET", configuration.keys(requests[$0].queue).unique(requests[$0].uniqueKey ?? "")] })
+        for (index, reply) in zip(wanted, replies) { holders[index] = reply.string }
+        return holders
+    }
+
+    /// Adds queues to the registry, once per queue and process: discovery only, so outside
+    /// the scripts (the registry has no queue's hash tag).
+    private func register(_ queues: [String]) async throws {
+        let new = queues.filter { queue in !registeredQueues.withLock { $0.contains(queue) } }
+        guard !new.isEmpty else { return }
+        try await redis.send(["SADD", QueueKeys.registry(prefix: configuration.prefix)] + new)
+        registeredQueues.withLock { $0.formUnion(new) }
     }
 
     // MARK: Reading jobs
@@ -130,7 +213,7 @@ public final class JobQueue: Sendable {
         return (reply.array ?? []).compactMap(\.string).sorted()
     }
 
-    /// Counts for one queue, read in two round trips. Reading them also sets the queue's
+    /// Counts for one queue, read in two round trips, and the Redis server that holds it. Reading them also sets the queue's
     /// gauges (`entitle_queue_pending`, ...), so a process that serves metrics and reads
     /// stats at scrape time (the API) exports them.
     public func stats(queue: String) async throws -> QueueStats {
@@ -151,7 +234,8 @@ public final class JobQueue: Sendable {
         let stats = QueueStats(
             name: queue, pending: first[0].int ?? 0, scheduled: first[1].int ?? 0, active: active,
             dead: first[2].int ?? 0, oldestPendingAgeSeconds: oldestAge, consumers: consumers.count,
-            counters: first[4].fieldValues.compactMapValues { Int($0) }
+            counters: first[4].fieldValues.compactMapValues { Int($0) },
+            node: try await redis.server(forKey: keys.pending)
         )
         metrics.record(stats)
         return stats
@@ -171,7 +255,7 @@ public final class JobQueue: Sendable {
     @discardableResult
     public func retryDead(queue: String, ids: [String]? = nil) async throws -> Int {
         try await forDeadJobs(queue: queue, ids: ids) { keys, chunk in
-            try await self.redis.run(QueueScripts.retryDead, keys: [keys.dead, keys.pending], arguments: [keys.jobPrefix] + chunk)
+            try await self.redis.run(QueueScripts.retryDead, keys: [keys.dead, keys.pending] + chunk.map(keys.job), arguments: chunk)
         }
     }
 
@@ -179,7 +263,7 @@ public final class JobQueue: Sendable {
     @discardableResult
     public func purgeDead(queue: String, ids: [String]? = nil) async throws -> Int {
         try await forDeadJobs(queue: queue, ids: ids) { keys, chunk in
-            try await self.redis.run(QueueScripts.purgeDead, keys: [keys.dead], arguments: [keys.jobPrefix] + chunk)
+            try await self.redis.run(QueueScripts.purgeDead, keys: [keys.dead] + chunk.map(keys.job), arguments: chunk)
         }
     }
 
@@ -215,13 +299,15 @@ public final class JobQueue: Sendable {
 
     /// Puts the active jobs of every consumer whose heartbeat expired back in pending;
     /// returns how many jobs moved.
+    /// - Parameter sparing: consumers known to be alive (the caller's own), left alone even
+    ///   when their heartbeats look expired (after a long Redis pause, all of them do).
     @discardableResult
-    public func reapExpiredConsumers(queue: String) async throws -> Int {
+    public func reapExpiredConsumers(queue: String, sparing: Set<String> = []) async throws -> Int {
         let keys = configuration.keys(queue)
         let now = Self.nowMilliseconds()
         let expired = try await redis.send(["ZRANGEBYSCORE", keys.consumers, "-inf", String(now)]).array?.compactMap(\.string) ?? []
         var moved = 0
-        for consumer in expired {
+        for consumer in expired where !sparing.contains(consumer) {
             let count = try await release(consumer: consumer, queue: queue, onlyIfExpired: true)
             if count > 0 {
                 moved += count
@@ -240,10 +326,24 @@ public final class JobQueue: Sendable {
     @discardableResult
     public func release(consumer: String, queue: String, onlyIfExpired: Bool) async throws -> Int {
         let keys = configuration.keys(queue)
-        return try await redis.run(
-            QueueScripts.release, keys: [keys.consumers, keys.active(consumer), keys.pending, keys.stats],
-            arguments: [consumer, String(Self.nowMilliseconds()), onlyIfExpired ? "1" : "0", onlyIfExpired ? "0" : "1", keys.jobPrefix]
-        ).int ?? 0
+        let active = keys.active(consumer)
+        var moved = 0
+        // The ids are read first (the script names every key it touches); ids claimed
+        // meanwhile stay, and the next round (or the next reap) takes them.
+        for _ in 0..<10 {
+            let listed = try await redis.send(["LRANGE", active, "0", "999"]).array?.compactMap(\.string) ?? []
+            let ids = Array(listed.reversed())
+            let count =
+                try await redis.run(
+                    QueueScripts.release, keys: [keys.consumers, active, keys.pending, keys.stats] + ids.map(keys.job),
+                    arguments: [consumer, String(Self.nowMilliseconds()), onlyIfExpired ? "1" : "0", onlyIfExpired ? "0" : "1"] + ids
+                ).int ?? 0
+            if count < 0 { return moved == 0 ? -1 : moved }
+            moved += count
+            if listed.count < 1000 && count == listed.count { break }
+            if listed.isEmpty { break }
+        }
+        return moved
     }
 
     /// Applies the dead set's caps (count and age); returns how many records were removed.
@@ -251,10 +351,18 @@ public final class JobQueue: Sendable {
     public func trimDeadJobs(queue: String) async throws -> Int {
         let keys = configuration.keys(queue)
         let oldest = Self.nowMilliseconds() - configuration.deadTTL.milliseconds
-        return try await redis.run(
-            QueueScripts.trimDead, keys: [keys.dead],
-            arguments: [keys.jobPrefix, String(configuration.deadMaxCount), String(oldest)]
-        ).int ?? 0
+        let first = try await redis.pipeline([
+            ["ZRANGEBYSCORE", keys.dead, "-inf", "(\(oldest)", "LIMIT", "0", "1000"], ["ZCARD", keys.dead],
+        ])
+        var ids = first[0].array?.compactMap(\.string) ?? []
+        let over = (first[1].int ?? 0) - ids.count - configuration.deadMaxCount
+        if over > 0 {
+            let start = ids.count
+            ids += try await redis.send(["ZRANGE", keys.dead, String(start), String(start + min(over, 1000) - 1)]).array?.compactMap(\.string)
+                ?? []
+        }
+        guard !ids.isEmpty else { return 0 }
+        return try await purgeDead(queue: queue, ids: ids)
     }
 
     // MARK: Helpers

@@ -9,15 +9,20 @@ public struct JobQueueError: Error, Sendable, Hashable, CustomStringConvertible 
         public static let jobNotFound = Code(rawValue: "jobNotFound")
         /// Redis answered with something the scripts never return.
         public static let unexpectedReply = Code(rawValue: "unexpectedReply")
+        /// Redis failed part way through a bulk enqueue: `enqueued` says which jobs went in.
+        public static let partiallyEnqueued = Code(rawValue: "partiallyEnqueued")
         public var description: String { rawValue }
     }
 
     public let code: Code
     public let message: String
+    /// For `.partiallyEnqueued`: per request of the batch, its result, or `nil` when it was not enqueued.
+    public let enqueued: [EnqueueResult?]
 
-    public init(_ code: Code, _ message: String) {
+    public init(_ code: Code, _ message: String, enqueued: [EnqueueResult?] = []) {
         self.code = code
         self.message = message
+        self.enqueued = enqueued
     }
 
     public var description: String { "\(code): \(message)" }

@@ -6,10 +6,11 @@ import Synchronization
 
 /// Consumes one queue for one worker process with up to `concurrency` jobs at a time.
 ///
-/// It claims with BLMOVE into its own active list (so a crash loses nothing: the reaper
-/// puts the list back), starts jobs with a lease, runs them as child tasks and records
-/// outcomes through an `AckBatcher`. When there is a backlog, one `start` call claims as
-/// many jobs as there are free slots.
+/// It claims with BLMOVE (or, with a backlog, the `claim` script, as many jobs as there are
+/// free slots) into its own active list, so a crash loses nothing: the reaper puts the list
+/// back. Then it starts the claimed jobs with a lease, runs them as child tasks and records
+/// outcomes through an `AckBatcher`. Its two connections are its own and follow the
+/// queue's slot to whichever Redis server holds it.
 public final class QueueConsumer: Sendable {
     public struct Settings: Sendable, Hashable {
         public var concurrency: Int
@@ -34,7 +35,7 @@ public final class QueueConsumer: Sendable {
     let keys: QueueKeys
     let logger: Logger
     let gate: SlotGate
-    private let fetchConnection: RedisConnection
+    private let fetchConnection: RedisDedicatedConnection
     private let acks: AckBatcher
     /// The start script's limit for jobs lost by crashed workers when the job names none:
     /// the most any registered type allows, so no type loses attempts it is owed.
@@ -159,15 +160,18 @@ public final class QueueConsumer: Sendable {
     /// up to `blockTimeout`. Returns no jobs on a timeout or a Redis failure.
     private func claim(upTo limit: Int) async -> [ClaimedJob] {
         do {
-            let started = try await start(extra: limit, moved: [])
-            if !started.isEmpty { return started }
+            let claimed =
+                try await fetchConnection.run(
+                    QueueScripts.claim, keys: [keys.pending, keys.active(consumerID)], arguments: [String(limit)]
+                ).array?.compactMap(\.string) ?? []
+            if !claimed.isEmpty { return try await start(claimed) }
             if gate.isStopped { return [] }
             let reply = try await fetchConnection.send(
                 ["BLMOVE", keys.pending, keys.active(consumerID), "RIGHT", "LEFT", String(settings.blockTimeout.seconds)],
                 timeout: settings.blockTimeout + jobQueue.redis.configuration.commandTimeout
             )
             guard let id = reply.string else { return [] }
-            return try await start(extra: limit - 1, moved: [id])
+            return try await start([id])
         } catch {
             logger.warning("claiming failed; backing off", metadata: ["error": "\(error)"])
             try? await Task.sleep(for: .milliseconds(200))
@@ -188,7 +192,7 @@ public final class QueueConsumer: Sendable {
             guard !orphans.isEmpty else { return }
             let moved =
                 try await fetchConnection.run(
-                    QueueScripts.requeueOrphans, keys: [keys.active(consumerID), keys.pending], arguments: [keys.jobPrefix] + orphans
+                    QueueScripts.requeueOrphans, keys: [keys.active(consumerID), keys.pending] + orphans.map(keys.job), arguments: orphans
                 ).int ?? 0
             logger.notice("requeued jobs whose claim reply was lost", metadata: ["jobs": "\(moved)"])
         } catch {
@@ -196,14 +200,14 @@ public final class QueueConsumer: Sendable {
         }
     }
 
-    private func start(extra: Int, moved: [String]) async throws -> [ClaimedJob] {
+    /// Gives claimed ids a lease; the script skips any that left this consumer's active list.
+    private func start(_ ids: [String]) async throws -> [ClaimedJob] {
         let lease = "\(consumerID):\(leaseCounter.add(1, ordering: .relaxed).newValue)"
         let reply = try await fetchConnection.run(
-            QueueScripts.start, keys: [keys.pending, keys.active(consumerID), keys.dead, keys.stats],
+            QueueScripts.start, keys: [keys.active(consumerID), keys.dead, keys.stats] + ids.map(keys.job),
             arguments: [
-                String(JobQueue.nowMilliseconds()), String(extra), lease, keys.jobPrefix,
-                String(mostAttempts), String(jobQueue.configuration.deadTTL.milliseconds),
-            ] + moved
+                String(JobQueue.nowMilliseconds()), lease, String(mostAttempts), String(jobQueue.configuration.deadTTL.milliseconds),
+            ] + ids
         )
         let values = reply.array ?? []
         var jobs: [ClaimedJob] = []

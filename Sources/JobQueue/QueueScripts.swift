@@ -1,20 +1,27 @@
 import RedisClient
 
 /// The Lua scripts of the queue contract. Each multi-key transition is one script, so a
-/// crash between two steps is impossible. Keys that scripts derive from a job id
-/// (`jobPrefix .. id`) share the queue's hash tag, hence its cluster slot.
+/// crash between two steps is impossible. Every key a script touches is in its KEYS, and
+/// all of a call's keys carry the queue's hash tag (one cluster slot), so the scripts are
+/// correct on Redis Cluster and behind proxies that check declared keys. Where a script
+/// would have to discover ids (claiming, reaping, trimming), the caller reads them first
+/// and the script checks they are still where the caller saw them.
 ///
 /// `Jobs/README.md` documents `enqueue` for producers in other languages; keep the two in step.
 public enum QueueScripts {
     /// Enqueues one or more jobs.
     ///
-    /// KEYS: pending, scheduled, stats, recent, then per job: its hash key, its idempotency
-    /// key and its unique key (the hash key again for either when the job has none).
+    /// KEYS: pending, scheduled, stats, recent, then per job four: its hash key; its
+    /// idempotency key; its unique key; the hash key of the job holding the unique key as the
+    /// caller read it (GET) before the call (the job's own key again for any of the last
+    /// three when there is none).
     /// ARGV: nowMs, idempotencyTTLms, queue, recentCap (0 = keep no recent list), then per
-    /// job seven values: id, type, payload, maxAttempts, runAtMs (0 = now), idempotencyKey
-    /// ('' = none), uniqueKey ('' = none).
-    /// Returns per job: an id and a code: 1 created (this job's id), 0 an idempotency key
-    /// already named that job, 2 refused because the unique key is held by that unfinished job.
+    /// job eight values: id, type, payload, maxAttempts, runAtMs (0 = now), idempotencyKey
+    /// ('' = none), uniqueKey ('' = none), the holder's id as read ('' = none).
+    /// Returns per job an id and a code: 1 created (this job's id); 0 a job with this id
+    /// exists already, or the idempotency key named that job; 2 refused because the unique
+    /// key is held by that unfinished job; 3 nothing done: the unique key's holder is no
+    /// longer the one the caller read (read it again and retry this job).
     public static let enqueue = RedisScript(
         name: "enqueue",
         source: """
@@ -24,25 +31,31 @@ public enum QueueScripts {
             local recentCap = tonumber(ARGV[4])
             local out = {}
             local counts = {}
-            for i = 1, (#KEYS - 4) / 3 do
-              local jobKey, idemKey, uniqueKey = KEYS[2 + 3 * i], KEYS[3 + 3 * i], KEYS[4 + 3 * i]
-              local a = 4 + (i - 1) * 7
+            for i = 1, (#KEYS - 4) / 4 do
+              local jobKey, idemKey, uniqueKey, holderKey = KEYS[1 + 4 * i], KEYS[2 + 4 * i], KEYS[3 + 4 * i], KEYS[4 + 4 * i]
+              local a = 4 + (i - 1) * 8
               local id, jtype, payload, maxAttempts = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
-              local runAt, idem, unique = tonumber(ARGV[a + 5]), ARGV[a + 6], ARGV[a + 7]
-              local existing, holder = false, false
-              if idem ~= '' then existing = redis.call('GET', idemKey) end
+              local runAt, idem, unique, seen = tonumber(ARGV[a + 5]), ARGV[a + 6], ARGV[a + 7], ARGV[a + 8]
+              local existing, holder, stale = false, false, false
+              -- The same id again (a repeated call whose reply was lost) enqueues nothing twice.
+              if redis.call('EXISTS', jobKey) == 1 then existing = id end
+              if not existing and idem ~= '' then existing = redis.call('GET', idemKey) end
               if not existing and unique ~= '' then
                 -- Held while the holder is unfinished; a finished or expired holder lets go.
                 local current = redis.call('GET', uniqueKey)
-                if current then
-                  local jobPrefix = string.sub(jobKey, 1, #jobKey - #id)
-                  local status = redis.call('HGET', jobPrefix .. current, 'status')
+                if current and current ~= seen then
+                  stale = current
+                elseif current then
+                  local status = redis.call('HGET', holderKey, 'status')
                   if status and status ~= 'succeeded' and status ~= 'failed' then holder = current end
                 end
               end
               if existing then
                 out[#out + 1] = existing
                 out[#out + 1] = 0
+              elseif stale then
+                out[#out + 1] = stale
+                out[#out + 1] = 3
               elseif holder then
                 out[#out + 1] = holder
                 out[#out + 1] = 2
@@ -71,12 +84,29 @@ public enum QueueScripts {
             """
     )
 
-    /// Starts jobs: optionally moves up to `extra` more ids from pending into the consumer's
-    /// active list, then gives each id in the active list that it names a lease.
+    /// Claims up to `n` ids: moves them from pending into the consumer's active list, where
+    /// a crash cannot lose them (the reaper puts the list back). `start` then runs them.
     ///
-    /// KEYS: pending, active:{W}, dead, stats.
-    /// ARGV: nowMs, extra, lease token, jobPrefix, defaultMaxAttempts (for jobs enqueued
-    /// with 0, in the lost-worker check only), deadTTLms, then ids already moved by BLMOVE.
+    /// KEYS: pending, active:{W}. ARGV: n. Returns the ids moved.
+    public static let claim = RedisScript(
+        name: "claim",
+        source: """
+            local ids = {}
+            for i = 1, tonumber(ARGV[1]) do
+              local id = redis.call('LMOVE', KEYS[1], KEYS[2], 'RIGHT', 'LEFT')
+              if not id then break end
+              ids[#ids + 1] = id
+            end
+            return ids
+            """
+    )
+
+    /// Starts claimed jobs: gives each id a lease, but only an id still in the caller's own
+    /// active list (one reaped while the caller was paused may be running elsewhere now).
+    ///
+    /// KEYS: active:{W}, dead, stats, then each id's hash key.
+    /// ARGV: nowMs, lease token, defaultMaxAttempts (for jobs enqueued with 0, in the
+    /// lost-worker check only), deadTTLms, then the ids.
     /// Returns per started job: id, type, payload, attempt, maxAttempts (as stored: 0 means
     /// the type's policy), enqueuedAt.
     /// Ids whose record is gone or finished are dropped; a job lost by crashed workers more
@@ -84,41 +114,35 @@ public enum QueueScripts {
     public static let start = RedisScript(
         name: "start",
         source: """
-            local now, extra, lease, jp = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
-            local defaultMax, deadTTL = tonumber(ARGV[5]), ARGV[6]
-            local ids = {}
-            for i = 7, #ARGV do ids[#ids + 1] = ARGV[i] end
-            for i = 1, extra do
-              local id = redis.call('LMOVE', KEYS[1], KEYS[2], 'RIGHT', 'LEFT')
-              if not id then break end
-              ids[#ids + 1] = id
-            end
+            local now, lease, defaultMax, deadTTL = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
             local out = {}
-            for _, id in ipairs(ids) do
-              local key = jp .. id
-              local f = redis.call('HMGET', key, 'type', 'payload', 'attempt', 'maxAttempts', 'enqueuedAt', 'status')
-              if (not f[1]) or f[6] == 'succeeded' or f[6] == 'failed' then
-                redis.call('LREM', KEYS[2], -1, id)
-              else
-                local attempt = tonumber(f[3]) + 1
-                local max = tonumber(f[4])
-                if max == 0 then max = defaultMax end
-                if attempt > max then
-                  redis.call('LREM', KEYS[2], -1, id)
-                  redis.call('HSET', key, 'status', 'failed', 'finishedAt', now,
-                    'lastError', 'out of attempts: its workers were lost')
-                  redis.call('HDEL', key, 'lease')
-                  redis.call('PEXPIRE', key, deadTTL)
-                  redis.call('ZADD', KEYS[3], now, id)
-                  redis.call('HINCRBY', KEYS[4], 'dead:' .. f[1], 1)
+            for i = 5, #ARGV do
+              local id, key = ARGV[i], KEYS[i - 1]
+              if redis.call('LPOS', KEYS[1], id) then
+                local f = redis.call('HMGET', key, 'type', 'payload', 'attempt', 'maxAttempts', 'enqueuedAt', 'status')
+                if (not f[1]) or f[6] == 'succeeded' or f[6] == 'failed' then
+                  redis.call('LREM', KEYS[1], -1, id)
                 else
-                  redis.call('HSET', key, 'status', 'processing', 'attempt', attempt, 'startedAt', now, 'lease', lease)
-                  out[#out + 1] = id
-                  out[#out + 1] = f[1]
-                  out[#out + 1] = f[2]
-                  out[#out + 1] = attempt
-                  out[#out + 1] = f[4]
-                  out[#out + 1] = f[5]
+                  local attempt = tonumber(f[3]) + 1
+                  local max = tonumber(f[4])
+                  if max == 0 then max = defaultMax end
+                  if attempt > max then
+                    redis.call('LREM', KEYS[1], -1, id)
+                    redis.call('HSET', key, 'status', 'failed', 'finishedAt', now,
+                      'lastError', 'out of attempts: its workers were lost')
+                    redis.call('HDEL', key, 'lease')
+                    redis.call('PEXPIRE', key, deadTTL)
+                    redis.call('ZADD', KEYS[2], now, id)
+                    redis.call('HINCRBY', KEYS[3], 'dead:' .. f[1], 1)
+                  else
+                    redis.call('HSET', key, 'status', 'processing', 'attempt', attempt, 'startedAt', now, 'lease', lease)
+                    out[#out + 1] = id
+                    out[#out + 1] = f[1]
+                    out[#out + 1] = f[2]
+                    out[#out + 1] = attempt
+                    out[#out + 1] = f[4]
+                    out[#out + 1] = f[5]
+                  end
                 end
               end
             end
@@ -127,50 +151,54 @@ public enum QueueScripts {
     )
 
     /// Records how jobs ended, fenced by lease: a job whose lease is not the caller's, or
-    /// that is no longer in the caller's active list (reaped), is left alone.
+    /// that is no longer in the caller's active list (reaped), is left alone. The lease that
+    /// recorded an outcome stays in `acked`, so a repeated call (its first reply was lost)
+    /// is told it already counted, not that it was fenced off.
     ///
-    /// KEYS: active:{W}, scheduled, dead, stats.
-    /// ARGV: nowMs, resultTTLms, deadTTLms, jobPrefix, then per job six values: id, lease,
-    /// type, outcome ('ok', 'retry', 'defer': retry with the attempt given back, or 'dead'),
+    /// KEYS: active:{W}, scheduled, dead, stats, then each job's hash key.
+    /// ARGV: nowMs, resultTTLms, deadTTLms, then per job six values: id, lease, type,
+    /// outcome ('ok', 'retry', 'defer': retry with the attempt given back, or 'dead'),
     /// result JSON or error text, retryAtMs.
-    /// Returns per job 1 (recorded) or 0 (fenced off).
+    /// Returns per job 1 (recorded), 0 (fenced off) or 2 (recorded by an earlier call).
     public static let finish = RedisScript(
         name: "finish",
         source: """
-            local now, resultTTL, deadTTL, jp = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+            local now, resultTTL, deadTTL = ARGV[1], ARGV[2], ARGV[3]
             local out = {}
             local counts = {}
-            for a = 5, #ARGV, 6 do
+            for a = 4, #ARGV, 6 do
               local id, lease, jtype, outcome, data, retryAt = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5]
-              local key = jp .. id
+              local key = KEYS[5 + (a - 4) / 6]
               local ok = 0
               if redis.call('HGET', key, 'lease') == lease and redis.call('LREM', KEYS[1], -1, id) == 1 then
                 ok = 1
                 local counter
                 if outcome == 'ok' then
-                  redis.call('HSET', key, 'status', 'succeeded', 'result', data, 'finishedAt', now)
+                  redis.call('HSET', key, 'status', 'succeeded', 'result', data, 'finishedAt', now, 'acked', lease)
                   redis.call('HDEL', key, 'lease', 'retryAt')
                   redis.call('PEXPIRE', key, resultTTL)
                   counter = 'succeeded:'
                 elseif outcome == 'retry' then
-                  redis.call('HSET', key, 'status', 'retrying', 'lastError', data, 'retryAt', retryAt)
+                  redis.call('HSET', key, 'status', 'retrying', 'lastError', data, 'retryAt', retryAt, 'acked', lease)
                   redis.call('HDEL', key, 'lease')
                   redis.call('ZADD', KEYS[2], retryAt, id)
                   counter = 'retried:'
                 elseif outcome == 'defer' then
-                  redis.call('HSET', key, 'status', 'queued', 'lastError', data, 'retryAt', retryAt)
+                  redis.call('HSET', key, 'status', 'queued', 'lastError', data, 'retryAt', retryAt, 'acked', lease)
                   redis.call('HINCRBY', key, 'attempt', -1)
                   redis.call('HDEL', key, 'lease')
                   redis.call('ZADD', KEYS[2], retryAt, id)
                   counter = 'deferred:'
                 else
-                  redis.call('HSET', key, 'status', 'failed', 'lastError', data, 'finishedAt', now)
+                  redis.call('HSET', key, 'status', 'failed', 'lastError', data, 'finishedAt', now, 'acked', lease)
                   redis.call('HDEL', key, 'lease', 'retryAt')
                   redis.call('PEXPIRE', key, deadTTL)
                   redis.call('ZADD', KEYS[3], now, id)
                   counter = 'dead:'
                 end
                 counts[counter .. jtype] = (counts[counter .. jtype] or 0) + 1
+              elseif redis.call('HGET', key, 'acked') == lease then
+                ok = 2
               end
               out[#out + 1] = ok
             end
@@ -193,55 +221,58 @@ public enum QueueScripts {
             """
     )
 
-    /// Puts every job in a consumer's active list back at the head of pending and forgets
-    /// the consumer. Used by the reaper (a consumer whose heartbeat expired; the attempt
-    /// counts, so a job that kills its workers cannot loop for ever) and on shutdown (the
-    /// consumer's own jobs; the attempt is given back, since being interrupted is no failure).
+    /// Puts jobs of a consumer's active list back at the head of pending, and forgets the
+    /// consumer once its list is empty. Used by the reaper (a consumer whose heartbeat
+    /// expired; the attempt counts, so a job that kills its workers cannot loop for ever)
+    /// and on shutdown (the consumer's own jobs; the attempt is given back, since being
+    /// interrupted is no failure). The caller lists the ids (LRANGE) first; ids no longer in
+    /// the list are left alone, and ids that arrived since stay for the next call.
     ///
-    /// KEYS: consumers, active:{W}, pending, stats.
-    /// ARGV: consumer, nowMs, onlyIfExpired (1/0), refundAttempt (1/0), jobPrefix.
+    /// KEYS: consumers, active:{W}, pending, stats, then each id's hash key.
+    /// ARGV: consumer, nowMs, onlyIfExpired (1/0), refundAttempt (1/0), then the ids, in
+    /// the order they go back (the last one is taken first).
     /// Returns how many jobs moved, or -1 when the consumer is alive.
     public static let release = RedisScript(
         name: "release",
         source: """
-            local consumer, now, onlyIfExpired, refund, jp = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5]
+            local consumer, now, onlyIfExpired, refund = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
             if onlyIfExpired == '1' then
               local deadline = redis.call('ZSCORE', KEYS[1], consumer)
               if deadline and tonumber(deadline) > now then return -1 end
             end
             local n = 0
-            while true do
-              local id = redis.call('LMOVE', KEYS[2], KEYS[3], 'RIGHT', 'RIGHT')
-              if not id then break end
-              n = n + 1
-              local key = jp .. id
-              if redis.call('EXISTS', key) == 1 then
-                redis.call('HSET', key, 'status', 'queued')
-                redis.call('HDEL', key, 'lease')
-                if refund == '1' and tonumber(redis.call('HGET', key, 'attempt') or '0') > 0 then
-                  redis.call('HINCRBY', key, 'attempt', -1)
+            for i = 5, #ARGV do
+              local id, key = ARGV[i], KEYS[i]
+              if redis.call('LREM', KEYS[2], -1, id) == 1 then
+                redis.call('RPUSH', KEYS[3], id)
+                n = n + 1
+                if redis.call('EXISTS', key) == 1 then
+                  redis.call('HSET', key, 'status', 'queued')
+                  redis.call('HDEL', key, 'lease')
+                  if refund == '1' and tonumber(redis.call('HGET', key, 'attempt') or '0') > 0 then
+                    redis.call('HINCRBY', key, 'attempt', -1)
+                  end
                 end
               end
             end
-            redis.call('ZREM', KEYS[1], consumer)
+            if redis.call('LLEN', KEYS[2]) == 0 then redis.call('ZREM', KEYS[1], consumer) end
             if n > 0 and refund ~= '1' then redis.call('HINCRBY', KEYS[4], 'reaped', n) end
             return n
             """
     )
 
-    /// Puts ids that a live consumer claimed without knowing it (the reply to BLMOVE or
-    /// `start` was lost with its connection) back at the head of pending. An id already
-    /// gone from the active list is left alone; a started job gets its attempt back.
+    /// Puts ids that a live consumer claimed without knowing it (the reply to `claim`,
+    /// BLMOVE or `start` was lost with its connection) back at the head of pending. An id
+    /// already gone from the active list is left alone; a started job gets its attempt back.
     ///
-    /// KEYS: active:{W}, pending. ARGV: jobPrefix, ids. Returns how many moved.
+    /// KEYS: active:{W}, pending, then each id's hash key. ARGV: the ids. Returns how many moved.
     public static let requeueOrphans = RedisScript(
         name: "requeueOrphans",
         source: """
             local n = 0
-            for i = 2, #ARGV do
-              local id = ARGV[i]
+            for i = 1, #ARGV do
+              local id, key = ARGV[i], KEYS[i + 2]
               if redis.call('LREM', KEYS[1], -1, id) == 1 then
-                local key = ARGV[1] .. id
                 if redis.call('HGET', key, 'status') == 'processing' then
                   redis.call('HINCRBY', key, 'attempt', -1)
                   redis.call('HSET', key, 'status', 'queued')
@@ -257,14 +288,13 @@ public enum QueueScripts {
 
     /// Sends dead jobs back to pending with their attempts reset.
     ///
-    /// KEYS: dead, pending. ARGV: jobPrefix, ids. Returns how many were requeued.
+    /// KEYS: dead, pending, then each id's hash key. ARGV: the ids. Returns how many were requeued.
     public static let retryDead = RedisScript(
         name: "retryDead",
         source: """
             local n = 0
-            for i = 2, #ARGV do
-              local id = ARGV[i]
-              local key = ARGV[1] .. id
+            for i = 1, #ARGV do
+              local id, key = ARGV[i], KEYS[i + 2]
               if redis.call('ZREM', KEYS[1], id) == 1 and redis.call('EXISTS', key) == 1 then
                 redis.call('PERSIST', key)
                 redis.call('HSET', key, 'status', 'queued', 'attempt', 0)
@@ -277,37 +307,21 @@ public enum QueueScripts {
             """
     )
 
-    /// Deletes dead jobs and their records.
+    /// Deletes dead jobs and their records; an id not in the dead set keeps its record.
+    /// Trimming the dead set uses it too, with the ids it read.
     ///
-    /// KEYS: dead. ARGV: jobPrefix, ids. Returns how many were removed.
+    /// KEYS: dead, then each id's hash key. ARGV: the ids. Returns how many were removed.
     public static let purgeDead = RedisScript(
         name: "purgeDead",
         source: """
             local n = 0
-            for i = 2, #ARGV do
-              if redis.call('ZREM', KEYS[1], ARGV[i]) == 1 then n = n + 1 end
-              redis.call('DEL', ARGV[1] .. ARGV[i])
+            for i = 1, #ARGV do
+              if redis.call('ZREM', KEYS[1], ARGV[i]) == 1 then
+                redis.call('DEL', KEYS[i + 1])
+                n = n + 1
+              end
             end
             return n
-            """
-    )
-
-    /// Caps the dead set by count and age, deleting the records that drop out.
-    ///
-    /// KEYS: dead. ARGV: jobPrefix, maxCount, oldestAllowedMs. Returns how many were removed.
-    public static let trimDead = RedisScript(
-        name: "trimDead",
-        source: """
-            local old = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[3], 'LIMIT', 0, 1000)
-            local over = redis.call('ZCARD', KEYS[1]) - #old - tonumber(ARGV[2])
-            if over > 0 then
-              for _, id in ipairs(redis.call('ZRANGE', KEYS[1], #old, #old + math.min(over, 1000) - 1)) do old[#old + 1] = id end
-            end
-            for _, id in ipairs(old) do
-              redis.call('ZREM', KEYS[1], id)
-              redis.call('DEL', ARGV[1] .. id)
-            end
-            return #old
             """
     )
 

@@ -11,10 +11,13 @@ public struct QueueStats: Sendable, Hashable, Codable {
     public var consumers: Int
     /// Raw counters: `enqueued:TYPE`, `succeeded:TYPE`, `retried:TYPE`, `dead:TYPE`, `reaped`.
     public var counters: [String: Int]
+    /// The Redis server (`host:port`) that holds the queue: on a cluster, the primary of
+    /// the queue's slot; `nil` when it could not be told.
+    public var node: String?
 
     public init(
         name: String, pending: Int, scheduled: Int, active: Int, dead: Int, oldestPendingAgeSeconds: Double,
-        consumers: Int, counters: [String: Int]
+        consumers: Int, counters: [String: Int], node: String? = nil
     ) {
         self.name = name
         self.pending = pending
@@ -24,6 +27,7 @@ public struct QueueStats: Sendable, Hashable, Codable {
         self.oldestPendingAgeSeconds = oldestPendingAgeSeconds
         self.consumers = consumers
         self.counters = counters
+        self.node = node
     }
 
     /// A counter summed over job types, e.g. `total("succeeded")`.

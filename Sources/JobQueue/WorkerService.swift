@@ -68,14 +68,40 @@ public final class WorkerService: Service, Sendable {
         var nextReap = clock.now
         var nextStats = clock.now
         var nextTrim = clock.now
+        // This process's consumers are alive whatever their heartbeats say.
+        let own = Set(consumers.map(\.consumerID))
+        // Heartbeats are trusted only once this process has reached Redis without a gap for
+        // longer than a heartbeat TTL: after Redis (or this process) was paused, every
+        // heartbeat looks expired, live ones too, until their next beat lands.
+        let ttl = consumers.map(\.settings.heartbeatTTL).min() ?? .seconds(5)
+        let beat = consumers.map(\.settings.heartbeatInterval).max() ?? .seconds(1)
+        let trustAfter = ttl + beat
+        let gapLimit = max((ttl - beat) / 2, .milliseconds(500))
+        // Trusted from the start: only a pause or a failure seen while running resets it.
+        var healthySince = clock.now - trustAfter
+        var lastContact: ContinuousClock.Instant?
+        var failed = false
         while !stopping {
             for queue in queues {
                 do {
                     try await jobQueue.promoteDueJobs(queue: queue)
-                    if clock.now >= nextReap { try await jobQueue.reapExpiredConsumers(queue: queue) }
+                    let now = clock.now
+                    if let last = lastContact, now - last > gapLimit {
+                        logger.notice("no contact with Redis for a while; reaping waits for heartbeats to catch up")
+                        healthySince = now
+                    } else if lastContact == nil && failed {
+                        healthySince = now
+                    }
+                    failed = false
+                    lastContact = now
+                    if now >= nextReap && now - healthySince >= trustAfter {
+                        try await jobQueue.reapExpiredConsumers(queue: queue, sparing: own)
+                    }
                     if clock.now >= nextTrim { try await jobQueue.trimDeadJobs(queue: queue) }
                     if clock.now >= nextStats { QueueMetrics.shared.record(try await jobQueue.stats(queue: queue)) }
                 } catch {
+                    lastContact = nil
+                    failed = true
                     logger.warning("queue maintenance failed", metadata: ["queue": "\(queue)", "error": "\(error)"])
                 }
             }

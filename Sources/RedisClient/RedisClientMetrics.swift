@@ -6,6 +6,12 @@ public struct RedisClientMetrics: Sendable {
 
     let commands = Counter(label: "entitle_redis_commands_total")
     let reconnects = Counter(label: "entitle_redis_reconnects_total")
+    /// MOVED and ASK replies followed (slots moving, or a map out of date).
+    let redirects = Counter(label: "entitle_redis_redirects_total")
+    /// Times the client read a cluster's or Sentinel's topology.
+    let topologyReads = Counter(label: "entitle_redis_topology_reads_total")
+    /// Write round trips that fewer replicas confirmed than `replicaAcknowledgements`.
+    let unreplicatedWrites = Counter(label: "entitle_redis_unreplicated_writes_total")
     private let errorCounters: [RedisError.Code: Counter]
 
     init() {

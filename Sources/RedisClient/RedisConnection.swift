@@ -83,6 +83,28 @@ public actor RedisConnection {
         }
     }
 
+    /// Reads one more reply without sending anything: the next message of a subscription.
+    /// A timeout throws `.timeout` and closes the connection (hiredis cannot go on after
+    /// one), without the warning an unexpected drop logs.
+    func receive(timeout: Duration) throws -> RedisReply {
+        guard let context else { throw RedisError(.connectionLost, "not subscribed (no connection)") }
+        if timeout != currentTimeout {
+            guard redisSetTimeout(context, timeval(timeout)) == REDIS_OK else { throw fail(context, stage: "set timeout") }
+            currentTimeout = timeout
+        }
+        var raw: UnsafeMutableRawPointer?
+        guard redisGetReply(context, &raw) == REDIS_OK, let raw else {
+            if context.pointee.err == REDIS_ERR_IO {
+                redisFree(context)
+                self.context = nil
+                throw RedisError(.timeout, "no message within \(timeout)")
+            }
+            throw fail(context, stage: "receive")
+        }
+        defer { freeReplyObject(raw) }
+        return Self.convert(raw.assumingMemoryBound(to: redisReply.self))
+    }
+
     /// Closes the socket; the next command opens a new one.
     public func disconnect() {
         if let context {

@@ -1,108 +1,156 @@
 import Logging
 import Synchronization
 
-/// A bounded set of connections for short commands, shared by many tasks.
+/// The Redis client every part of Entitle holds: bounded pools of connections, shared by
+/// many tasks, to one server, to the primary Sentinel names, or to each primary of a
+/// Redis Cluster (`RedisConfiguration.topology`). Every command, pipeline and script goes
+/// to the server that holds its keys; callers write the same code for all three.
+///
+/// On a cluster, a command's keys must share a slot (one hash tag), and a script's keys
+/// must share one on every topology: otherwise it is refused with `.crossSlot` before it
+/// is sent. A pipeline may span slots: it is split per server and the replies come back
+/// in order.
 ///
 /// Blocking commands (BLMOVE and friends) must not use the pool: give each blocking
-/// consumer its own `RedisConnection` (see `makeDedicatedConnection`).
+/// consumer a connection of its own (see `makeDedicatedConnection`).
 public final class RedisConnectionPool: Sendable {
-    private struct State {
-        var idle: [RedisConnection] = []
-        var opened = 0
-        var waiters: [CheckedContinuation<RedisConnection, any Error>] = []
-        var closed = false
-    }
-
     public let configuration: RedisConfiguration
+    /// The most connections open to each server at once.
     public let maximumConnections: Int
     /// Connections are named `NAME-1`, `NAME-2`, ... (`CLIENT SETNAME`), to find them in `CLIENT LIST`.
     public let name: String
-    private let logger: Logger
-    private let state = Mutex(State())
+    let router: RedisRouter
 
     public init(configuration: RedisConfiguration, maximumConnections: Int = 4, name: String = "pool", logger: Logger) {
         precondition(maximumConnections > 0, "a pool needs at least one connection")
         self.configuration = configuration
         self.maximumConnections = maximumConnections
         self.name = name
-        self.logger = logger
+        self.router = RedisRouter(configuration: configuration, maximumConnections: maximumConnections, name: name, logger: logger)
     }
 
-    /// A connection outside the pool, for one blocking consumer.
-    public func makeDedicatedConnection(name: String) -> RedisConnection {
-        RedisConnection(configuration: configuration, name: name, logger: logger)
+    /// A connection outside the pool, for one blocking consumer. It goes wherever its
+    /// commands' keys live, and follows them when their slot or the primary moves.
+    public func makeDedicatedConnection(name: String) -> RedisDedicatedConnection {
+        RedisDedicatedConnection(router: router, name: name)
     }
 
-    /// Lends a connection to `body` and takes it back afterwards.
-    public func withConnection<T: Sendable>(_ body: (RedisConnection) async throws -> T) async throws -> T {
-        let connection = try await lease()
-        defer { release(connection) }
-        return try await body(connection)
-    }
-
+    /// Runs one command; an error reply is thrown as `RedisError` with code `.serverError`.
     @discardableResult
     public func send(_ command: [String]) async throws -> RedisReply {
-        try await withConnection { try await $0.send(command) }
+        try await router.send(command, timeout: nil, through: self)
     }
 
+    /// Sends every command and returns every reply, in order: one round trip per server
+    /// involved. Error replies come back in place; a broken connection throws (some
+    /// commands may have run).
     public func pipeline(_ commands: [[String]]) async throws -> [RedisReply] {
-        try await withConnection { try await $0.pipeline(commands) }
+        try await router.pipeline(commands, timeout: nil, through: self)
     }
 
+    /// Runs a script by EVALSHA (EVAL when the server does not have it cached).
     @discardableResult
     public func run(_ script: RedisScript, keys: [String], arguments: [String]) async throws -> RedisReply {
-        try await withConnection { try await $0.run(script, keys: keys, arguments: arguments) }
+        try await router.runPipelined(script, calls: [(keys, arguments)], through: self)[0].get()
     }
 
-    /// Closes idle connections and fails waiting and later leases.
-    public func close() {
-        let (idle, waiters) = state.withLock { state -> ([RedisConnection], [CheckedContinuation<RedisConnection, any Error>]) in
-            state.closed = true
-            defer { state.idle = []; state.waiters = [] }
-            return (state.idle, state.waiters)
-        }
-        for waiter in waiters { waiter.resume(throwing: RedisError(.poolClosed, "the Redis pool was closed")) }
-        for connection in idle { Task { await connection.disconnect() } }
+    /// Runs several calls of one script, pipelined per server; each result is its reply or its error.
+    public func runPipelined(
+        _ script: RedisScript, calls: [(keys: [String], arguments: [String])]
+    ) async throws -> [Result<RedisReply, RedisError>] {
+        try await router.runPipelined(script, calls: calls, through: self)
     }
 
-    private func lease() async throws -> RedisConnection {
-        enum Decision { case use(RedisConnection), open(Int), wait, closed }
-        let decision: Decision = state.withLock { state in
-            if state.closed { return .closed }
-            if let connection = state.idle.popLast() { return .use(connection) }
-            if state.opened < maximumConnections {
-                state.opened += 1
-                return .open(state.opened)
-            }
-            return .wait
+    /// The server (`host:port`) that serves `key` now: the one server, the Sentinel
+    /// primary, or the cluster primary of the key's slot.
+    public func server(forKey key: String) async throws -> String {
+        try await router.address(forSlot: router.isCluster ? RedisKeySlot.slot(key) : nil).description
+    }
+
+    /// Closes idle connections and fails waiting and later commands.
+    public func close() { router.close() }
+}
+
+extension RedisConnectionPool: RedisConnectionSource {
+    func pipeline(_ commands: [[String]], to address: RedisConfiguration.Address, timeout: Duration?) async throws -> [RedisReply] {
+        try await router.pool(address).withConnection { try await $0.pipeline(commands, timeout: timeout) }
+    }
+}
+
+/// A connection of one's own (blocking commands, ordered writes) that goes to the server
+/// holding its commands' keys, and moves when their slot or the primary moves. The
+/// connection itself is a `RedisConnection` actor on its own thread.
+public final class RedisDedicatedConnection: Sendable {
+    public let name: String
+    private let router: RedisRouter
+    private let current = Mutex<(address: RedisConfiguration.Address, connection: RedisConnection)?>(nil)
+
+    init(router: RedisRouter, name: String) {
+        self.router = router
+        self.name = name
+    }
+
+    /// Runs one command; an error reply is thrown as `RedisError` with code `.serverError`.
+    /// - Parameter timeout: longest wait for the reply, for blocking commands; the configured
+    ///   command timeout otherwise.
+    @discardableResult
+    public func send(_ command: [String], timeout: Duration? = nil) async throws -> RedisReply {
+        try await router.send(command, timeout: timeout, through: self)
+    }
+
+    /// Runs a script by EVALSHA (EVAL when the server does not have it cached).
+    @discardableResult
+    public func run(_ script: RedisScript, keys: [String], arguments: [String]) async throws -> RedisReply {
+        try await router.runPipelined(script, calls: [(keys, arguments)], through: self)[0].get()
+    }
+}
+
+extension RedisDedicatedConnection: RedisConnectionSource {
+    func pipeline(_ commands: [[String]], to address: RedisConfiguration.Address, timeout: Duration?) async throws -> [RedisReply] {
+        let (connection, replaced) = current.withLock { current -> (RedisConnection, RedisConnection?) in
+            if let current, current.address == address { return (current.connection, nil) }
+            let connection = RedisConnection(configuration: router.nodeConfiguration(address), name: name, logger: router.logger)
+            defer { current = (address, connection) }
+            return (connection, current?.connection)
         }
-        switch decision {
-        case .use(let connection): return connection
-        case .open(let number):
-            return RedisConnection(configuration: configuration, name: "\(name)-\(number)", logger: logger)
-        case .closed: throw RedisError(.poolClosed, "the Redis pool was closed")
-        case .wait:
-            return try await withCheckedThrowingContinuation { continuation in
-                let closed = state.withLock { state in
-                    if state.closed { return true }
-                    if let connection = state.idle.popLast() {
-                        continuation.resume(returning: connection)
-                    } else {
-                        state.waiters.append(continuation)
-                    }
-                    return false
-                }
-                if closed { continuation.resume(throwing: RedisError(.poolClosed, "the Redis pool was closed")) }
-            }
+        if let replaced { Task { await replaced.disconnect() } }
+        return try await connection.pipeline(commands, timeout: timeout)
+    }
+}
+
+extension RedisRouter {
+    func send(_ command: [String], timeout: Duration?, through source: any RedisConnectionSource) async throws -> RedisReply {
+        let routed = RoutedCommand(command: command, slot: isCluster ? try RedisCommandKeys.slot(command) : nil)
+        let reply = try await execute([routed], timeout: timeout, through: source)[0]
+        if case .error(let message) = reply { throw RedisError(.serverError, message) }
+        return reply
+    }
+
+    func pipeline(_ commands: [[String]], timeout: Duration?, through source: any RedisConnectionSource) async throws -> [RedisReply] {
+        let routed = try commands.map { RoutedCommand(command: $0, slot: isCluster ? try RedisCommandKeys.slot($0) : nil) }
+        return try await execute(routed, timeout: timeout, through: source)
+    }
+
+    func runPipelined(
+        _ script: RedisScript, calls: [(keys: [String], arguments: [String])], through source: any RedisConnectionSource
+    ) async throws -> [Result<RedisReply, RedisError>] {
+        let routed = try calls.map { call in
+            RoutedCommand(command: script.command(keys: call.keys, arguments: call.arguments), slot: try Self.slot(of: script, call.keys), script: script)
+        }
+        return try await execute(routed, timeout: nil, through: source).map { reply in
+            if case .error(let message) = reply { return .failure(RedisError(.serverError, "\(script.name): \(message)")) }
+            return .success(reply)
         }
     }
 
-    private func release(_ connection: RedisConnection) {
-        let waiter: CheckedContinuation<RedisConnection, any Error>? = state.withLock { state in
-            if !state.waiters.isEmpty { return state.waiters.removeFirst() }
-            if !state.closed { state.idle.append(connection) }
-            return nil
+    /// The one slot of a script's keys, checked on every topology, so that a test on one
+    /// server refuses what a cluster (or a strict proxy) would.
+    static func slot(of script: RedisScript, _ keys: [String]) throws -> Int? {
+        guard let first = keys.first else { return nil }
+        let slot = RedisKeySlot.slot(first)
+        for key in keys.dropFirst() where RedisKeySlot.slot(key) != slot {
+            throw RedisError(.crossSlot, "script \(script.name) names keys in different cluster slots; its keys must share one hash tag")
         }
-        waiter?.resume(returning: connection)
+        return slot
     }
 }

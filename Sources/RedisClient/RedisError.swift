@@ -4,7 +4,7 @@ public struct RedisError: Error, Sendable, Hashable, CustomStringConvertible {
     public struct Code: Sendable, Hashable, CustomStringConvertible {
         fileprivate enum Base: String, Sendable, Hashable {
             case connectionFailed, connectionLost, timeout, protocolError, serverError, invalidURL
-            case unexpectedReply, poolClosed
+            case unexpectedReply, poolClosed, crossSlot
         }
         fileprivate let base: Base
         /// Could not connect, authenticate or select the database.
@@ -23,6 +23,9 @@ public struct RedisError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let unexpectedReply = Code(base: .unexpectedReply)
         /// The pool was closed.
         public static let poolClosed = Code(base: .poolClosed)
+        /// A command or script names keys in more than one Redis Cluster slot (refused before
+        /// it is sent, on every topology for scripts, so a single-node test catches it too).
+        public static let crossSlot = Code(base: .crossSlot)
         public var description: String { base.rawValue }
     }
 
@@ -36,12 +39,13 @@ public struct RedisError: Error, Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Whether running the same command again later may succeed. Server errors are permanent,
-    /// except for the transient states Redis names (LOADING, BUSY, TRYAGAIN, MASTERDOWN).
+    /// except for the transient states Redis names (LOADING, BUSY, TRYAGAIN, MASTERDOWN,
+    /// CLUSTERDOWN, and READONLY from a primary that was just demoted).
     public var isRetryable: Bool {
         switch code.base {
         case .connectionFailed, .connectionLost, .timeout, .poolClosed: return true
         case .serverError:
-            return ["LOADING", "BUSY", "TRYAGAIN", "MASTERDOWN", "CLUSTERDOWN"].contains { message.hasPrefix($0) }
+            return ["LOADING", "BUSY", "TRYAGAIN", "MASTERDOWN", "CLUSTERDOWN", "READONLY"].contains { message.hasPrefix($0) }
         default: return false
         }
     }

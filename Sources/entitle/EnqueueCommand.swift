@@ -67,7 +67,16 @@ struct EnqueueCommand: AsyncParsableCommand {
         var remaining = count
         while remaining > 0 {
             let chunk = min(remaining, 10_000)
-            let results = try await jobQueue.enqueue(batch: Array(repeating: request, count: chunk))
+            let results: [EnqueueResult]
+            do {
+                results = try await jobQueue.enqueue(batch: Array(repeating: request, count: chunk))
+            } catch let error as JobQueueError where error.code == .partiallyEnqueued {
+                // Print what did go in, so the caller knows exactly which jobs exist.
+                let enqueued = error.enqueued.compactMap { $0 }
+                if !quiet && !enqueued.isEmpty { print(enqueued.map(\.id).joined(separator: "\n")) }
+                throw CommandFailure(
+                    "entitle enqueue: \(count - remaining + enqueued.count) of \(count) jobs were enqueued (ids printed), then Redis failed: \(error.message)")
+            }
             if !quiet { print(results.map(\.id).joined(separator: "\n")) }
             remaining -= chunk
         }

@@ -23,13 +23,14 @@ struct QueuesCommand: AsyncParsableCommand {
         }
         let header = [
             "QUEUE", "PENDING", "SCHEDULED", "ACTIVE", "DEAD", "OLDEST(s)", "CONSUMERS", "ENQUEUED", "SUCCEEDED", "RETRIED", "FAILED",
-            "REAPED",
+            "REAPED", "NODE",
         ]
         let rows = all.map { stats in
             [
                 stats.name, "\(stats.pending)", "\(stats.scheduled)", "\(stats.active)", "\(stats.dead)",
                 String(format: "%.1f", stats.oldestPendingAgeSeconds), "\(stats.consumers)", "\(stats.total("enqueued"))",
                 "\(stats.total("succeeded"))", "\(stats.total("retried"))", "\(stats.total("dead"))", "\(stats.counters["reaped"] ?? 0)",
+                stats.node ?? "?",
             ]
         }
         print(Table.render(header: header, rows: rows))
@@ -49,6 +50,7 @@ struct QueuesCommand: AsyncParsableCommand {
             "oldestPendingAgeSeconds": stats.oldestPendingAgeSeconds, "consumers": stats.consumers,
             "enqueued": stats.total("enqueued"), "succeeded": stats.total("succeeded"), "retried": stats.total("retried"),
             "failed": stats.total("dead"), "reaped": stats.counters["reaped"] ?? 0, "byType": byType,
+            "node": stats.node ?? NSNull(),
         ]
     }
 }

@@ -7,8 +7,16 @@ import RedisClient
 /// Options every command that talks to Redis takes.
 struct RedisOptions: ParsableArguments {
     @Option(
-        name: .long, help: "Redis URL, redis://[[user]:password@]host[:port][/db] (default: $ENTITLE_REDIS_URL or redis://127.0.0.1:6379).")
+        name: .long,
+        help: """
+            Redis URL: redis://[[user]:password@]host[:port][/db], redis+cluster://host:port,host:port,... (a Redis Cluster, \
+            by seed nodes) or redis+sentinel://host:port,.../PRIMARY[/db] (a primary Sentinel watches) \
+            (default: $ENTITLE_REDIS_URL or redis://127.0.0.1:6379).
+            """)
     var redis: String?
+
+    @Option(name: .customLong("redis-cluster"), help: "Redis Cluster seed nodes, host:port,host:port,... (instead of --redis).")
+    var redisCluster: String?
 
     @Option(name: .long, help: "Key prefix (default: $ENTITLE_PREFIX or entitle).")
     var prefix: String?
@@ -21,9 +29,13 @@ struct RedisOptions: ParsableArguments {
         ProcessInfo.processInfo.environment["ENTITLE_REDIS_URL"].flatMap { $0.isEmpty ? nil : $0 }
     }
 
-    var redisURL: String { redis ?? Self.environmentURL ?? "redis://127.0.0.1:6379" }
+    var redisURL: String {
+        if let redisCluster { return "redis+cluster://" + redisCluster }
+        return redis ?? Self.environmentURL ?? "redis://127.0.0.1:6379"
+    }
 
     func validate() throws {
+        if redis != nil && redisCluster != nil { throw ValidationError("give --redis or --redis-cluster, not both") }
         do {
             _ = try RedisConfiguration(url: redisURL)
         } catch let error as RedisError {

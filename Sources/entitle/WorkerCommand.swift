@@ -31,6 +31,9 @@ struct WorkerCommand: AsyncParsableCommand {
     @Option(help: "Seconds without a heartbeat after which other workers reap this one's jobs.")
     var heartbeatTTL: Double = 5
 
+    @Option(help: "Seconds one blocking claim (BLMOVE) waits on the server before the worker looks around again.")
+    var blockTimeout: Double = 1
+
     @Option(help: "Redis connections this process opens (blocking claims use their own).")
     var connections: Int = 8
 
@@ -47,6 +50,7 @@ struct WorkerCommand: AsyncParsableCommand {
         guard (0...3600).contains(shutdownTimeout) else { throw ValidationError("--shutdown-timeout must be 0 to 3600 seconds") }
         guard (1...256).contains(connections) else { throw ValidationError("--connections must be 1-256") }
         guard (1...3600).contains(heartbeatTTL) else { throw ValidationError("--heartbeat-ttl must be 1 to 3600 seconds") }
+        guard (0.1...60).contains(blockTimeout) else { throw ValidationError("--block-timeout must be 0.1-60 seconds") }
     }
 
     /// The catalog to load: the option, `$ENTITLE_CATALOG`, or the development catalog.
@@ -100,6 +104,7 @@ struct WorkerCommand: AsyncParsableCommand {
         for name in configuration.queues.keys {
             configuration.queues[name]?.heartbeatTTL = .milliseconds(Int64(heartbeatTTL * 1000))
             configuration.queues[name]?.heartbeatInterval = .milliseconds(Int64(heartbeatTTL * 1000 / 5))
+            configuration.queues[name]?.blockTimeout = .milliseconds(Int64(blockTimeout * 1000))
         }
         var handlers = JobHandlerRegistry.builtIn()
         var services: [any Service] = []

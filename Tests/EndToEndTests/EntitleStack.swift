@@ -66,10 +66,15 @@ final class EntitleStack: Sendable {
     }
 
     /// Runs `body` with a stack; everything is stopped afterwards.
-    static func run(_ name: String, _ body: @Sendable (EntitleStack) async throws -> Void) async throws {
+    /// - Parameter redisURL: another Redis than the tests' (a cluster, Sentinel).
+    static func run(_ name: String, redisURL: String? = nil, _ body: @Sendable (EntitleStack) async throws -> Void) async throws {
         let receiver = Receiver()
         let prefix = TestRedis.uniquePrefix(name)
-        let pool = try await TestRedis.pool()
+        let url: String
+        if let redisURL { url = redisURL } else { url = try await TestRedis.url() }
+        var configuration = try RedisConfiguration(url: url)
+        configuration.reconnectTimeout = .seconds(30)
+        let pool = RedisConnectionPool(configuration: configuration, maximumConnections: 4, logger: TestRedis.logger)
         let jobQueue = JobQueue(redis: pool, configuration: JobQueueConfiguration(prefix: prefix), logger: TestRedis.logger)
         let router = Router()
         router.post("v2") { request, _ -> Response in
@@ -116,7 +121,7 @@ final class EntitleStack: Sendable {
             let simulatorURL = try #require(
                 simulator.output.split(whereSeparator: \.isWhitespace).first { $0.hasPrefix("http://") }.map(String.init))
             let stack = EntitleStack(
-                prefix: prefix, redisURL: try await TestRedis.url(), jobQueue: jobQueue, simulatorURL: simulatorURL,
+                prefix: prefix, redisURL: url, jobQueue: jobQueue, simulatorURL: simulatorURL,
                 receiverURL: receiverURL,
                 simulator: simulator, catalogPath: catalog, receiver: receiver)
             do {

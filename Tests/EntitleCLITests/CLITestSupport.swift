@@ -6,12 +6,15 @@ import RedisTestSupport
 struct CLI {
     let url: String
     let prefix: String
-    let redis: RedisConnection
+    let redis: RedisConnectionPool
 
-    init(_ test: String) async throws {
-        url = try await TestRedis.url()
+    /// - Parameter url: another Redis than the tests' (a cluster).
+    init(_ test: String, url: String? = nil) async throws {
+        if let url { self.url = url } else { self.url = try await TestRedis.url() }
         prefix = TestRedis.uniquePrefix(test)
-        redis = RedisConnection(configuration: try RedisConfiguration(url: url), name: "cli-test", logger: TestRedis.logger)
+        var configuration = try RedisConfiguration(url: self.url)
+        configuration.reconnectTimeout = .seconds(30)
+        redis = RedisConnectionPool(configuration: configuration, maximumConnections: 2, name: "cli-test", logger: TestRedis.logger)
     }
 
     var common: [String] { ["--redis", url, "--prefix", prefix] }
@@ -37,5 +40,18 @@ struct CLI {
     func queueStats(_ queue: String = "default") async throws -> [String: Any] {
         let queues = try await json(["queues", "--json"])["queues"] as? [[String: Any]] ?? []
         return queues.first { $0["name"] as? String == queue } ?? [:]
+    }
+}
+
+/// Runs `body` again (at most 5 times) when a connection open at a crash broke under it.
+func retryingLost<T>(_ body: () async throws -> T) async throws -> T {
+    var attempt = 0
+    while true {
+        attempt += 1
+        do {
+            return try await body()
+        } catch let error as RedisError where error.isRetryable && attempt < 5 {
+            try await Task.sleep(for: .milliseconds(100))
+        }
     }
 }

@@ -9,7 +9,34 @@ import Testing
 
 @Suite struct CommandLineTests {
     @Test func enqueueShowQueuesAndDeadJobs() async throws {
-        let cli = try await CLI("cli")
+        try await commands(try await CLI("cli"))
+    }
+
+    /// The same commands on a 3-primary Redis Cluster, and `--redis-cluster`.
+    @Test func enqueueShowQueuesAndDeadJobsOnACluster() async throws {
+        let cluster = try await LocalRedisCluster.start(replicas: 0)
+        do {
+            let cli = try await CLI("cli-cluster", url: cluster.url)
+            try await commands(cli)
+            let seeds = cluster.nodes.prefix(2).map(\.address).joined(separator: ",")
+            let listed = try await ChildProcess.run(
+                ChildProcess.entitleExecutable, ["queues", "--json", "--redis-cluster", seeds, "--prefix", cli.prefix])
+            #expect(listed.status == 0, "\(listed.errors)")
+            let queues = (try JSONSerialization.jsonObject(with: Data(listed.output.utf8)) as? [String: Any])?["queues"] as? [[String: Any]] ?? []
+            #expect(Set(queues.compactMap { $0["name"] as? String }) == ["default", "later", "poison"])
+            for queue in queues {
+                let name = queue["name"] as? String ?? ""
+                let primary = try await cluster.primary(forKey: "{\(name)}")
+                #expect(queue["node"] as? String == primary.address, "queue \(name)")
+            }
+        } catch {
+            await cluster.stop()
+            throw error
+        }
+        await cluster.stop()
+    }
+
+    private func commands(_ cli: CLI) async throws {
         let enqueued = try await cli.run(["enqueue", "noop", "--payload", #"{"sleepMs":1}"#, "--count", "3"])
         #expect(enqueued.status == 0)
         let ids = enqueued.output.split(separator: "\n").map(String.init)

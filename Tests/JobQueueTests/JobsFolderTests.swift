@@ -65,11 +65,11 @@ import Testing
         let keys = [
             "\(prefix):{\(q)}:pending", "\(prefix):{\(q)}:scheduled", "\(prefix):{\(q)}:stats", "\(prefix):{\(q)}:recent",
             "\(prefix):{\(q)}:job:\(example.id)", "\(prefix):{\(q)}:idem:\(example.idempotencyKey ?? "")",
-            "\(prefix):{\(q)}:job:\(example.id)",
+            "\(prefix):{\(q)}:job:\(example.id)", "\(prefix):{\(q)}:job:\(example.id)",
         ]
         let arguments = [
             String(example.createdAt), "86400000", q, "200", example.id, example.type, example.payload,
-            String(example.maxAttempts), "0", example.idempotencyKey ?? "", "",
+            String(example.maxAttempts), "0", example.idempotencyKey ?? "", "", "",
         ]
         let reply = try await redis.send(["EVAL", source, String(keys.count)] + keys + arguments)
         #expect(reply.array == [.bulk(Array(example.id.utf8)), .integer(1)])

@@ -1,0 +1,114 @@
+import Foundation
+import JobQueue
+import RedisClient
+import RedisTestSupport
+import Testing
+
+/// The queue's last races: acks whose reply was lost, bulk enqueues that fail part way,
+/// and reapers after a long Redis pause.
+@Suite struct QueueRaceTests {
+    @Test func anAckSentAgainAfterItsReplyWasLostCountsAsRecordedNotFenced() async throws {
+        let h = try await QueueHarness("ack-again")
+        let id = try await h.enqueue()
+        let consumer = "host:1:\(h.name):abc"
+        try await h.redis.send(["LMOVE", h.keys.pending, h.keys.active(consumer), "RIGHT", "LEFT"])
+        let started = try await h.redis.run(
+            QueueScripts.start, keys: [h.keys.active(consumer), h.keys.dead, h.keys.stats, h.keys.job(id)],
+            arguments: [String(JobQueueNow.milliseconds), "lease-1", "10", "60000", id])
+        #expect(started.array?.first?.string == id)
+        let keys = [h.keys.active(consumer), h.keys.scheduled, h.keys.dead, h.keys.stats, h.keys.job(id)]
+        let arguments = [String(JobQueueNow.milliseconds), "60000", "60000", id, "lease-1", "noop", "ok", "null", "0"]
+        // The first call ran; its reply was lost; the batcher sends it again.
+        #expect(try await h.redis.run(QueueScripts.finish, keys: keys, arguments: arguments).array == [.integer(1)])
+        #expect(try await h.redis.run(QueueScripts.finish, keys: keys, arguments: arguments).array == [.integer(2)])
+        // Counted once; another lease is still fenced off.
+        #expect(try await h.queue.stats(queue: h.name).counters["succeeded:noop"] == 1)
+        var other = arguments
+        other[4] = "lease-2"
+        #expect(try await h.redis.run(QueueScripts.finish, keys: keys, arguments: other).array == [.integer(0)])
+    }
+
+    @Test func aBulkEnqueueThatFailsPartWaySaysWhichJobsWentIn() async throws {
+        let h = try await QueueHarness("partial")
+        // A second queue whose pending list is not a list: its script call fails.
+        let broken = "broken-\(UUID().uuidString.prefix(6).lowercased())"
+        try await h.redis.send(["SET", h.queue.configuration.keys(broken).pending, "not a list"])
+        let requests = (0..<1000).map { _ in h.request() } + (0..<10).map { _ in EnqueueRequest(type: "noop", queue: broken) }
+        let error = await #expect(throws: JobQueueError.self) { try await h.queue.enqueue(batch: requests) }
+        #expect(error?.code == .partiallyEnqueued)
+        let enqueued = error?.enqueued ?? []
+        #expect(enqueued.count == 1010)
+        #expect(enqueued.prefix(1000).allSatisfy { $0?.created == true }, "the 1,000 jobs (two script calls) that went in are named")
+        #expect(enqueued.suffix(10).allSatisfy { $0 == nil })
+        #expect(try await h.redis.send(["LLEN", h.keys.pending]).int == 1000)
+        #expect(error?.message.contains("1000 of 1010") == true)
+    }
+
+    @Test func theSameIdSentTwiceMakesOneJob() async throws {
+        let h = try await QueueHarness("same-id")
+        var request = h.request()
+        request.id = "job-\(UUID().uuidString.prefix(8).lowercased())"
+        #expect(try await h.queue.enqueue(request).outcome == .created)
+        #expect(try await h.queue.enqueue(request).outcome == .existing)
+        #expect(try await h.redis.send(["LLEN", h.keys.pending]).int == 1)
+    }
+
+    /// Redis stopped (SIGSTOP) for longer than the heartbeat TTL: every heartbeat looks
+    /// expired when it comes back. Neither the worker running the job nor another worker
+    /// may reap it: the job runs once.
+    @Test(.timeLimit(.minutes(2))) func afterALongRedisPauseNoReaperTakesALiveConsumersJobs() async throws {
+        let server = try await LocalRedisServer(logger: TestRedis.logger)
+        do {
+            let pool = RedisConnectionPool(configuration: try RedisConfiguration(url: server.url), logger: TestRedis.logger)
+            let queue = JobQueue(redis: pool, configuration: JobQueueConfiguration(prefix: TestRedis.uniquePrefix("pause")), logger: TestRedis.logger)
+            let name = "paused"
+            let runs = Box(0)
+            let gate = ReliabilityTests.Gate()
+            var registry = JobHandlerRegistry()
+            registry.register(
+                "long",
+                JobRegistration(
+                    handler: ClosureHandler { _ in
+                        runs.update { $0 += 1 }
+                        await gate.wait()
+                        return nil
+                    }))
+            func worker() -> WorkerService {
+                var settings = QueueConsumer.Settings(concurrency: 2)
+                settings.heartbeatInterval = .milliseconds(200)
+                settings.heartbeatTTL = .seconds(2)
+                settings.blockTimeout = .milliseconds(200)
+                var configuration = WorkerService.Configuration(queues: [name: settings])
+                configuration.promoteInterval = .milliseconds(20)
+                configuration.reapInterval = .milliseconds(100)
+                return WorkerService(configuration: configuration, jobQueue: queue, registry: registry, logger: TestRedis.logger)
+            }
+            let first = worker()
+            let second = worker()
+            let running = [Task { try await first.run() }, Task { try await second.run() }]
+            let id = try await queue.enqueue(EnqueueRequest(type: "long", queue: name)).id
+            try await eventually("the job to start") { runs.current == 1 }
+            // Both workers have been up past their trust period before Redis stops.
+            try await Task.sleep(for: .seconds(3))
+            kill(server.processIdentifier, SIGSTOP)
+            try await Task.sleep(for: .seconds(4))
+            kill(server.processIdentifier, SIGCONT)
+            // Long enough for any reaper to act on the stale heartbeats, had it wanted to.
+            try await Task.sleep(for: .seconds(4))
+            gate.release()
+            try await eventually("the job to succeed") { try await queue.job(id: id, queue: name)?.status == .succeeded }
+            first.stop()
+            second.stop()
+            for task in running { try await task.value }
+            #expect(runs.current == 1, "the job ran once")
+            #expect(try await queue.job(id: id, queue: name)?.attempt == 1)
+            #expect(try await queue.stats(queue: name).counters["reaped"] == nil)
+            pool.close()
+        } catch {
+            kill(server.processIdentifier, SIGCONT)
+            await server.stop()
+            throw error
+        }
+        await server.stop()
+    }
+}
