@@ -5,19 +5,20 @@ import Logging
 import NIOCore
 
 extension EntitleAPI {
-    /// The API's HTTP server, with the limits a public deployment keeps: a connection that
-    /// sends no complete request head within `idleTimeout` is closed (on connect and between
-    /// keep-alive requests), a request whose body has not arrived within `requestTimeout` is
-    /// closed, and at most `maxConnections` connections are served at once (more wait in the
-    /// kernel's backlog). `onListening` gets the URL once it accepts connections.
+    /// The API's HTTP server, with the limits a public deployment keeps: the header, request
+    /// and idle deadlines of `RequestDeadlineHandler`, and at most `maxConnections` connections
+    /// served at once (more wait in the kernel's backlog). `onListening` gets the URL once it
+    /// accepts connections.
     public func makeApplication(
         host: String, port: Int, onListening: @escaping @Sendable (String) async -> Void = { _ in }
     ) -> Application<RouterResponder<APIRequestContext>> {
-        let requestTimeout = Self.timeAmount(configuration.requestTimeout)
-        let idle = Self.timeAmount(configuration.idleTimeout)
+        let (header, request, idle) = (
+            Self.timeAmount(configuration.headerTimeout), Self.timeAmount(configuration.requestTimeout),
+            Self.timeAmount(configuration.idleTimeout)
+        )
         let server = HTTPServerBuilder.http1(
             configuration: HTTP1Channel.Configuration(
-                additionalChannelHandlers: [RequestDeadlineHandler(timeout: requestTimeout)], idleTimeout: idle))
+                additionalChannelHandlers: [RequestDeadlineHandler(header: header, request: request, idle: idle)]))
         var configuration = ApplicationConfiguration(address: .hostname(host, port: port), serverName: "entitle")
         configuration.availableConnectionsDelegate = MaximumAvailableConnections(self.configuration.maxConnections)
         return Application(

@@ -25,11 +25,14 @@ public struct EntitleAPI: Sendable {
         /// Refused authentications (and refused notifications) per client address: once a
         /// client spends these, it gets 429 before anything is checked.
         public var failedAuthenticationLimit: (perSecond: Double, burst: Int) = (20, 100)
-        /// How long a connection may stay open without a complete request head arriving:
-        /// when it connects, and between requests (keep-alive).
-        public var idleTimeout: Duration = .seconds(10)
+        /// How long a new connection may take to send its first request head, whole.
+        public var headerTimeout: Duration = .seconds(10)
         /// How long a request may take from its head to the end of its body.
         public var requestTimeout: Duration = .seconds(30)
+        /// How long a keep-alive connection may stay idle between a response and the next
+        /// request's head: longer than clients' connection pools keep idle connections
+        /// (AsyncHTTPClient 60 s), so a pooled connection is not closed as it is reused.
+        public var idleTimeout: Duration = .seconds(75)
         /// Connections served at once; more wait in the kernel's backlog.
         public var maxConnections = 8192
 

@@ -45,8 +45,11 @@ struct APICommand: AsyncParsableCommand {
     @Option(help: "The largest request body accepted, in bytes.")
     var maxBodyBytes: Int = 1 << 20
 
-    @Option(help: "Seconds a connection may stay open without a complete request head (on connect and between requests).")
-    var idleTimeout: Double = 10
+    @Option(help: "Seconds a new connection may take to send its first request head.")
+    var headerTimeout: Double = 10
+
+    @Option(help: "Seconds a keep-alive connection may stay idle between requests.")
+    var idleTimeout: Double = 75
 
     @Option(help: "Seconds a request may take from its head to the end of its body.")
     var requestTimeout: Double = 30
@@ -58,6 +61,7 @@ struct APICommand: AsyncParsableCommand {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0-65535") }
         guard (1...256).contains(connections) else { throw ValidationError("--connections must be 1-256") }
         guard (1024...(64 << 20)).contains(maxBodyBytes) else { throw ValidationError("--max-body-bytes must be 1024-67108864") }
+        guard (1...3600).contains(headerTimeout) else { throw ValidationError("--header-timeout must be 1 to 3600 seconds") }
         guard (1...3600).contains(idleTimeout) else { throw ValidationError("--idle-timeout must be 1 to 3600 seconds") }
         guard (1...3600).contains(requestTimeout) else { throw ValidationError("--request-timeout must be 1 to 3600 seconds") }
         guard (16...1_000_000).contains(maxConnections) else { throw ValidationError("--max-connections must be 16-1000000") }
@@ -82,6 +86,7 @@ struct APICommand: AsyncParsableCommand {
         var configuration = EntitleAPI.Configuration()
         configuration.queue = queue
         configuration.maxBodyBytes = maxBodyBytes
+        configuration.headerTimeout = .milliseconds(Int64(headerTimeout * 1000))
         configuration.idleTimeout = .milliseconds(Int64(idleTimeout * 1000))
         configuration.requestTimeout = .milliseconds(Int64(requestTimeout * 1000))
         configuration.maxConnections = min(maxConnections, max(16, EntitleAPI.raiseOpenFileLimit() - 512))

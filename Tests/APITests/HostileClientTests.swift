@@ -67,6 +67,7 @@ import Testing
                     let batchBefore = try await api.keys()
                     var batchAccepted = 0
                     for variant in Self.malformed(probe) {
+                        await Task.yield()
                         let reply = try await Self.send(variant, credential: credential, to: api)
                         tried += 1
                         if reply.status >= 500 { serverErrors.append("\(route) \(variant.path.prefix(80)) \(variant.body?.prefix(60) ?? ""): \(reply.status)") }

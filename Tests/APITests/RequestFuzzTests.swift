@@ -47,6 +47,7 @@ import Testing
             var statuses: [Int: Int] = [:]
             var serverErrors: [String] = []
             for index in 0..<iterations {
+                await Task.yield()
                 let seed = seeds[index % seeds.count]
                 let body = random.mutateText(seed.body, splicingWith: seeds[Int(random.next() % UInt64(seeds.count))].body)
                 var headers = ["Content-Type": seed.type]

@@ -13,7 +13,7 @@ import Testing
             "slow",
             configure: {
                 // Long enough that all 2,000 are open together in a debug build on a loaded machine.
-                $0.idleTimeout = .seconds(10)
+                $0.headerTimeout = .seconds(10)
                 $0.requestTimeout = .seconds(12)
             }
         ) { api in
@@ -40,6 +40,41 @@ import Testing
             let open = try await Self.blocking { try Self.waitUntilClosed(sockets, deadline: .now() + 40) }
             #expect(open == 0, "\(open) of 2,000 connections still open 40 s later")
             #expect(try await api.call(.GET, "/healthz", token: nil).status == 200)
+        }
+    }
+
+    /// A keep-alive connection is closed once idle; a request being answered (a long poll)
+    /// is never cut by any deadline.
+    @Test(.timeLimit(.minutes(2))) func idleKeepAliveConnectionsCloseAndLongPollsAreNotCut() async throws {
+        try await APIStack.run(
+            "keep-alive",
+            configure: {
+                $0.headerTimeout = .seconds(1)
+                $0.requestTimeout = .seconds(1)
+                $0.idleTimeout = .seconds(2)
+            }
+        ) { api in
+            let port = try #require(URL(string: api.url)?.port)
+            let socket = try await Self.blocking { try Self.connect(port: port, sending: "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n") }
+            defer { close(socket) }
+            let answered = try await Self.blocking { () -> String in
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                let read = recv(socket, &buffer, buffer.count, 0)
+                return String(decoding: buffer.prefix(max(0, read)), as: UTF8.self)
+            }
+            #expect(answered.hasPrefix("HTTP/1.1 200"))
+            let open = try await Self.blocking { try Self.waitUntilClosed([socket], deadline: .now() + 15) }
+            #expect(open == 0, "the idle keep-alive connection was closed")
+
+            // A job nobody runs: waiting on it for 4 s outlasts every deadline, and is answered.
+            let transactionId = try #require(try await api.buy("credits.100")["transactionId"] as? String)
+            let job = try #require(
+                try await api.call(.POST, "/v1/purchases", json: ["customer": "ann@example.com", "transactionId": transactionId]).json["jobId"]
+                    as? String)
+            let started = ContinuousClock.now
+            let waited = try await api.call(.GET, "/v1/jobs/\(job)?wait=4")
+            #expect(waited.status == 200 && waited.json["status"] as? String == "queued")
+            #expect(ContinuousClock.now - started >= .seconds(3))
         }
     }
 
