@@ -247,9 +247,12 @@ public enum QueueScripts {
                 redis.call('RPUSH', KEYS[3], id)
                 n = n + 1
                 if redis.call('EXISTS', key) == 1 then
+                  -- Only a started job spent an attempt: one claimed but not yet started
+                  -- (BLMOVE done, start not) keeps the count it has, as in requeueOrphans.
+                  local started = redis.call('HGET', key, 'status') == 'processing'
                   redis.call('HSET', key, 'status', 'queued')
                   redis.call('HDEL', key, 'lease')
-                  if refund == '1' and tonumber(redis.call('HGET', key, 'attempt') or '0') > 0 then
+                  if refund == '1' and started and tonumber(redis.call('HGET', key, 'attempt') or '0') > 0 then
                     redis.call('HINCRBY', key, 'attempt', -1)
                   end
                 end
