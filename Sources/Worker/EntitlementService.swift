@@ -44,11 +44,20 @@ public struct EntitlementService: Sendable {
         return AppleReader(gateway: gateway, publisher: publisher)
     }
 
-    /// Runs `body` holding the locks of these original transactions for `job`. When another
+    /// The App Store's time, read at one moment: now, and how far its clock is ahead of
+    /// the wall clock (development's simulator).
+    struct AppleMoment: Sendable {
+        var now: Date
+        var offset: TimeInterval
+    }
+
+    /// Runs `body` holding the locks of these original transactions for `job`, with the App
+    /// Store's now read once they are held: a decision is never dated before a change
+    /// another job made under the same lock (a transfer the job waited for). When another
     /// job holds one, the job is deferred (run again shortly, its attempt given back).
     func withLocks<Result: Sendable>(
         publisher: String, originalTransactionIds: some Sequence<String>, job: JobContext,
-        _ body: ([String: TransactionLock.Token]) async throws -> Result
+        _ body: ([String: TransactionLock.Token], AppleMoment) async throws -> Result
     ) async throws -> Result {
         var tokens: [String: TransactionLock.Token] = [:]
         func releaseAll() async {
@@ -63,7 +72,8 @@ public struct EntitlementService: Sendable {
             tokens[id] = token
         }
         do {
-            let result = try await body(tokens)
+            let offset = try await configuration.clock.offset()
+            let result = try await body(tokens, AppleMoment(now: Date().addingTimeInterval(offset), offset: offset))
             await releaseAll()
             return result
         } catch {

@@ -26,10 +26,9 @@ public struct TransferJobHandler: EntitlementJobHandler {
         guard publisher.transferPolicy != .keep else {
             throw JobRefusal.notPossible(code: "transferRefused", "publisher \(publisher.id) keeps purchases with their first owner")
         }
-        let offset = try await service.configuration.clock.offset()
-        let now = Date().addingTimeInterval(offset)
         let id = payload.originalTransactionId
-        return try await service.withLocks(publisher: publisher.id, originalTransactionIds: [id], job: job) { tokens in
+        return try await service.withLocks(publisher: publisher.id, originalTransactionIds: [id], job: job) { tokens, moment in
+            let (now, offset) = (moment.now, moment.offset)
             let owner = try await service.store.owner(publisher: publisher.id, originalTransactionId: id)
             // After a crash between the owner change and the release, the owner is already
             // the new one: the requester's `from` names whom to release.
@@ -42,8 +41,18 @@ public struct TransferJobHandler: EntitlementJobHandler {
             let held = try await service.store.load(publisher: publisher.id, customer: previous).state
             let facts = held.transactions.values.filter { $0.originalTransactionId == id }
             guard !facts.isEmpty else { throw JobRefusal.notPossible(code: "notHeld", "\(previous) holds nothing of \(id)") }
-            // The moment of transfer is kept from the first run, so reruns change nothing.
-            let transferredAt = held.periods.first { $0.originalTransactionId == id && $0.endReason == .transferred }?.endedAt ?? now
+            guard facts.contains(where: { $0.kind != .consumable }) else {
+                throw JobRefusal.notPossible(
+                    code: "notTransferable", "\(id) is a consumable credited to \(previous): credits are delivered once and never move")
+            }
+            // The moment of transfer is kept from the first run (in the job's record), so a
+            // rerun after a crash changes nothing, however often the purchase went back and forth.
+            let jobKey = job.keys.job(job.id)
+            let memo = try await service.jobQueue.redis.pipeline([
+                ["HSETNX", jobKey, "transferredAt", String(Int64((now.timeIntervalSince1970 * 1000).rounded()))],
+                ["HGET", jobKey, "transferredAt"],
+            ])
+            let transferredAt = memo.last?.string.flatMap(Int64.init).map { Date(timeIntervalSince1970: Double($0) / 1000) } ?? now
 
             let events = service.changeEvents(publisher, now: now, clockOffset: offset)
             let latest = facts.max { $0.purchaseDate < $1.purchaseDate }
