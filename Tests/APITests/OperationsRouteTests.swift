@@ -106,6 +106,11 @@ import Testing
             let purchase = try await api.call(
                 .POST, "/v1/purchases", json: ["customer": "ann@example.com", "transactionId": "1"], route: "POST /v1/purchases")
             #expect(purchase.status == 500 && purchase.json["error"] as? String == "internal", "\(purchase.text)")
+            // Cleeng's read calls keep Cleeng's contract: 500 with a message.
+            let tags = try await api.call(
+                .GET, "/cleeng/accessible-tags/ann@example.com", token: nil, headers: CompatibilityRouteTests.cleengHeaders,
+                route: "GET /cleeng/accessible-tags/{customerEmail}")
+            #expect(tags.status == 500 && !tags.message.isEmpty, "\(tags.text)")
             // Bad input is still the client's mistake, told before Redis is needed.
             #expect(try await api.call(.POST, "/v1/purchases", json: ["customer": "ann"]).status == 400)
         }
