@@ -23,6 +23,9 @@ struct APIStack: Sendable {
     static let otherToken = "other-token-0123456789"
     static let limitedToken = "limited-token-0123456789"
     static let adminToken = "admin-token-0123456789"
+    static let softphoneToken = "softphone-token-0123456789"
+    static let keepToken = "keep-token-0123456789"
+    static let shareToken = "share-token-0123456789"
     static let cleengBasic = "demo-user:demo-password"
 
     let url: String
@@ -70,7 +73,8 @@ struct APIStack: Sendable {
                 let environment = [
                     "ENTITLE_ENV": "development", "ENTITLE_SIMULATOR_URL": simulatorURL, "ENTITLE_DEMO_API_TOKEN": demoToken,
                     "ENTITLE_DEMO_CLEENG_BASIC": cleengBasic, "ENTITLE_OTHER_TOKEN": otherToken,
-                    "ENTITLE_LIMITED_TOKEN": limitedToken,
+                    "ENTITLE_LIMITED_TOKEN": limitedToken, "ENTITLE_SOFTPHONE_API_TOKEN": softphoneToken, "ENTITLE_KEEP_TOKEN": keepToken,
+                    "ENTITLE_SHARE_TOKEN": shareToken,
                 ]
                 let settings = try await EntitleConfiguration.load(catalogPath: catalog, environment: environment, logger: TestRedis.logger)
                 var redis = try await TestRedis.configuration()
@@ -112,8 +116,10 @@ struct APIStack: Sendable {
 
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-    /// The development catalog, plus `other` (its own token and app) and `limited` (a rate
-    /// limit of one request per 5 s, two at once: slow enough that a loaded machine cannot refill it mid-test).
+    /// The development catalog (`demo`, `softphone`), plus `other` (its own token and app),
+    /// `limited` (a rate limit of one request per 5 s, two at once: slow enough that a loaded
+    /// machine cannot refill it mid-test), and `keep` and `share` (demo under the other
+    /// transfer policies).
     static func writeCatalog() throws -> String {
         var document = try #require(
             try JSONSerialization.jsonObject(with: Data(contentsOf: root.appending(path: "Config/catalog.development.json")))
@@ -135,7 +141,17 @@ struct APIStack: Sendable {
         var limited = other
         limited["id"] = "limited"
         limited["api"] = ["tokenVariables": ["ENTITLE_LIMITED_TOKEN"], "rateLimit": ["perSecond": 0.2, "burst": 2]]
-        publishers = [demo, other, limited]
+        var keep = demo
+        keep["id"] = "keep"
+        keep["transferPolicy"] = "keep"
+        keep["api"] = ["tokenVariables": ["ENTITLE_KEEP_TOKEN"], "rateLimit": ["perSecond": 10_000, "burst": 10_000]]
+        var share = keep
+        share["id"] = "share"
+        share["transferPolicy"] = "share"
+        share["api"] = ["tokenVariables": ["ENTITLE_SHARE_TOKEN"], "rateLimit": ["perSecond": 10_000, "burst": 10_000]]
+        var softphone = publishers[1]
+        softphone["api"] = ["tokenVariables": ["ENTITLE_SOFTPHONE_API_TOKEN"], "rateLimit": ["perSecond": 10_000, "burst": 10_000], "validation": ["waitSeconds": 15]]
+        publishers = [demo, other, limited, softphone, keep, share]
         document["publishers"] = publishers
         let path = FileManager.default.temporaryDirectory.appending(path: "api-catalog-\(UUID().uuidString).json").path
         try JSONSerialization.data(withJSONObject: document).write(to: URL(fileURLWithPath: path))

@@ -30,7 +30,7 @@ import Testing
         let lines = serving.output.split(separator: "\n")
         #expect(lines.count == 1, "only the JSON line: \(serving.output)")
         let line = try #require(try JSONSerialization.jsonObject(with: Data(String(lines[0]).utf8)) as? [String: String])
-        #expect(Set(line.keys) == ["api", "simulator", "dashboard", "publisher", "publisherToken", "basicAuth"])
+        #expect(Set(line.keys) == ["api", "simulator", "dashboard", "publisher", "publisherToken", "basicAuth", "softphoneToken"])
         let api = try #require(line["api"])
         let token = try #require(line["publisherToken"])
         #expect(line["publisher"] == "demo")
@@ -46,6 +46,8 @@ import Testing
         }
         #expect(try await get(api + "/v1/queues", authorization: "Bearer \(token)") == 200)
         #expect(try await get(api + "/v1/queues", authorization: "Bearer wrong") == 401)
+        // The Cloud Softphone-style publisher's token is its own.
+        #expect(try await get(api + "/v1/queues", authorization: "Bearer \(try #require(line["softphoneToken"]))") == 200)
         #expect(try await get(try #require(line["dashboard"]), authorization: nil) == 200)
         #expect(try await get(try #require(line["simulator"]) + "/simulator/apps", authorization: nil) == 200)
         // basicAuth is the whole header for /apple/payment: right credentials, bad body -> 400, not 401.
