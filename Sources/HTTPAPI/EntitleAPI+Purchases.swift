@@ -156,13 +156,19 @@ extension EntitleAPI {
     /// for that job, then queues its own, and answers with the running job only if the
     /// transaction is still busy after the wait.
     func submit(_ purchase: Purchase, conflictIsError: Bool = true) async throws -> String {
-        let payload = JobPayloads.encode(purchase.payload)
-        let request = EnqueueRequest(
-            type: "receipt", payload: payload, queue: configuration.queue,
-            uniqueKey: "purchase:\(purchase.payload.publisher):\(purchase.transactionKey)")
+        try await enqueueOnce(
+            EnqueueRequest(
+                type: "receipt", payload: JobPayloads.encode(purchase.payload), queue: configuration.queue,
+                uniqueKey: "purchase:\(purchase.payload.publisher):\(purchase.transactionKey)"),
+            conflictIsError: conflictIsError)
+    }
+
+    /// Enqueues a job about one transaction (its `uniqueKey`), as `submit` describes: an
+    /// exact repeat in flight is the running job, a repeat after it finished is a new job.
+    func enqueueOnce(_ request: EnqueueRequest, conflictIsError: Bool = true) async throws -> String {
         let result = try await enqueue(request)
         guard result.outcome == .conflict else { return result.id }
-        if try await jobQueue.job(id: result.id, queue: configuration.queue)?.payload == payload { return result.id }
+        if try await jobQueue.job(id: result.id, queue: configuration.queue)?.payload == request.payload { return result.id }
         if conflictIsError {
             var error = APIError(
                 .conflict, "inFlight", "job \(result.id) for this transaction has not finished; poll it, or retry once it has")

@@ -76,7 +76,7 @@ public struct NotificationJobHandler: EntitlementJobHandler {
                 result.refundJobId =
                     try await service.jobQueue.enqueue(
                         EnqueueRequest(
-                            type: "refund", payload: JobPayloads.encode(refund), queue: job.queue, idempotencyKey: "refund:\(uuid)")
+                            type: "refund", payload: JobPayloads.encode(refund), queue: job.queue, idempotencyKey: "refund:\(publisher.id):\(uuid)")
                     ).id
             default:
                 var evidence = AppleEvidence(facts: [fact])
@@ -188,7 +188,7 @@ public struct NotificationJobHandler: EntitlementJobHandler {
                 try await service.jobQueue.enqueue(
                     EnqueueRequest(
                         type: "refund", payload: JobPayloads.encode(refund), queue: job.queue,
-                        idempotencyKey: "refund:\(result.notificationId)")
+                        idempotencyKey: "refund:\(publisher.id):\(result.notificationId)")
                 ).id
             return
         }

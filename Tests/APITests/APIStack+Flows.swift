@@ -142,3 +142,27 @@ extension APIStack {
         return payload["notificationUUID"] as? String
     }
 }
+
+extension APIStack {
+    /// Waits until everything the last steps set off is done: the simulator has delivered
+    /// its notifications, the forwarder has handed them on, and no job is queued, running or
+    /// about to run (a deferred one comes back within a second; renewal checks scheduled for
+    /// expiries days ahead do not count).
+    func settle(timeout: Duration = .seconds(60)) async throws {
+        let keys = jobQueue.configuration.keys("default")
+        var quiet = 0
+        try await eventually("notifications delivered and jobs finished", timeout: timeout) {
+            let deliveries = try await simulator("/simulator/notifications/pending")
+            let forwarding = await forwarder.inFlight
+            let stats = try await jobQueue.stats(queue: "default")
+            let soon = Int64((Date().timeIntervalSince1970 + 2) * 1000)
+            let due = try await jobQueue.redis.send(["ZRANGEBYSCORE", keys.scheduled, "-inf", String(soon), "LIMIT", "0", "1"])
+            let idle =
+                deliveries["pending"] as? Int == 0 && forwarding == 0 && stats.pending == 0 && stats.active == 0
+                && (due.array ?? []).isEmpty
+            quiet = idle ? quiet + 1 : 0
+            // Twice in a row: nothing was between two steps of a hand-over.
+            return quiet >= 2
+        }
+    }
+}

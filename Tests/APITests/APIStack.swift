@@ -33,20 +33,26 @@ struct APIStack: Sendable {
     let jobQueue: JobQueue
     /// What the simulator posted as notifications (V2 at `/v2`, V1 at `/v1`).
     let inbox: RequestLog
+    /// Hands the simulator's V2 notifications on to the API, as Apple would.
+    let forwarder: Forwarder
     /// The routes the API registered (`GET /v1/jobs/{id}`).
     let routes: [String]
 
     /// Minting signing keys is slow in debug builds: one pair for every test.
     static let authorities = Result { (try SigningAuthority(), try ReceiptSigningAuthority()) }
 
+    /// - Parameter notify: publishers whose notification route gets each V2 notification the
+    ///   simulator sends (as Apple would post it to each publisher's URL); none: they stay in `inbox`.
     static func run(
-        _ name: String, worker: Bool = false, adminToken: String? = adminToken, redisDown: Bool = false,
+        _ name: String, worker: Bool = false, adminToken: String? = adminToken, redisDown: Bool = false, notify: [String] = [],
         _ body: @Sendable (APIStack) async throws -> Void
     ) async throws {
         let inbox = RequestLog()
+        let forwarder = Forwarder(publishers: notify)
         let receiver = Router()
         receiver.post("v2") { request, _ -> Response in
-            try await inbox.record(request)
+            let entry = try await inbox.record(request)
+            try await forwarder.forward(entry.body)
             return Response(status: .ok)
         }
         receiver.post("v1") { request, _ -> Response in
@@ -107,7 +113,10 @@ struct APIStack: Sendable {
                 if let workerService { tasks.addTask { try await workerService.run() } }
                 defer { workerService?.stop() }
                 try await LoopbackServer.run(api.makeRouter()) { url in
-                    try await body(APIStack(url: url, simulatorURL: simulatorURL, jobQueue: jobQueue, inbox: inbox, routes: api.routes))
+                    await forwarder.start(apiURL: url)
+                    try await body(
+                        APIStack(
+                            url: url, simulatorURL: simulatorURL, jobQueue: jobQueue, inbox: inbox, forwarder: forwarder, routes: api.routes))
                 }
                 tasks.cancelAll()
             }
@@ -212,6 +221,33 @@ struct APIStack: Sendable {
     /// Jobs ever enqueued on the default queue (all types): "nothing queued" checks read it.
     func enqueuedCount() async throws -> Int {
         try await jobQueue.stats(queue: "default").total("enqueued")
+    }
+}
+
+/// Posts notification bodies to the API's notification route of each publisher it names,
+/// and counts what it has handed on.
+actor Forwarder {
+    let publishers: [String]
+    private var apiURL: String?
+    private(set) var inFlight = 0
+
+    init(publishers: [String]) { self.publishers = publishers }
+
+    func start(apiURL: String) { self.apiURL = apiURL }
+
+    func forward(_ body: [UInt8]) async throws {
+        guard let apiURL, !publishers.isEmpty else { return }
+        inFlight += 1
+        defer { inFlight -= 1 }
+        for publisher in publishers {
+            var request = HTTPClientRequest(url: apiURL + "/v1/notifications/apple/" + publisher)
+            request.method = .POST
+            request.body = .bytes(ByteBuffer(bytes: body))
+            let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+            _ = try await response.body.collect(upTo: 1 << 20)
+            // Forward only to publishers with the simulator's app: another publisher's URL refuses it.
+            try #require(response.status == .ok, "the notification route of \(publisher) answered \(response.status)")
+        }
     }
 }
 

@@ -20,10 +20,16 @@ import Testing
                 payload == [
                     "publisher": "demo", "originalTransactionId": "2000000000000001", "to": "bob@example.com", "from": "ann@example.com",
                 ])
+            // The exact repeat while it runs is the same job; another request about the transaction waits its turn.
+            let same = try await api.call(
+                .POST, "/v1/transfers",
+                json: ["originalTransactionId": "2000000000000001", "to": "bob@example.com", "from": "ann@example.com"],
+                route: "POST /v1/transfers")
+            #expect(same.status == 202 && same.json["jobId"] as? String == jobId)
             let again = try await api.call(
                 .POST, "/v1/transfers", json: ["originalTransactionId": "2000000000000001", "to": "carol@example.com"],
                 route: "POST /v1/transfers")
-            #expect(again.status == 409)
+            #expect(again.status == 409 && again.headers["location"] == "/v1/jobs/\(jobId)")
             #expect(
                 try await api.call(
                     .POST, "/v1/transfers", json: ["originalTransactionId": "x", "to": "bob@example.com"], route: "POST /v1/transfers"
