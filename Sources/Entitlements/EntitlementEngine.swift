@@ -108,6 +108,33 @@ public struct EntitlementEngine: Sendable {
             creditBalance: state.credits.balance, changed: state != before)
     }
 
+    /// A newer view of a transaction for a customer who held the purchase before (it was
+    /// transferred away): only their history changes. A refund ends their periods of it at
+    /// the refund date (nothing after their release is touched), a reversal gives back what
+    /// the refund took. No access, credits or subscription comes back: they no longer hold it.
+    /// Returns whether anything changed.
+    @discardableResult
+    public func amendHistory(with fact: PurchaseFact, in state: inout CustomerEntitlements) -> Bool {
+        guard let known = state.transactions[fact.transactionId], !state.holds(originalTransactionId: fact.originalTransactionId) else {
+            return false
+        }
+        if let old = known.signedDate, let new = fact.signedDate, old > new { return false }
+        let before = state
+        var newer = fact
+        newer.price = newer.price ?? known.price
+        newer.currency = newer.currency ?? known.currency
+        state.transactions[fact.transactionId] = newer
+        for index in state.periods.indices where state.periods[index].transactionId == fact.transactionId {
+            if let revoked = fact.revocationDate {
+                state.periods[index].endEarly(at: revoked, because: fact.isFamilyShared ? .revoked : .refunded)
+            } else if state.periods[index].endReason == .refunded || state.periods[index].endReason == .revoked {
+                state.periods[index].endedAt = nil
+                state.periods[index].endReason = nil
+            }
+        }
+        return state != before
+    }
+
     /// Apple said a subscription has expired (verifyReceipt's 21006, which names no
     /// transaction): its access ends at `date` if it ran later, auto-renew is off and no
     /// billing retry is expected. A subscription already over changes nothing.
@@ -220,16 +247,22 @@ public struct EntitlementEngine: Sendable {
         state.subscriptions[original] = record
     }
 
-    /// A product change that took effect at once (an upgrade, an immediate crossgrade: a
-    /// transaction of another product bought before the older one expired) ends the older
-    /// transaction's access when the newer one starts, whatever order they were learnt in.
+    /// A newer transaction of the same subscription ends an older one's access when it starts,
+    /// whatever order they were learnt in, in two cases: a product change that took effect
+    /// at once (an upgrade, an immediate crossgrade: another product bought before the older
+    /// one expired), and a renewal that came during the older one's grace period (billing
+    /// recovered: the grace is over).
     private func supersedeReplacedProducts(of original: String, in state: inout CustomerEntitlements) {
         let siblings = state.transactions.values.filter { $0.originalTransactionId == original }
         for index in state.periods.indices where state.periods[index].originalTransactionId == original {
             guard let older = state.transactions[state.periods[index].transactionId] else { continue }
+            let expires = older.expiresDate ?? older.purchaseDate
+            let graceEnd = state.periods[index].end.flatMap { $0 > expires ? $0 : nil }
             let replacement = siblings.filter { newer in
-                newer.productId != older.productId && newer.purchaseDate > older.purchaseDate
-                    && newer.purchaseDate < (older.expiresDate ?? older.purchaseDate)
+                guard newer.purchaseDate > older.purchaseDate else { return false }
+                let productChange = newer.productId != older.productId && newer.purchaseDate < expires
+                let recovery = graceEnd.map { newer.purchaseDate >= expires && newer.purchaseDate < $0 } ?? false
+                return productChange || recovery
             }.map(\.purchaseDate).min()
             if let replacement { state.periods[index].endEarly(at: replacement, because: .superseded) }
         }

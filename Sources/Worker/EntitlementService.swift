@@ -97,19 +97,38 @@ public struct EntitlementService: Sendable {
         let engine = EntitlementEngine(publisher: publisher)
         let events = changeEvents(publisher, now: now, clockOffset: clockOffset)
         let facts = evidence.facts.sorted { ($0.purchaseDate, $0.transactionId) < ($1.purchaseDate, $1.transactionId) }
+        // Renewal info speaks of a subscription's newest transaction (its billing, its grace).
+        let newest = Dictionary(facts.map { ($0.originalTransactionId, $0.transactionId) }) { _, later in later }
         let (decisions, outbox) = try await store.update(
             publisher: publisher.id, customer: customer, fence: fence,
             { state in
                 var decisions: [String: EntitlementDecision] = [:]
                 for fact in facts {
-                    decisions[fact.transactionId] = engine.apply(
-                        fact, renewal: evidence.renewals[fact.originalTransactionId], to: &state, now: now, accessFrom: accessFrom)
+                    let renewal = newest[fact.originalTransactionId] == fact.transactionId ? evidence.renewals[fact.originalTransactionId] : nil
+                    decisions[fact.transactionId] = engine.apply(fact, renewal: renewal, to: &state, now: now, accessFrom: accessFrom)
                 }
                 return decisions
             },
             followUps: { before, after in events.followUps(before: before, after: after) + extraFollowUps })
         try await deliver(outbox, publisher: publisher.id, customer: customer, job: job)
         return decisions
+    }
+
+    /// Gives those who held a purchase before (transferred away) Apple's newer view of its
+    /// transactions, a refund or its reversal, so their history stays true; `current`
+    /// holders are applied to by the caller.
+    func amendFormerHolders(
+        _ facts: [PurchaseFact], publisher: Publisher, originalTransactionId: String, current: [String], fence: TransactionLock.Token?,
+        moment: AppleMoment, job: JobContext
+    ) async throws {
+        let engine = EntitlementEngine(publisher: publisher)
+        for former in try await store.formerHolders(publisher: publisher.id, originalTransactionId: originalTransactionId)
+        where !current.contains(former) {
+            try await change(publisher: publisher, customer: former, fence: fence, now: moment.now, clockOffset: moment.offset, job: job) {
+                state in
+                for fact in facts { engine.amendHistory(with: fact, in: &state) }
+            }
+        }
     }
 
     /// Changes a customer's document directly (transfers, refunds of what is stored).

@@ -12,6 +12,7 @@ import RedisClient
 ///   `outbox` (follow-up jobs written with the change, enqueued after it), `fence:T`
 /// - `{prefix}:ent:P:owner:T`: string, the customer holding T
 /// - `{prefix}:ent:P:sharers:T`: set, the customers sharing T with its owner (`share` policy)
+/// - `{prefix}:ent:P:former:T`: set, the customers who held T before a transfer
 /// - channel `{prefix}:ent:P:changes`: `{"publisher", "customer", "version"}` per change
 ///
 /// Each operation touches one key, so the store works on Redis Cluster unchanged.
@@ -181,6 +182,21 @@ public struct EntitlementStore: Sendable {
     /// policy), so what Apple later says about it reaches them too.
     public func addSharer(_ customer: String, publisher: String, originalTransactionId: String) async throws {
         _ = try await redis.send(["SADD", sharersKey(publisher, originalTransactionId), customer])
+    }
+
+    func formerHoldersKey(_ publisher: String, _ originalTransactionId: String) -> String {
+        "\(prefix):ent:\(publisher):former:\(originalTransactionId)"
+    }
+
+    /// Records that `customer` held `originalTransactionId` before a transfer took it away,
+    /// so refunds and their reversals Apple reports later keep their history true.
+    public func addFormerHolder(_ customer: String, publisher: String, originalTransactionId: String) async throws {
+        _ = try await redis.send(["SADD", formerHoldersKey(publisher, originalTransactionId), customer])
+    }
+
+    /// Those who held `originalTransactionId` before, whoever holds it now.
+    public func formerHolders(publisher: String, originalTransactionId: String) async throws -> [String] {
+        (try await redis.send(["SMEMBERS", formerHoldersKey(publisher, originalTransactionId)]).array ?? []).compactMap(\.string).sorted()
     }
 
     /// Everyone holding `originalTransactionId`: the owner first, then those sharing it.

@@ -245,6 +245,10 @@ public struct NotificationJobHandler: EntitlementJobHandler {
                     job: job)
                 if index == 0 { first = decisions }
             }
+            // A refund or its reversal in Apple's answer (V1 REFUND, CANCEL) reaches former holders' history too.
+            try await service.amendFormerHolders(
+                evidence.facts, publisher: publisher, originalTransactionId: original, current: holders, fence: tokens[original],
+                moment: moment, job: job)
             return first
         }
         let newest = evidence.facts.max { $0.purchaseDate < $1.purchaseDate }

@@ -69,6 +69,8 @@ public struct RefundJobHandler: EntitlementJobHandler {
                     job: job)[fact.transactionId]
                 decision = decision ?? applied
             }
+            try await service.amendFormerHolders(
+                [fact], publisher: publisher, originalTransactionId: id, current: holders, fence: tokens[id], moment: moment, job: job)
             return Result(
                 publisher: publisher.id, customer: customer, transactionId: fact.transactionId, originalTransactionId: id,
                 refunded: fact.revocationDate != nil, revocationDate: fact.revocationDate, entitlements: decision?.entitlements ?? [],

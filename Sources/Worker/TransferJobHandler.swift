@@ -62,10 +62,20 @@ public struct TransferJobHandler: EntitlementJobHandler {
                     customer: payload.to, occurredAt: transferredAt, transactionId: latest?.transactionId, originalTransactionId: id,
                     productId: latest?.productId, offerId: latest.flatMap { publisher.offer(forProduct: $0.productId)?.offerId },
                     expiresDate: latest?.expiresDate, entitlements: [], from: previous, to: payload.to))
+            // What Apple last said of the subscription's renewal (billing retry, a grace period)
+            // moves with it: the new holder keeps the grace the previous one had.
+            var evidence = AppleEvidence(facts: Array(facts))
+            if let record = held.subscriptions[id] {
+                evidence.renewals[id] = RenewalFact(
+                    originalTransactionId: id, autoRenew: record.autoRenew ?? false, autoRenewProductId: record.autoRenewProductId,
+                    isInBillingRetry: record.isInBillingRetry ?? (record.status == .billingRetry || record.status == .gracePeriod),
+                    gracePeriodExpiresDate: record.gracePeriodExpiresDate, signedDate: record.asOf)
+            }
             let decisions = try await service.apply(
-                AppleEvidence(facts: Array(facts)), publisher: publisher, customer: payload.to, fence: tokens[id], now: now,
+                evidence, publisher: publisher, customer: payload.to, fence: tokens[id], now: now,
                 clockOffset: offset, accessFrom: transferredAt, extraFollowUps: publisher.webhook == nil ? [] : [event], job: job)
             try await service.store.setOwner(publisher: publisher.id, originalTransactionId: id, to: payload.to)
+            try await service.store.addFormerHolder(previous, publisher: publisher.id, originalTransactionId: id)
             try await service.change(publisher: publisher, customer: previous, fence: tokens[id], now: now, clockOffset: offset, job: job) {
                 $0.release(originalTransactionId: id, at: transferredAt)
             }
