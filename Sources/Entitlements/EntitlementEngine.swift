@@ -299,11 +299,22 @@ public struct EntitlementEngine: Sendable {
     private func endTransaction(_ fact: PurchaseFact, at date: Date, reason: AccessPeriod.EndReason, in state: inout CustomerEntitlements) {
         for index in state.periods.indices where state.periods[index].transactionId == fact.transactionId {
             state.periods[index].endEarly(at: date, because: reason)
+            cutGrace(of: fact, at: date, period: &state.periods[index])
         }
         if fact.kind == .consumable { state.credits.clawBack(transactionId: fact.transactionId, at: date) }
         if var subscription = state.subscriptions[fact.originalTransactionId], subscription.latestTransactionId == fact.transactionId {
             subscription.status = .revoked
+            // Apple ends the subscription: no billing retry, and a grace period ends here.
+            subscription.isInBillingRetry = false
+            subscription.gracePeriodExpiresDate = subscription.gracePeriodExpiresDate.flatMap { $0 > date ? (date > (fact.expiresDate ?? date) ? date : nil) : $0 }
             state.subscriptions[fact.originalTransactionId] = subscription
         }
+    }
+
+    /// A refund during a grace period ends the subscription there: a reversal later restores
+    /// the transaction, not the grace that was cut.
+    private func cutGrace(of fact: PurchaseFact, at date: Date, period: inout AccessPeriod) {
+        guard fact.kind == .autoRenewable, let end = period.end, let expires = fact.expiresDate, end > expires, date < end else { return }
+        period.end = max(expires, date)
     }
 }

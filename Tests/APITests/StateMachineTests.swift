@@ -1,6 +1,7 @@
 import Foundation
 import RedisTestSupport
 import Testing
+import Worker
 
 /// A seeded random walk over everything that happens to purchases (buying, claiming by any
 /// road, repeating earlier requests, transfers back and forth, time passing with renewals,
@@ -299,8 +300,15 @@ struct Walk {
     /// A transaction's refund state changed at Apple: the model reads it, and credits follow.
     mutating func follow(_ id: String) async throws {
         let wasRevoked = model.transactions[id]?.revoked != nil
-        model.transactions[id] = try await fetchTransaction(id)
-        touched = model.transactions[id]?.original
+        let transaction = try await fetchTransaction(id)
+        model.transactions[id] = transaction
+        touched = transaction.original
+        // A refund during a grace period ends the subscription there; a reversal does not bring the grace back.
+        if let revoked = transaction.revoked, let expires = transaction.expires, let grace = model.purchases[transaction.original]?.graceEnds[id],
+            revoked < grace
+        {
+            model.purchases[transaction.original]?.graceEnds[id] = max(expires, revoked)
+        }
         model.creditsFollow(id, wasRevoked: wasRevoked, at: now)
     }
 
@@ -385,12 +393,44 @@ struct Walk {
                 """
                 seed \(seed), step \(step): the answers differ from the reference model
                 \(problems.joined(separator: "\n"))
+                what each side knows:
+                \(try await diagnosis(problems))
                 last steps:
                 \(log.joined(separator: "\n"))
                 """)
             return false
         }
         return true
+    }
+
+    /// For a failure: the model's view and Entitle's stored document of each purchase of the
+    /// customers named in the problems.
+    func diagnosis(_ problems: [String]) async throws -> String {
+        let store = EntitlementStore(redis: api.jobQueue.redis, prefix: api.jobQueue.configuration.prefix, logger: TestRedis.logger)
+        func time(_ date: Date?) -> String { date.map { String(format: "%.3f", $0.timeIntervalSince1970) } ?? "-" }
+        var lines: [String] = []
+        for customer in Self.customers where problems.contains(where: { $0.hasPrefix(customer) }) {
+            let state = try await store.load(publisher: "demo", customer: customer).state
+            for original in Set(state.periods.map(\.originalTransactionId)).sorted() {
+                lines.append("\(customer), \(original): stints \((model.stints[original] ?? []).map { "\($0.customer.prefix(5)) \(time($0.from))-\(time($0.to))" })")
+                if let purchase = model.purchases[original] {
+                    lines.append("  Apple: status \(purchase.appleStatus), grace \(purchase.graceEnds.mapValues { time($0) })")
+                    for id in purchase.transactions {
+                        if let t = model.transactions[id] {
+                            lines.append("  \(id) \(t.productId.split(separator: ".").suffix(2).joined(separator: ".")) \(time(t.purchase))-\(time(t.expires)) revoked \(time(t.revoked))")
+                        }
+                    }
+                }
+                for period in state.periods where period.originalTransactionId == original {
+                    lines.append(
+                        "  period \(period.transactionId) \(time(period.start))-\(time(period.end)) ended \(time(period.endedAt)) \(period.endReason?.rawValue ?? "") released \(time(period.releasedAt))")
+                }
+                if let record = state.subscriptions[original] {
+                    lines.append("  record latest \(record.latestTransactionId) billingRetry \(record.isInBillingRetry.map(String.init) ?? "-") grace \(time(record.gracePeriodExpiresDate))")
+                }
+            }
+        }
+        return lines.joined(separator: "\n")
     }
 
     mutating func compare(_ customer: String, at moment: Date?) async throws -> [String] {
