@@ -11,8 +11,9 @@ import Worker
 /// moment in the past) and an access check are compared with `ReferenceModel`.
 ///
 /// CI walks `ENTITLE_STATE_MACHINE_STEPS` (2,000) steps of each seed in
-/// `ENTITLE_STATE_MACHINE_SEEDS` (one: 15). Longer locally, for example
-/// `ENTITLE_STATE_MACHINE_STEPS=20000 ENTITLE_STATE_MACHINE_SEEDS=1,2,3,4,5`.
+/// `ENTITLE_STATE_MACHINE_SEEDS` (one: 15), about 8 minutes on 2 cores. Longer locally, for
+/// example `ENTITLE_STATE_MACHINE_STEPS=10000 ENTITLE_STATE_MACHINE_SEEDS=1,2,3,4` (the seeds
+/// run side by side; a failure names its seed and step, and the walk replays from the seed).
 @Suite struct StateMachineTests {
     static var steps: Int {
         ProcessInfo.processInfo.environment["ENTITLE_STATE_MACHINE_STEPS"].flatMap { Int($0) }.map { max(1, $0) } ?? 2_000
@@ -24,12 +25,12 @@ import Worker
         return seeds.isEmpty ? [15] : seeds
     }
 
-    @Test(.timeLimit(.minutes(60))) func aSeededRandomWalkAgreesWithTheReferenceModelAfterEveryStep() async throws {
-        for seed in Self.seeds {
-            try await APIStack.run("walk-\(seed)", worker: true, notify: ["demo"]) { api in
-                var walk = Walk(api: api, seed: seed)
-                try await walk.run(steps: Self.steps)
-            }
+    /// One walk per seed (seeds run side by side, each on a stack of its own).
+    @Test(.timeLimit(.minutes(180)), arguments: StateMachineTests.seeds)
+    func aSeededRandomWalkAgreesWithTheReferenceModelAfterEveryStep(seed: UInt64) async throws {
+        try await APIStack.run("walk-\(seed)", worker: true, notify: ["demo"]) { api in
+            var walk = Walk(api: api, seed: seed)
+            try await walk.run(steps: Self.steps)
         }
     }
 }
@@ -108,6 +109,7 @@ struct Walk {
     mutating func run(steps: Int) async throws {
         try await api.simulator("/simulator/clock/freeze", #"{"frozen":true}"#)
         let clock = ContinuousClock()
+        var bySort: [String: (count: Int, time: Duration)] = [:]
         var spent: [Duration] = [.zero, .zero, .zero, .zero]
         for step in 1...steps {
             var mark = clock.now
@@ -122,7 +124,10 @@ struct Walk {
             log.append("\(step): \(action)")
             if log.count > 40 { log.removeFirst() }
             lap(0)
+            let settling = clock.now
             try await api.settle(timeout: .seconds(120))
+            bySort[Self.sort(of: action), default: (0, .zero)].count += 1
+            bySort[Self.sort(of: action), default: (0, .zero)].time += clock.now - settling
             lap(1)
             try await refreshApple(afterTimePassed: action.hasPrefix("advance"))
             now = try await advanceClock(by: 1)
@@ -132,6 +137,7 @@ struct Walk {
         }
         let phases = zip(["acting", "settling", "reading Apple", "checking"], spent).map { "\($0) \($1)" }.joined(separator: ", ")
         print("state machine: seed \(seed), \(steps) steps, \(bought.count) purchases, \(checks) answers compared (\(phases))")
+        print("  settling per kind of step: " + bySort.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value.count)x \($0.value.time / max(1, $0.value.count))" }.joined(separator: ", "))
     }
 
     mutating func act() async throws -> String {
@@ -368,6 +374,13 @@ struct Walk {
         var base64 = parts[1].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while base64.count % 4 != 0 { base64 += "=" }
         return Data(base64Encoded: base64).flatMap { try? JSONSerialization.jsonObject(with: $0) as? [String: Any] }
+    }
+
+    /// What kind of step a log line describes (for the time report).
+    static func sort(of action: String) -> String {
+        for word in ["buys", "claims", "repeats", "moves", "advance", "auto-renew", "billing", "grade", "refunds", "reverses", "revoked"]
+        where action.contains(word) { return word }
+        return "other"
     }
 
     // MARK: Checking
