@@ -50,7 +50,8 @@ extension SimulatorServer {
             try await Self.handle {
                 let body = try await Self.decode(ClockAdvance.self, request)
                 let now = try await store.advanceClock(by: body.seconds)
-                return Response.encoded(ClockState(now: AppleTimestamp(now), advancedSeconds: store.clock.advanced, frozen: store.clock.isFrozen))
+                return Response.encoded(
+                    ClockState(now: AppleTimestamp(now), advancedSeconds: store.clock.advanced, frozen: store.clock.isFrozen))
             }
         }
 

@@ -42,7 +42,9 @@ public struct CreditLedger: Sendable, Hashable, Codable {
             return 0
         }
         entries.append(
-            Entry(kind: .purchase, transactionId: transactionId, offerId: offerId, amount: amount, at: date, price: price, currency: currency))
+            Entry(
+                kind: .purchase, transactionId: transactionId, offerId: offerId, amount: amount, at: date, price: price, currency: currency)
+        )
         return amount
     }
 

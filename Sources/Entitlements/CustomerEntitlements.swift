@@ -84,7 +84,9 @@ public struct CustomerEntitlements: Sendable, Hashable, Codable {
     /// One subscription as it stood at `date` (see `subscriptions(at:)`).
     public func subscription(originalTransactionId original: String, at date: Date) -> SubscriptionRecord? {
         guard held(originalTransactionId: original, at: date) else { return nil }
-        let known = transactions.values.filter { $0.originalTransactionId == original && $0.kind == .autoRenewable && $0.purchaseDate <= date }
+        let known = transactions.values.filter {
+            $0.originalTransactionId == original && $0.kind == .autoRenewable && $0.purchaseDate <= date
+        }
         guard let latest = known.max(by: { ($0.purchaseDate, $0.transactionId) < ($1.purchaseDate, $1.transactionId) }) else { return nil }
         let ownPeriods = periods.filter { $0.transactionId == latest.transactionId }
         guard let offerId = ownPeriods.first?.offerId ?? subscriptions[original]?.offerId else { return nil }

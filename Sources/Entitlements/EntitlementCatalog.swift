@@ -85,7 +85,9 @@ public struct EntitlementCatalog: Sendable, Hashable, Codable {
                 guard !campaign.code.isEmpty, campaign.code.count <= 64, codes.insert(campaign.code).inserted else {
                     throw .invalidEntry(entry: entry, problem: "codes must be unique, 1-64 characters")
                 }
-                guard offerIds.contains(campaign.offerId) else { throw .invalidEntry(entry: entry, problem: "names no offer \"\(campaign.offerId)\"") }
+                guard offerIds.contains(campaign.offerId) else {
+                    throw .invalidEntry(entry: entry, problem: "names no offer \"\(campaign.offerId)\"")
+                }
                 guard campaign.freePeriod == nil || campaign.introductoryPrice == nil else {
                     throw .invalidEntry(entry: entry, problem: "grants either a freePeriod or an introductoryPrice, not both")
                 }

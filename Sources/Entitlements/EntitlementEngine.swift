@@ -306,7 +306,9 @@ public struct EntitlementEngine: Sendable {
             subscription.status = .revoked
             // Apple ends the subscription: no billing retry, and a grace period ends here.
             subscription.isInBillingRetry = false
-            subscription.gracePeriodExpiresDate = subscription.gracePeriodExpiresDate.flatMap { $0 > date ? (date > (fact.expiresDate ?? date) ? date : nil) : $0 }
+            subscription.gracePeriodExpiresDate = subscription.gracePeriodExpiresDate.flatMap {
+                $0 > date ? (date > (fact.expiresDate ?? date) ? date : nil) : $0
+            }
             state.subscriptions[fact.originalTransactionId] = subscription
         }
     }

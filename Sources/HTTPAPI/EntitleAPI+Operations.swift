@@ -23,7 +23,8 @@ extension EntitleAPI {
             // One job at a time per transaction; a repeat once it has finished is a new transfer
             // (a purchase goes back and forth), an exact repeat while it runs the same job.
             let id = try await enqueueOnce(
-                EnqueueRequest(type: "transfer", payload: payload, queue: configuration.queue, uniqueKey: "purchase:\(publisher.id):\(transaction)"))
+                EnqueueRequest(
+                    type: "transfer", payload: payload, queue: configuration.queue, uniqueKey: "purchase:\(publisher.id):\(transaction)"))
             return JSONBody.jobId(id, status: .accepted)
         }
 

@@ -104,7 +104,8 @@ public struct EntitlementService: Sendable {
             { state in
                 var decisions: [String: EntitlementDecision] = [:]
                 for fact in facts {
-                    let renewal = newest[fact.originalTransactionId] == fact.transactionId ? evidence.renewals[fact.originalTransactionId] : nil
+                    let renewal =
+                        newest[fact.originalTransactionId] == fact.transactionId ? evidence.renewals[fact.originalTransactionId] : nil
                     decisions[fact.transactionId] = engine.apply(fact, renewal: renewal, to: &state, now: now, accessFrom: accessFrom)
                 }
                 return decisions

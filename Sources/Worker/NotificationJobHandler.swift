@@ -76,7 +76,8 @@ public struct NotificationJobHandler: EntitlementJobHandler {
                 result.refundJobId =
                     try await service.jobQueue.enqueue(
                         EnqueueRequest(
-                            type: "refund", payload: JobPayloads.encode(refund), queue: job.queue, idempotencyKey: "refund:\(publisher.id):\(uuid)")
+                            type: "refund", payload: JobPayloads.encode(refund), queue: job.queue,
+                            idempotencyKey: "refund:\(publisher.id):\(uuid)")
                     ).id
             default:
                 var evidence = AppleEvidence(facts: [fact])

@@ -75,7 +75,8 @@ public struct ReceiptJobHandler: EntitlementJobHandler {
         guard let campaign = publisher.couponCampaigns.first(where: { $0.code == code }) else {
             return Coupon(
                 code: code, known: false, applied: false,
-                message: "unknown coupon \(code): \(publisher.id) has no such campaign; the purchase was processed at the price Apple charged")
+                message:
+                    "unknown coupon \(code): \(publisher.id) has no such campaign; the purchase was processed at the price Apple charged")
         }
         guard campaign.offerId == offer.offerId else {
             return Coupon(
@@ -86,7 +87,8 @@ public struct ReceiptJobHandler: EntitlementJobHandler {
             return Coupon(code: code, known: true, applied: false, message: "Apple's transaction shows no use of coupon \(code)")
         }
         // Apple says how the offer discounts, when it says: it must be the kind promised.
-        let expected = campaign.freePeriod != nil ? ["FREE_TRIAL"] : campaign.introductoryPrice != nil ? ["PAY_AS_YOU_GO", "PAY_UP_FRONT"] : []
+        let expected =
+            campaign.freePeriod != nil ? ["FREE_TRIAL"] : campaign.introductoryPrice != nil ? ["PAY_AS_YOU_GO", "PAY_UP_FRONT"] : []
         if let kind = fact.offerDiscountType, !expected.isEmpty, !expected.contains(kind) {
             return Coupon(
                 code: code, known: true, applied: false,

@@ -1,8 +1,8 @@
 import AsyncHTTPClient
-import HTTPTestSupport
-import NIOHTTP1
 import Foundation
+import HTTPTestSupport
 import NIOCore
+import NIOHTTP1
 import RedisTestSupport
 import Testing
 

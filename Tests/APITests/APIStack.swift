@@ -116,7 +116,8 @@ struct APIStack: Sendable {
                     await forwarder.start(apiURL: url)
                     try await body(
                         APIStack(
-                            url: url, simulatorURL: simulatorURL, jobQueue: jobQueue, inbox: inbox, forwarder: forwarder, routes: api.routes))
+                            url: url, simulatorURL: simulatorURL, jobQueue: jobQueue, inbox: inbox, forwarder: forwarder, routes: api.routes
+                        ))
                 }
                 tasks.cancelAll()
             }
@@ -159,7 +160,10 @@ struct APIStack: Sendable {
         share["transferPolicy"] = "share"
         share["api"] = ["tokenVariables": ["ENTITLE_SHARE_TOKEN"], "rateLimit": ["perSecond": 10_000, "burst": 10_000]]
         var softphone = publishers[1]
-        softphone["api"] = ["tokenVariables": ["ENTITLE_SOFTPHONE_API_TOKEN"], "rateLimit": ["perSecond": 10_000, "burst": 10_000], "validation": ["waitSeconds": 15]]
+        softphone["api"] = [
+            "tokenVariables": ["ENTITLE_SOFTPHONE_API_TOKEN"], "rateLimit": ["perSecond": 10_000, "burst": 10_000],
+            "validation": ["waitSeconds": 15],
+        ]
         publishers = [demo, other, limited, softphone, keep, share]
         document["publishers"] = publishers
         let path = FileManager.default.temporaryDirectory.appending(path: "api-catalog-\(UUID().uuidString).json").path

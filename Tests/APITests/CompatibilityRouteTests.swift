@@ -63,9 +63,13 @@ import Testing
             let bought = try await api.buy("premium.monthly", account: "ann-account", extra: ["environment": "Production"])
             let payment: [String: Any] = [
                 "customerEmail": "ann@example.com", "offerId": "premium", "appType": "ios",
-                "receipt": ["transactionId": try #require(bought["transactionId"] as? String), "receiptData": try #require(bought["appReceipt"] as? String)],
+                "receipt": [
+                    "transactionId": try #require(bought["transactionId"] as? String),
+                    "receiptData": try #require(bought["appReceipt"] as? String),
+                ],
             ]
-            let paid = try await api.call(.POST, "/apple/payment", token: nil, headers: Self.cleengHeaders, json: payment, route: "POST /apple/payment")
+            let paid = try await api.call(
+                .POST, "/apple/payment", token: nil, headers: Self.cleengHeaders, json: payment, route: "POST /apple/payment")
             _ = try await api.result(try #require(paid.json["jobId"] as? String))
             let now = try await api.simulatorNow().timeIntervalSince1970
 
@@ -74,7 +78,9 @@ import Testing
             }
             let one = "GET /cleeng/entitlements/{customerEmail}/{offerId}"
             let premium = try await get("/cleeng/entitlements/ann%40example.com/premium", one)
-            #expect(premium.status == 200 && premium.json["accessGranted"] as? Bool == true && premium.json["grantType"] as? String == "purchase")
+            #expect(
+                premium.status == 200 && premium.json["accessGranted"] as? Bool == true
+                    && premium.json["grantType"] as? String == "purchase")
             #expect((premium.json["expiresAt"] as? Int).map { Double($0) > now } == true, "\(premium.text)")
             let basic = try await get("/cleeng/entitlements/ann@example.com/basic", one)
             #expect(basic.json["accessGranted"] as? Bool == false && basic.json["expiresAt"] is NSNull)
@@ -88,7 +94,8 @@ import Testing
             let tags = try await get("/cleeng/accessible-tags/ann@example.com", "GET /cleeng/accessible-tags/{customerEmail}")
             #expect(tags.json["tags"] as? [String] == ["hd", "issue:2026-11", "premium"], "\(tags.text)")
             // Before the purchases: nothing.
-            let before = try await get("/cleeng/accessible-tags/ann@example.com?at=2020-01-01T00:00:00Z", "GET /cleeng/accessible-tags/{customerEmail}")
+            let before = try await get(
+                "/cleeng/accessible-tags/ann@example.com?at=2020-01-01T00:00:00Z", "GET /cleeng/accessible-tags/{customerEmail}")
             #expect(before.json["tags"] as? [String] == [])
             // A customer who never bought has no access (not an error).
             let nobody = try await get("/cleeng/entitlements/nobody@example.com", "GET /cleeng/entitlements/{customerEmail}")
@@ -98,15 +105,22 @@ import Testing
             let wrong = "Basic " + Data("demo-user:wrong".utf8).base64EncodedString()
             let refusals: [(String, [String: String], Int, String)] = [
                 ("/cleeng/entitlements/ann@example.com/premium", ["Authorization": Self.basic], 401, "X-Publisher-Token"),
-                ("/cleeng/entitlements/ann@example.com", ["X-Publisher-Token": APIStack.demoToken, "Authorization": wrong], 401, "not valid"),
-                ("/cleeng/accessible-tags/ann@example.com", ["X-Publisher-Token": APIStack.otherToken, "Authorization": Self.basic], 401, "not valid"),
+                (
+                    "/cleeng/entitlements/ann@example.com", ["X-Publisher-Token": APIStack.demoToken, "Authorization": wrong], 401,
+                    "not valid"
+                ),
+                (
+                    "/cleeng/accessible-tags/ann@example.com", ["X-Publisher-Token": APIStack.otherToken, "Authorization": Self.basic], 401,
+                    "not valid"
+                ),
                 ("/cleeng/entitlements/ann/premium", Self.cleengHeaders, 400, "email"),
                 ("/cleeng/accessible-tags/ann@example.com?at=yesterday", Self.cleengHeaders, 400, "ISO 8601"),
                 ("/cleeng/entitlements/ann@example.com/gold", Self.cleengHeaders, 422, "no offer gold"),
             ]
             for (path, headers, status, message) in refusals {
                 let route =
-                    path.hasPrefix("/cleeng/accessible-tags") ? "GET /cleeng/accessible-tags/{customerEmail}"
+                    path.hasPrefix("/cleeng/accessible-tags")
+                    ? "GET /cleeng/accessible-tags/{customerEmail}"
                     : path.split(separator: "/").count == 4 ? one : "GET /cleeng/entitlements/{customerEmail}"
                 let reply = try await get(path, route, headers: headers)
                 #expect(reply.status == status && reply.message.contains(message), "\(path): \(reply.status) \(reply.text)")

@@ -97,7 +97,10 @@ import Testing
             let premium = try await api.buy("premium.monthly", account: nil, extra: ["environment": "Production"])
             try await run(
                 "cleeng-payment",
-                ["RECEIPT": try #require(premium["appReceipt"] as? String), "TRANSACTION": try #require(premium["transactionId"] as? String)])
+                [
+                    "RECEIPT": try #require(premium["appReceipt"] as? String),
+                    "TRANSACTION": try #require(premium["transactionId"] as? String),
+                ])
             try await api.settle()
             try await run("cleeng-read", [:])
             // Cloud Softphone: a credits receipt with a + in it, as the app has it.

@@ -57,7 +57,8 @@ import Testing
             try await api.advance(seconds: 60)
             switch step {
             case 0:
-                _ = try await api.claim(["customer": claimant, "signedTransaction": try #require(bought["signedTransaction"] as? String)], token: token)
+                _ = try await api.claim(
+                    ["customer": claimant, "signedTransaction": try #require(bought["signedTransaction"] as? String)], token: token)
             case 2 where publisher == "demo" && !consumable:
                 // The publisher moves it back itself.
                 _ = try await api.transfer(original, to: claimant, from: bob, token: token)

@@ -82,7 +82,9 @@ struct ReferenceModel {
             stints[original, default: []].append(Stint(customer: customer, from: nil, to: nil))
             if purchase.kind == .consumable, let transaction = transactions[original], let product = Self.products[purchase.productId] {
                 ledger.append(LedgerEntry(customer: customer, amount: product.credits, at: transaction.purchase))
-                if let revoked = transaction.revoked { ledger.append(LedgerEntry(customer: customer, amount: -product.credits, at: revoked)) }
+                if let revoked = transaction.revoked {
+                    ledger.append(LedgerEntry(customer: customer, amount: -product.credits, at: revoked))
+                }
             }
             return
         }
@@ -92,7 +94,9 @@ struct ReferenceModel {
 
     /// The publisher moves a purchase (`POST /v1/transfers`), or a claim does.
     mutating func transfer(_ original: String, to customer: String, at date: Date) {
-        guard var list = stints[original], let index = list.lastIndex(where: { $0.to == nil }), list[index].customer != customer else { return }
+        guard var list = stints[original], let index = list.lastIndex(where: { $0.to == nil }), list[index].customer != customer else {
+            return
+        }
         list[index].to = date
         list.append(Stint(customer: customer, from: date, to: nil))
         stints[original] = list
@@ -113,7 +117,9 @@ struct ReferenceModel {
     // MARK: What Entitle should answer
 
     func held(_ original: String, by customer: String, at date: Date) -> Bool {
-        guard let first = purchases[original]?.transactions.first.flatMap({ transactions[$0] }), first.purchase <= date else { return false }
+        guard let first = purchases[original]?.transactions.first.flatMap({ transactions[$0] }), first.purchase <= date else {
+            return false
+        }
         return (stints[original] ?? []).contains { stint in
             stint.customer == customer && (stint.from.map { $0 <= date } ?? true) && (stint.to.map { date < $0 } ?? true)
         }

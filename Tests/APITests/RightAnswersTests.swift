@@ -56,7 +56,9 @@ import Testing
         try await APIStack.run("repeat", worker: true) { api in
             // carol's subscription moves to dave; carol sends her first request again.
             let bought = try await api.buy("premium.monthly", account: nil, extra: ["environment": "Production"])
-            let request: [String: Any] = ["customer": "carol@example.com", "signedTransaction": try #require(bought["signedTransaction"] as? String)]
+            let request: [String: Any] = [
+                "customer": "carol@example.com", "signedTransaction": try #require(bought["signedTransaction"] as? String),
+            ]
             let firstJob = try await api.submit(request)
             #expect(try await api.result(firstJob)["accessGranted"] as? Bool == true)
             _ = try await api.claim(["customer": "dave@example.com", "transactionId": try #require(bought["transactionId"] as? String)])
@@ -73,10 +75,12 @@ import Testing
             // /v1/validate repeated after a refund: the balance now, not the first answer.
             let credits = try await api.buy("credits.100", account: nil)
             let receipt = APIStack.escape(try #require(credits["appReceipt"] as? String))
-            let query = "/v1/validate?token=\(APIStack.demoToken)&username=erin%40example.com&receipt=\(receipt)&product=com.entitle.demo.credits.100"
+            let query =
+                "/v1/validate?token=\(APIStack.demoToken)&username=erin%40example.com&receipt=\(receipt)&product=com.entitle.demo.credits.100"
             let ok = try await api.call(.GET, query, token: nil, route: "GET /v1/validate")
             #expect(ok.status == 200 && ok.text.contains("<credits>100</credits>"), "\(ok.text)")
-            let refund = try await api.simulator("/simulator/transactions/\(try #require(credits["transactionId"] as? String))/refund", "{}")
+            let refund = try await api.simulator(
+                "/simulator/transactions/\(try #require(credits["transactionId"] as? String))/refund", "{}")
             let uuid = try #require((refund["notifications"] as? [String])?.first)
             let notification = try await api.forward(try await api.sentNotification(uuid))
             _ = try await api.result(try #require(notification["refundJobId"] as? String))
@@ -94,7 +98,10 @@ import Testing
             let credits = try await api.buy("credits.100", account: nil)
             let validated = try await api.call(
                 .POST, "/v1/validate", headers: ["Accept": "application/json"],
-                json: ["username": "frank@example.com", "receipt": try #require(credits["appReceipt"] as? String), "product": "com.entitle.demo.credits.100"],
+                json: [
+                    "username": "frank@example.com", "receipt": try #require(credits["appReceipt"] as? String),
+                    "product": "com.entitle.demo.credits.100",
+                ],
                 route: "POST /v1/validate")
             #expect(validated.status == 200 && validated.json["credits"] as? Int == 100, "\(validated.text)")
             let id = try #require(credits["transactionId"] as? String)
@@ -115,7 +122,9 @@ import Testing
             // Entitle of the expiry (the notifications stay in the inbox).
             let bought = try await api.buy("premium.monthly", account: nil, extra: ["environment": "Production"])
             let original = try #require(bought["originalTransactionId"] as? String)
-            let claimed = try await api.claim(["customer": "gina@example.com", "signedTransaction": try #require(bought["signedTransaction"] as? String)])
+            let claimed = try await api.claim([
+                "customer": "gina@example.com", "signedTransaction": try #require(bought["signedTransaction"] as? String),
+            ])
             let expiresText = try #require((claimed["subscription"] as? [String: Any])?["expiresDate"] as? String)
             let expires = try Date(expiresText, strategy: .iso8601).timeIntervalSince1970 * 1000
             let purchased = try await api.simulatorNow()
@@ -145,11 +154,14 @@ import Testing
             func pay(_ customer: String, _ bought: [String: Any], coupon: String? = nil) async throws -> [String: Any] {
                 var body: [String: Any] = [
                     "customerEmail": customer, "offerId": "premium", "appType": "ios",
-                    "receipt": ["transactionId": bought["transactionId"] as? String ?? "", "receiptData": bought["appReceipt"] as? String ?? ""],
+                    "receipt": [
+                        "transactionId": bought["transactionId"] as? String ?? "", "receiptData": bought["appReceipt"] as? String ?? "",
+                    ],
                 ]
                 if let coupon { body["couponCode"] = coupon }
                 let reply = try await api.call(
-                    .POST, "/apple/payment", token: nil, headers: CompatibilityRouteTests.cleengHeaders, json: body, route: "POST /apple/payment")
+                    .POST, "/apple/payment", token: nil, headers: CompatibilityRouteTests.cleengHeaders, json: body,
+                    route: "POST /apple/payment")
                 try #require(reply.status == 200, "\(reply.text)")
                 return try await api.result(try #require(reply.json["jobId"] as? String))
             }

@@ -13,7 +13,8 @@ import Testing
             let bought = try await api.buy("credits.100", account: nil)
             let receipt = try #require(bought["appReceipt"] as? String)
             try #require(receipt.contains("+"), "a receipt with a + (the case that broke)")
-            let query = "token=\(APIStack.softphoneToken)&username=johndow&receipt=\(receipt)&product=com.entitle.demo.credits.100&price=0.99&currency=USD"
+            let query =
+                "token=\(APIStack.softphoneToken)&username=johndow&receipt=\(receipt)&product=com.entitle.demo.credits.100&price=0.99&currency=USD"
             let reply = try await api.call(.GET, "/v1/validate?\(query)", token: nil, route: "GET /v1/validate")
             #expect(reply.status == 200, "\(reply.text)")
             #expect(reply.text.contains("<result>ok</result>") && reply.text.contains("<credits>100</credits>"), "\(reply.text)")
@@ -28,7 +29,8 @@ import Testing
             #expect(ledger.first?["price"] as? String == "0.99" && ledger.first?["currency"] as? String == "USD", "\(ledger)")
             // An email is not what this publisher calls its customers by: refused with the spec's message.
             let email = try await api.call(
-                .GET, "/v1/validate?\(query.replacingOccurrences(of: "johndow", with: "john%20dow"))", token: nil, route: "GET /v1/validate")
+                .GET, "/v1/validate?\(query.replacingOccurrences(of: "johndow", with: "john%20dow"))", token: nil, route: "GET /v1/validate"
+            )
             #expect(email.status == 400 && email.text.contains("<message>username must be a username without spaces</message>"))
 
             // Apple's signed price wins where there is one (StoreKit 2).
@@ -50,7 +52,10 @@ import Testing
             try await api.simulator("/simulator/faults", #"{"target":"verifyReceipt","receiptStatus":21002,"count":20}"#)
             let reply = try await api.call(
                 .POST, "/v1/validate?token=\(APIStack.softphoneToken)", token: nil, headers: ["Accept": "application/json"],
-                json: ["username": "johndow", "receipt": try #require(bought["appReceipt"] as? String), "product": "com.entitle.demo.credits.100"],
+                json: [
+                    "username": "johndow", "receipt": try #require(bought["appReceipt"] as? String),
+                    "product": "com.entitle.demo.credits.100",
+                ],
                 route: "POST /v1/validate")
             var answer = reply.json
             if reply.status == 503, let id = answer["jobId"] as? String {
@@ -76,16 +81,20 @@ import Testing
             func pay(_ customer: String, _ bought: [String: Any], coupon: String) async throws -> [String: Any] {
                 let body: [String: Any] = [
                     "customerEmail": customer, "offerId": "premium", "appType": "ios", "couponCode": coupon,
-                    "receipt": ["transactionId": bought["transactionId"] as? String ?? "", "receiptData": bought["appReceipt"] as? String ?? ""],
+                    "receipt": [
+                        "transactionId": bought["transactionId"] as? String ?? "", "receiptData": bought["appReceipt"] as? String ?? "",
+                    ],
                 ]
                 let reply = try await api.call(
-                    .POST, "/apple/payment", token: nil, headers: CompatibilityRouteTests.cleengHeaders, json: body, route: "POST /apple/payment")
+                    .POST, "/apple/payment", token: nil, headers: CompatibilityRouteTests.cleengHeaders, json: body,
+                    route: "POST /apple/payment")
                 try #require(reply.status == 200, "\(reply.text)")
                 return try await api.result(try #require(reply.json["jobId"] as? String))
             }
             let production = ["environment": "Production"]
             // The offer code: 4.99 USD for three months.
-            let welcome = try await api.buy("premium.monthly", account: nil, extra: ["environment": "Production", "offerCode": "WELCOME50"])
+            let welcome = try await api.buy(
+                "premium.monthly", account: nil, extra: ["environment": "Production", "offerCode": "WELCOME50"])
             let applied = try await pay("kim@example.com", welcome, coupon: "WELCOME50")
             #expect(applied["accessGranted"] as? Bool == true)
             let coupon = try #require(applied["coupon"] as? [String: Any])
@@ -97,7 +106,8 @@ import Testing
             // The introductory offer (a free week), through /v1/purchases.
             let trial = try await api.buy("premium.monthly", account: nil, extra: production)
             let free = try await api.claim([
-                "customer": "lee@example.com", "signedTransaction": try #require(trial["signedTransaction"] as? String), "couponCode": "FREEWEEK",
+                "customer": "lee@example.com", "signedTransaction": try #require(trial["signedTransaction"] as? String),
+                "couponCode": "FREEWEEK",
             ])
             let freeCoupon = try #require(free["coupon"] as? [String: Any])
             #expect(freeCoupon["applied"] as? Bool == true, "\(freeCoupon)")

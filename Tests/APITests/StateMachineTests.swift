@@ -137,7 +137,10 @@ struct Walk {
         }
         let phases = zip(["acting", "settling", "reading Apple", "checking"], spent).map { "\($0) \($1)" }.joined(separator: ", ")
         print("state machine: seed \(seed), \(steps) steps, \(bought.count) purchases, \(checks) answers compared (\(phases))")
-        print("  settling per kind of step: " + bySort.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value.count)x \($0.value.time / max(1, $0.value.count))" }.joined(separator: ", "))
+        print(
+            "  settling per kind of step: "
+                + bySort.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value.count)x \($0.value.time / max(1, $0.value.count))" }.joined(
+                    separator: ", "))
     }
 
     mutating func act() async throws -> String {
@@ -164,7 +167,8 @@ struct Walk {
         let productId = "com.entitle.demo.\(product)"
         let kind = try #require(ReferenceModel.products[productId]).kind
         let item = Bought(
-            original: try #require(result["originalTransactionId"] as? String), firstTransaction: try #require(result["transactionId"] as? String),
+            original: try #require(result["originalTransactionId"] as? String),
+            firstTransaction: try #require(result["transactionId"] as? String),
             productId: productId, kind: kind, signedTransaction: try #require(result["signedTransaction"] as? String),
             appReceipt: try #require(result["appReceipt"] as? String), familyShared: family, currentProduct: productId)
         bought.append(item)
@@ -210,7 +214,8 @@ struct Walk {
         switch road {
         case "cleeng":
             let reply = try await api.call(
-                .POST, "/apple/payment", token: nil, headers: CompatibilityRouteTests.cleengHeaders, json: body, route: "POST /apple/payment")
+                .POST, "/apple/payment", token: nil, headers: CompatibilityRouteTests.cleengHeaders, json: body,
+                route: "POST /apple/payment")
             try #require(reply.status == 200, "\(reply.text)")
         case "validate":
             let reply = try await api.call(
@@ -249,8 +254,12 @@ struct Walk {
     }
 
     mutating func changeSubscription() async throws -> String {
-        let live = bought.indices.filter { bought[$0].kind == .autoRenewable && [1, 3, 4].contains(model.purchases[bought[$0].original]?.appleStatus ?? 0) }
-        guard let index = pick(live), let change = pick(["auto-renew", "billing-failure", "billing-recovery", "grade"]) else { return "nothing" }
+        let live = bought.indices.filter {
+            bought[$0].kind == .autoRenewable && [1, 3, 4].contains(model.purchases[bought[$0].original]?.appleStatus ?? 0)
+        }
+        guard let index = pick(live), let change = pick(["auto-renew", "billing-failure", "billing-recovery", "grade"]) else {
+            return "nothing"
+        }
         let item = bought[index]
         touched = item.original
         let path = "/simulator/subscriptions/\(item.original)"
@@ -269,7 +278,8 @@ struct Walk {
             let (kind, target): (String, String) =
                 switch item.currentProduct {
                 case "com.entitle.demo.basic.monthly": ("upgrade", "com.entitle.demo.premium.monthly")
-                case "com.entitle.demo.premium.monthly": chance(50) ? ("downgrade", "com.entitle.demo.basic.monthly") : ("crossgrade", "com.entitle.demo.premium.annual")
+                case "com.entitle.demo.premium.monthly":
+                    chance(50) ? ("downgrade", "com.entitle.demo.basic.monthly") : ("crossgrade", "com.entitle.demo.premium.annual")
                 default: chance(50) ? ("downgrade", "com.entitle.demo.basic.monthly") : ("crossgrade", "com.entitle.demo.premium.monthly")
                 }
             try await api.simulator(path + "/" + kind, #"{"productId":"\#(target)"}"#)
@@ -310,7 +320,8 @@ struct Walk {
         model.transactions[id] = transaction
         touched = transaction.original
         // A refund during a grace period ends the subscription there; a reversal does not bring the grace back.
-        if let revoked = transaction.revoked, let expires = transaction.expires, let grace = model.purchases[transaction.original]?.graceEnds[id],
+        if let revoked = transaction.revoked, let expires = transaction.expires,
+            let grace = model.purchases[transaction.original]?.graceEnds[id],
             revoked < grace
         {
             model.purchases[transaction.original]?.graceEnds[id] = max(expires, revoked)
@@ -425,21 +436,28 @@ struct Walk {
         for customer in Self.customers where problems.contains(where: { $0.hasPrefix(customer) }) {
             let state = try await store.load(publisher: "demo", customer: customer).state
             for original in Set(state.periods.map(\.originalTransactionId)).sorted() {
-                lines.append("\(customer), \(original): stints \((model.stints[original] ?? []).map { "\($0.customer.prefix(5)) \(time($0.from))-\(time($0.to))" })")
+                lines.append(
+                    "\(customer), \(original): stints \((model.stints[original] ?? []).map { "\($0.customer.prefix(5)) \(time($0.from))-\(time($0.to))" })"
+                )
                 if let purchase = model.purchases[original] {
                     lines.append("  Apple: status \(purchase.appleStatus), grace \(purchase.graceEnds.mapValues { time($0) })")
                     for id in purchase.transactions {
                         if let t = model.transactions[id] {
-                            lines.append("  \(id) \(t.productId.split(separator: ".").suffix(2).joined(separator: ".")) \(time(t.purchase))-\(time(t.expires)) revoked \(time(t.revoked))")
+                            lines.append(
+                                "  \(id) \(t.productId.split(separator: ".").suffix(2).joined(separator: ".")) \(time(t.purchase))-\(time(t.expires)) revoked \(time(t.revoked))"
+                            )
                         }
                     }
                 }
                 for period in state.periods where period.originalTransactionId == original {
                     lines.append(
-                        "  period \(period.transactionId) \(time(period.start))-\(time(period.end)) ended \(time(period.endedAt)) \(period.endReason?.rawValue ?? "") released \(time(period.releasedAt))")
+                        "  period \(period.transactionId) \(time(period.start))-\(time(period.end)) ended \(time(period.endedAt)) \(period.endReason?.rawValue ?? "") released \(time(period.releasedAt))"
+                    )
                 }
                 if let record = state.subscriptions[original] {
-                    lines.append("  record latest \(record.latestTransactionId) billingRetry \(record.isInBillingRetry.map(String.init) ?? "-") grace \(time(record.gracePeriodExpiresDate))")
+                    lines.append(
+                        "  record latest \(record.latestTransactionId) billingRetry \(record.isInBillingRetry.map(String.init) ?? "-") grace \(time(record.gracePeriodExpiresDate))"
+                    )
                 }
             }
         }
@@ -466,7 +484,9 @@ struct Walk {
         if balance != expectedBalance { problems.append("\(label): credits \(balance), expected \(expectedBalance)") }
         let expectedSubscriptions = model.subscriptions(of: customer, at: at)
         if subscriptions != expectedSubscriptions {
-            problems.append("\(label): subscriptions \(subscriptions.sorted { $0.key < $1.key }), expected \(expectedSubscriptions.sorted { $0.key < $1.key })")
+            problems.append(
+                "\(label): subscriptions \(subscriptions.sorted { $0.key < $1.key }), expected \(expectedSubscriptions.sorted { $0.key < $1.key })"
+            )
         }
         return problems
     }

@@ -75,22 +75,27 @@ import Testing
     @Test func sandboxSubscriptionsRenewAsOftenAsTheSettingSays() async throws {
         for limit in [nil, 6] as [Int?] {
             let simulator = try ChildProcess(
-                ChildProcess.entitleExecutable, ["simulator", "--port", "0"] + (limit.map { ["--sandbox-renewal-limit", String($0)] } ?? []))
+                ChildProcess.entitleExecutable,
+                ["simulator", "--port", "0"] + (limit.map { ["--sandbox-renewal-limit", String($0)] } ?? []))
             defer { if simulator.isRunning { simulator.signal(SIGKILL) } }
             try await eventually("the simulator to listen") { simulator.output.contains("simulator listening on ") }
-            let base = try #require(simulator.output.split(whereSeparator: \.isWhitespace).first { $0.hasPrefix("http://") }.map(String.init))
+            let base = try #require(
+                simulator.output.split(whereSeparator: \.isWhitespace).first { $0.hasPrefix("http://") }.map(String.init))
             let purchase = try #require(
                 try JSONSerialization.jsonObject(
                     with: Data(
                         try await fetch(
                             base + "/simulator/purchases",
-                            post: #"{"bundleId":"com.entitle.demo","productId":"com.entitle.demo.basic.monthly","useIntroductoryOffer":false}"#)))
+                            post:
+                                #"{"bundleId":"com.entitle.demo","productId":"com.entitle.demo.basic.monthly","useIntroductoryOffer":false}"#
+                        )))
                     as? [String: Any])
             let original = try #require(purchase["originalTransactionId"] as? String)
             // Twenty sandbox months (5 minutes each): more than either limit.
             _ = try await fetch(base + "/simulator/clock/advance", post: #"{"seconds":6000}"#)
             let subscription = try #require(
-                try JSONSerialization.jsonObject(with: Data(try await fetch(base + "/simulator/subscriptions/\(original)"))) as? [String: Any])
+                try JSONSerialization.jsonObject(with: Data(try await fetch(base + "/simulator/subscriptions/\(original)")))
+                    as? [String: Any])
             let transactions = try #require(subscription["transactionIds"] as? [String])
             #expect(transactions.count == 1 + (limit ?? 12), "the purchase and \(limit ?? 12) renewals: \(transactions.count)")
             #expect(subscription["status"] as? Int == 2, "expired after the last renewal: \(subscription["status"] ?? "none")")
