@@ -116,6 +116,12 @@ public actor NotificationDispatcher {
     /// Every notification so far, oldest first.
     public func all() -> [Record] { records }
 
+    /// Deliveries not yet attempted, under way, or waiting to be retried; and those held.
+    /// `(0, 0)`: everything sent so far has reached its receiver (or failed for good).
+    public func outstanding() -> (pending: Int, held: Int) {
+        (ready.count + (draining ? 1 : 0) + timers.count, held.count)
+    }
+
     public func record(_ uuid: String) -> Record? { index[uuid].map { records[$0] } }
 
     /// Cancels pending retries (at shutdown).

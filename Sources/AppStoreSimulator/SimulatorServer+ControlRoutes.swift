@@ -35,13 +35,23 @@ extension SimulatorServer {
         }
 
         control.get("clock") { _, _ in
-            Response.encoded(ClockState(now: AppleTimestamp(store.clock.now), advancedSeconds: store.clock.advanced))
+            Response.encoded(
+                ClockState(now: AppleTimestamp(store.clock.now), advancedSeconds: store.clock.advanced, frozen: store.clock.isFrozen))
+        }
+        control.post("clock/freeze") { request, _ in
+            try await Self.handle {
+                let body = try await Self.decode(ClockFreeze.self, request)
+                store.clock.freeze(body.frozen)
+                return Response.encoded(
+                    ClockState(now: AppleTimestamp(store.clock.now), advancedSeconds: store.clock.advanced, frozen: store.clock.isFrozen))
+            }
         }
         control.post("clock/advance") { request, _ in
             try await Self.handle {
                 let body = try await Self.decode(ClockAdvance.self, request)
                 let now = try await store.advanceClock(by: body.seconds)
-                return Response.encoded(ClockState(now: AppleTimestamp(now), advancedSeconds: store.clock.advanced))
+                return Response.encoded(
+                    ClockState(now: AppleTimestamp(now), advancedSeconds: store.clock.advanced, frozen: store.clock.isFrozen))
             }
         }
 
@@ -121,6 +131,10 @@ extension SimulatorServer {
         control.get("notifications") { _, _ in
             Response.encoded(await store.notifications.all().map(NotificationSummary.init))
         }
+        control.get("notifications/pending") { _, _ in
+            let (pending, held) = await store.notifications.outstanding()
+            return Response.encoded(DeliveryState(pending: pending, held: held))
+        }
         control.post("notifications/hold") { _, _ in
             await store.notifications.hold()
             return Response(status: .noContent)
@@ -195,7 +209,9 @@ extension SimulatorServer {
 }
 
 struct AppSummary: Codable { var bundleId: String; var appAppleId: Int64; var sharedSecret: String? }
-struct ClockState: Codable { var now: AppleTimestamp; var advancedSeconds: Double }
+struct ClockState: Codable { var now: AppleTimestamp; var advancedSeconds: Double; var frozen: Bool }
+struct ClockFreeze: Codable { var frozen: Bool }
+struct DeliveryState: Codable { var pending: Int; var held: Int }
 struct ClockAdvance: Codable { var seconds: Double }
 struct ReleaseRequest: Codable { var order: NotificationDispatcher.ReleaseOrder? }
 struct NotificationURLs: Codable { var url: String?; var v1Url: String? }

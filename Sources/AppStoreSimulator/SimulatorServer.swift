@@ -20,6 +20,8 @@ public struct SimulatorServer: Service {
         public var authorities: (signing: SigningAuthority, receipts: ReceiptSigningAuthority)?
         /// How often scheduled events (renewals, expiries) are applied.
         public var tickInterval: Duration = .milliseconds(500)
+        /// Sandbox subscriptions renew at most this many times (Apple's sandbox today: 12;
+        /// the Newsstand seed's older sandbox: 6), then expire.
         public var sandboxRenewalLimit = 12
 
         public init(catalog: SimulatorCatalog) {

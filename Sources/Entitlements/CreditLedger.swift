@@ -14,6 +14,9 @@ public struct CreditLedger: Sendable, Hashable, Codable {
         public var offerId: String
         public var amount: Int
         public var at: Date
+        /// What the purchase cost (`PurchaseFact.price`), on purchase entries.
+        public var price: String?
+        public var currency: String?
     }
 
     public private(set) var entries: [Entry] = []
@@ -22,11 +25,26 @@ public struct CreditLedger: Sendable, Hashable, Codable {
 
     public var balance: Int { entries.reduce(0) { $0 + $1.amount } }
 
+    /// The balance as it stood at `date`: the entries dated then or before.
+    public func balance(at date: Date) -> Int { entries.filter { $0.at <= date }.reduce(0) { $0 + $1.amount } }
+
     /// Credits a purchase once per transaction; returns the amount added (0 for a repeat).
     @discardableResult
-    mutating func credit(_ amount: Int, transactionId: String, offerId: String, at date: Date) -> Int {
-        guard !entries.contains(where: { $0.kind == .purchase && $0.transactionId == transactionId }) else { return 0 }
-        entries.append(Entry(kind: .purchase, transactionId: transactionId, offerId: offerId, amount: amount, at: date))
+    mutating func credit(
+        _ amount: Int, transactionId: String, offerId: String, at date: Date, price: String? = nil, currency: String? = nil
+    ) -> Int {
+        if let index = entries.firstIndex(where: { $0.kind == .purchase && $0.transactionId == transactionId }) {
+            // A later view may bring the price the first did not have: recorded, never credited twice.
+            if entries[index].price == nil, let price {
+                entries[index].price = price
+                entries[index].currency = currency
+            }
+            return 0
+        }
+        entries.append(
+            Entry(
+                kind: .purchase, transactionId: transactionId, offerId: offerId, amount: amount, at: date, price: price, currency: currency)
+        )
         return amount
     }
 

@@ -3,6 +3,9 @@ import Foundation
 /// Everything Entitle knows about one customer of one publisher: every transaction seen,
 /// the access periods they gave, the subscriptions and the credit ledger. Stored whole, so
 /// each job's change to it is one write.
+///
+/// What the customer has at a moment (entitlements, a subscription's status) is computed
+/// from these facts and that moment when asked, never stored: an answer cannot go stale.
 public struct CustomerEntitlements: Sendable, Hashable, Codable {
     public var publisher: String
     public var customer: String
@@ -10,10 +13,29 @@ public struct CustomerEntitlements: Sendable, Hashable, Codable {
     public var periods: [AccessPeriod] = []
     public var subscriptions: [String: SubscriptionRecord] = [:]
     public var credits = CreditLedger()
+    /// For purchases that came to this customer by a transfer (keyed by original transaction
+    /// id): since when the customer holds them. Their transactions give access no earlier.
+    public var heldSince: [String: Date] = [:]
 
     public init(publisher: String, customer: String) {
         self.publisher = publisher
         self.customer = customer
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case publisher, customer, transactions, periods, subscriptions, credits, heldSince
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        publisher = try container.decode(String.self, forKey: .publisher)
+        customer = try container.decode(String.self, forKey: .customer)
+        transactions = try container.decodeIfPresent([String: PurchaseFact].self, forKey: .transactions) ?? [:]
+        periods = try container.decodeIfPresent([AccessPeriod].self, forKey: .periods) ?? []
+        subscriptions = try container.decodeIfPresent([String: SubscriptionRecord].self, forKey: .subscriptions) ?? [:]
+        credits = try container.decodeIfPresent(CreditLedger.self, forKey: .credits) ?? CreditLedger()
+        // Documents written before transfers back existed have none.
+        heldSince = try container.decodeIfPresent([String: Date].self, forKey: .heldSince) ?? [:]
     }
 
     /// The entitlements the customer has at `date`, from history.
@@ -30,14 +52,68 @@ public struct CustomerEntitlements: Sendable, Hashable, Codable {
     /// policy moved it to another customer.
     public mutating func release(originalTransactionId: String, at date: Date) {
         for index in periods.indices where periods[index].originalTransactionId == originalTransactionId {
-            periods[index].endEarly(at: date, because: .transferred)
+            periods[index].release(at: date)
         }
         subscriptions[originalTransactionId] = nil
+        heldSince[originalTransactionId] = nil
     }
 
     /// Whether the customer holds this original transaction (owns the purchase).
     public func holds(originalTransactionId: String) -> Bool {
-        periods.contains { $0.originalTransactionId == originalTransactionId && $0.endReason != .transferred }
+        periods.contains { $0.originalTransactionId == originalTransactionId && $0.released == nil }
             || credits.entries.contains { entry in transactions[entry.transactionId]?.originalTransactionId == originalTransactionId }
+    }
+
+    /// Whether the customer held the purchase at `date`: a stint of theirs had begun and not
+    /// yet ended by a transfer.
+    public func held(originalTransactionId: String, at date: Date) -> Bool {
+        periods.contains { period in
+            period.originalTransactionId == originalTransactionId && period.start <= date && (period.released.map { date < $0 } ?? true)
+        }
+    }
+
+    /// The customer's auto-renewable subscriptions as they stood at `date`, each with its
+    /// status then: computed from the transactions, their periods and the last renewal info,
+    /// so an answer is never older than the question. A subscription the customer did not
+    /// hold at `date` (bought later, transferred in later or away before) is not listed.
+    public func subscriptions(at date: Date) -> [SubscriptionRecord] {
+        let originals = Set(transactions.values.filter { $0.kind == .autoRenewable }.map(\.originalTransactionId))
+        return originals.sorted().compactMap { subscription(originalTransactionId: $0, at: date) }
+    }
+
+    /// One subscription as it stood at `date` (see `subscriptions(at:)`).
+    public func subscription(originalTransactionId original: String, at date: Date) -> SubscriptionRecord? {
+        guard held(originalTransactionId: original, at: date) else { return nil }
+        let known = transactions.values.filter {
+            $0.originalTransactionId == original && $0.kind == .autoRenewable && $0.purchaseDate <= date
+        }
+        guard let latest = known.max(by: { ($0.purchaseDate, $0.transactionId) < ($1.purchaseDate, $1.transactionId) }) else { return nil }
+        let ownPeriods = periods.filter { $0.transactionId == latest.transactionId }
+        guard let offerId = ownPeriods.first?.offerId ?? subscriptions[original]?.offerId else { return nil }
+        let current = subscriptions[original].flatMap { $0.latestTransactionId == latest.transactionId ? $0 : nil }
+        let expires = latest.expiresDate ?? latest.purchaseDate
+        // A grace period Apple granted extends the transaction's period past its expiry.
+        let naturalEnd = ownPeriods.compactMap(\.end).max() ?? expires
+        let graceEnd = naturalEnd > expires ? naturalEnd : nil
+        let status: SubscriptionRecord.Status
+        let endedByApple = ownPeriods.compactMap { $0.endReason == .expired ? $0.endedAt : nil }.min()
+        if let revoked = latest.revocationDate, revoked <= date {
+            status = .revoked
+        } else if let endedByApple, endedByApple <= date {
+            status = .expired
+        } else if expires > date {
+            status = .active
+        } else if let graceEnd, graceEnd > date {
+            status = .gracePeriod
+        } else if current?.isInBillingRetry == true || (current?.isInBillingRetry == nil && current?.status == .billingRetry) {
+            status = .billingRetry
+        } else {
+            status = .expired
+        }
+        return SubscriptionRecord(
+            originalTransactionId: original, offerId: offerId, productId: latest.productId, status: status, expiresDate: latest.expiresDate,
+            gracePeriodExpiresDate: graceEnd, autoRenew: current?.autoRenew, autoRenewProductId: current?.autoRenewProductId,
+            latestTransactionId: latest.transactionId, isIntroductoryOffer: latest.isIntroductoryOffer,
+            offerIdentifier: latest.offerIdentifier, asOf: current?.asOf, isInBillingRetry: current?.isInBillingRetry)
     }
 }

@@ -86,8 +86,32 @@ public struct EntitlementCatalog: Sendable, Hashable, Codable {
                         entry: "\(name) subscription group \"\(group.id)\"", problem: "\(product) needs an offer and a level of 1 or more")
                 }
             }
-            for campaign in publisher.couponCampaigns where !offerIds.contains(campaign.offerId) {
-                throw .invalidEntry(entry: "\(name) coupon \"\(campaign.code)\"", problem: "names no offer \"\(campaign.offerId)\"")
+            var codes = Set<String>()
+            for campaign in publisher.couponCampaigns {
+                let entry = "\(name) coupon \"\(campaign.code)\""
+                guard !campaign.code.isEmpty, campaign.code.count <= 64, codes.insert(campaign.code).inserted else {
+                    throw .invalidEntry(entry: entry, problem: "codes must be unique, 1-64 characters")
+                }
+                guard offerIds.contains(campaign.offerId) else {
+                    throw .invalidEntry(entry: entry, problem: "names no offer \"\(campaign.offerId)\"")
+                }
+                guard campaign.freePeriod == nil || campaign.introductoryPrice == nil else {
+                    throw .invalidEntry(entry: entry, problem: "grants either a freePeriod or an introductoryPrice, not both")
+                }
+                if let period = campaign.freePeriod, !Self.isPeriod(period) {
+                    throw .invalidEntry(entry: entry, problem: "freePeriod must be an ISO 8601 period such as P1W or P1M")
+                }
+                if let price = campaign.introductoryPrice {
+                    guard PurchaseFact.price(reported: price) == price else {
+                        throw .invalidEntry(entry: entry, problem: "introductoryPrice must be decimal text such as 4.99")
+                    }
+                    guard campaign.currency.flatMap(PurchaseFact.currency(reported:)) == campaign.currency, campaign.currency != nil else {
+                        throw .invalidEntry(entry: entry, problem: "an introductoryPrice needs its currency (ISO 4217, such as USD)")
+                    }
+                }
+                if let cycles = campaign.billingCycles, !(1...120).contains(cycles) {
+                    throw .invalidEntry(entry: entry, problem: "billingCycles must be 1 to 120")
+                }
             }
             if let namespace = publisher.appAccountTokenNamespace, UUID(uuidString: namespace) == nil {
                 throw .invalidEntry(entry: "\(name) appAccountTokenNamespace", problem: "\(namespace) is not a UUID")
@@ -139,6 +163,14 @@ public struct EntitlementCatalog: Sendable, Hashable, Codable {
             default: break
             }
         }
+    }
+
+    /// `P` then a count and one of D, W, M, Y (`P1W`, `P3M`).
+    static func isPeriod(_ text: String) -> Bool {
+        let body = text.dropFirst()
+        guard text.hasPrefix("P"), let unit = body.last, "DWMY".contains(unit) else { return false }
+        let count = body.dropLast()
+        return (1...3).contains(count.count) && count.allSatisfy { $0.isASCII && $0.isNumber } && count != "0" && !count.hasPrefix("0")
     }
 
     static func isIdentifier(_ text: String) -> Bool {

@@ -31,11 +31,24 @@ public struct EntitlementEngine: Sendable {
             return .refused(.unknownProduct, state: state, now: now)
         }
         let before = state
+        if let accessFrom {
+            // The purchase comes to this customer by a transfer: they hold it from then on.
+            let original = fact.originalTransactionId
+            state.heldSince[original] = max(state.heldSince[original] ?? accessFrom, accessFrom)
+        }
         // A newer view of a transaction replaces an older one, never the reverse.
         let stored = state.transactions[fact.transactionId]?.signedDate
         let isOlderView = stored.flatMap { old in fact.signedDate.map { old > $0 } } ?? false
         let wasRevoked = state.transactions[fact.transactionId]?.revocationDate != nil
-        if !isOlderView { state.transactions[fact.transactionId] = fact }
+        if !isOlderView {
+            var newer = fact
+            if newer.price == nil, let known = state.transactions[fact.transactionId] {
+                // Receipts carry no price: keep the one an earlier view (or the app) gave.
+                newer.price = known.price
+                newer.currency = known.currency
+            }
+            state.transactions[fact.transactionId] = newer
+        }
         let current = state.transactions[fact.transactionId] ?? fact
         if wasRevoked, current.revocationDate == nil { reinstate(current, in: &state) }
 
@@ -44,7 +57,7 @@ public struct EntitlementEngine: Sendable {
         case .consumable:
             creditsAdded = state.credits.credit(
                 (offer.credits ?? 0) * max(1, current.quantity), transactionId: current.transactionId, offerId: offer.offerId,
-                at: current.purchaseDate)
+                at: current.purchaseDate, price: current.price, currency: current.currency)
             if !offer.entitlements.isEmpty { record(current, offer: offer, end: current.purchaseDate, from: accessFrom, in: &state) }
         case .nonConsumable:
             record(current, offer: offer, end: nil, from: accessFrom, in: &state)
@@ -68,7 +81,7 @@ public struct EntitlementEngine: Sendable {
         } else if current.kind == .autoRenewable {
             decision.accessGranted = subscription?.status.grantsAccess ?? false
             decision.reason = decision.accessGranted ? nil : (subscription?.status == .revoked ? .revoked : .expired)
-        } else if current.kind == .nonRenewing, !(state.periods.first { $0.transactionId == current.transactionId }?.covers(now) ?? false) {
+        } else if current.kind == .nonRenewing, !(state.periods.last { $0.transactionId == current.transactionId }?.covers(now) ?? false) {
             decision.accessGranted = false
             decision.reason = .expired
         }
@@ -95,6 +108,55 @@ public struct EntitlementEngine: Sendable {
             creditBalance: state.credits.balance, changed: state != before)
     }
 
+    /// A newer view of a transaction for a customer who held the purchase before (it was
+    /// transferred away): only their history changes. A refund ends their periods of it at
+    /// the refund date (nothing after their release is touched), a reversal gives back what
+    /// the refund took. No access, credits or subscription comes back: they no longer hold it.
+    /// Returns whether anything changed.
+    @discardableResult
+    public func amendHistory(with fact: PurchaseFact, in state: inout CustomerEntitlements) -> Bool {
+        guard let known = state.transactions[fact.transactionId], !state.holds(originalTransactionId: fact.originalTransactionId) else {
+            return false
+        }
+        if let old = known.signedDate, let new = fact.signedDate, old > new { return false }
+        let before = state
+        var newer = fact
+        newer.price = newer.price ?? known.price
+        newer.currency = newer.currency ?? known.currency
+        state.transactions[fact.transactionId] = newer
+        for index in state.periods.indices where state.periods[index].transactionId == fact.transactionId {
+            if let revoked = fact.revocationDate {
+                state.periods[index].endEarly(at: revoked, because: fact.isFamilyShared ? .revoked : .refunded)
+            } else if state.periods[index].endReason == .refunded || state.periods[index].endReason == .revoked {
+                state.periods[index].endedAt = nil
+                state.periods[index].endReason = nil
+            }
+        }
+        return state != before
+    }
+
+    /// Apple said a subscription has expired (verifyReceipt's 21006, which names no
+    /// transaction): its access ends at `date` if it ran later, auto-renew is off and no
+    /// billing retry is expected. A subscription already over changes nothing.
+    public func expire(originalTransactionId original: String, at date: Date, in state: inout CustomerEntitlements) -> EntitlementDecision {
+        let before = state
+        if var record = state.subscriptions[original] {
+            for index in state.periods.indices where state.periods[index].originalTransactionId == original {
+                if state.periods[index].effectiveEnd.map({ $0 > date }) ?? true {
+                    state.periods[index].endEarly(at: date, because: .expired)
+                }
+            }
+            record.autoRenew = false
+            record.isInBillingRetry = false
+            state.subscriptions[original] = record
+            refreshStatus(of: original, in: &state, now: date)
+        }
+        var decision = EntitlementDecision.refused(.expired, offerId: state.subscriptions[original]?.offerId, state: state, now: date)
+        decision.subscription = state.subscription(originalTransactionId: original, at: date)
+        decision.changed = state != before
+        return decision
+    }
+
     /// Whether a purchase another customer holds goes to `claimant`, per the publisher's policy.
     public func resolveOwnership(claimant: String, currentOwner: String?) -> TransferPolicy? {
         guard let currentOwner, currentOwner != claimant else { return nil }
@@ -103,73 +165,110 @@ public struct EntitlementEngine: Sendable {
 
     // MARK: Rules
 
+    /// Records the access one transaction gives, from its purchase (or from when the customer
+    /// came to hold it, `from` or `heldSince`) to `end`.
     private func record(_ fact: PurchaseFact, offer: Offer, end: Date?, from: Date?, in state: inout CustomerEntitlements) {
+        let floor = from ?? state.heldSince[fact.originalTransactionId]
         var period = AccessPeriod(
             transactionId: fact.transactionId, originalTransactionId: fact.originalTransactionId, offerId: offer.offerId,
-            productId: fact.productId, entitlements: offer.entitlements, start: max(fact.purchaseDate, from ?? .distantPast), end: end)
-        if let index = state.periods.firstIndex(where: { $0.transactionId == fact.transactionId }) {
-            // Keep an early end already recorded (a refund applied before this view arrived),
-            // and a later start (the purchase came to this customer by a transfer).
-            period.endedAt = state.periods[index].endedAt
-            period.endReason = state.periods[index].endReason
-            period.start = max(period.start, state.periods[index].start)
-            state.periods[index] = period
-        } else {
+            productId: fact.productId, entitlements: offer.entitlements, start: max(fact.purchaseDate, floor ?? .distantPast), end: end)
+        guard let index = state.periods.lastIndex(where: { $0.transactionId == fact.transactionId }) else {
             state.periods.append(period)
+            return
         }
+        let existing = state.periods[index]
+        if let released = existing.released {
+            // The customer let this purchase go. Only holding it again (a transfer back)
+            // opens a new stint; the old period keeps its end, so history stays true.
+            guard let floor, floor >= released else { return }
+            state.periods.append(period)
+            return
+        }
+        // Keep an early end already recorded (a refund applied before this view arrived), a
+        // later start (the purchase came to this customer by a transfer) and the later
+        // natural end (a grace period Apple granted stays granted once it is over).
+        period.start = max(period.start, existing.start)
+        period.end = existing.end.flatMap { old in end.map { max(old, $0) } }
+        period.endedAt = existing.endedAt
+        period.endReason = existing.endReason
+        period.releasedAt = existing.releasedAt
+        state.periods[index] = period
     }
 
     private func applySubscription(
         _ fact: PurchaseFact, renewal newRenewal: RenewalFact?, offer: Offer, to state: inout CustomerEntitlements, now: Date, from: Date?
     ) {
+        let original = fact.originalTransactionId
+        let existing = state.subscriptions[original]
         // Renewal info older than what was applied says nothing new (notifications arrive out of order).
-        let asOf = state.subscriptions[fact.originalTransactionId]?.asOf
         let renewal = newRenewal.flatMap { renewal in
-            (asOf.flatMap { asOf in renewal.signedDate.map { $0 < asOf } } ?? false) ? nil : renewal
+            (existing?.asOf.flatMap { asOf in renewal.signedDate.map { $0 < asOf } } ?? false) ? nil : renewal
         }
-        let inGrace = renewal.map { $0.isInBillingRetry && ($0.gracePeriodExpiresDate.map { $0 > now } ?? false) } ?? false
+        let latestKnown = existing.flatMap { state.transactions[$0.latestTransactionId] }
+        let isLatest = latestKnown.map { ($0.purchaseDate, $0.transactionId) <= (fact.purchaseDate, fact.transactionId) } ?? true
         let expires = fact.expiresDate ?? fact.purchaseDate
-        let end = inGrace ? max(expires, renewal?.gracePeriodExpiresDate ?? expires) : expires
-        record(fact, offer: offer, end: end, from: from, in: &state)
-        // A newer transaction of the same subscription (an upgrade, an early renewal)
-        // replaces the older ones from its start.
-        for index in state.periods.indices
-        where state.periods[index].originalTransactionId == fact.originalTransactionId
-            && state.periods[index].transactionId != fact.transactionId && state.periods[index].start < fact.purchaseDate
-            && (state.periods[index].effectiveEnd.map { $0 > fact.purchaseDate } ?? true)
-            && state.transactions[state.periods[index].transactionId]?.productId != fact.productId
-        {
-            state.periods[index].endEarly(at: fact.purchaseDate, because: .superseded)
+        // Billing trouble is about the subscription's latest transaction: from the renewal
+        // info that came with it, else as last known for this same transaction.
+        var inBillingRetry: Bool?
+        var graceEnd: Date?
+        if isLatest, let renewal {
+            inBillingRetry = renewal.isInBillingRetry
+            graceEnd = renewal.isInBillingRetry ? renewal.gracePeriodExpiresDate : nil
+        } else if isLatest, let existing, existing.latestTransactionId == fact.transactionId {
+            inBillingRetry = existing.isInBillingRetry
+            graceEnd = existing.gracePeriodExpiresDate
         }
+        // A grace period Apple granted is a fact about that transaction, whenever it is learnt.
+        let grace = graceEnd.flatMap { $0 > expires ? $0 : nil }
+        record(fact, offer: offer, end: grace ?? expires, from: from, in: &state)
+        supersedeReplacedProducts(of: original, in: &state)
 
-        let existing = state.subscriptions[fact.originalTransactionId]
-        if let existing, let latest = state.transactions[existing.latestTransactionId], latest.purchaseDate > fact.purchaseDate {
+        guard isLatest else {
             // An older transaction: it adds history, not the subscription's current state.
-            if let renewal { applyRenewal(renewal, to: &state, now: now) }
+            if let renewal { applyRenewal(renewal, to: &state) }
+            refreshStatus(of: original, in: &state, now: now)
             return
         }
-        let status: SubscriptionRecord.Status
-        if fact.revocationDate != nil {
-            status = .revoked
-        } else if expires > now {
-            status = .active
-        } else if inGrace {
-            status = .gracePeriod
-        } else if renewal?.isInBillingRetry == true {
-            status = .billingRetry
-        } else {
-            status = .expired
-        }
-        state.subscriptions[fact.originalTransactionId] = SubscriptionRecord(
-            originalTransactionId: fact.originalTransactionId, offerId: offer.offerId, productId: fact.productId, status: status,
-            expiresDate: fact.expiresDate, gracePeriodExpiresDate: inGrace ? renewal?.gracePeriodExpiresDate : nil,
-            autoRenew: renewal?.autoRenew ?? existing?.autoRenew,
+        state.subscriptions[original] = SubscriptionRecord(
+            originalTransactionId: original, offerId: offer.offerId, productId: fact.productId, status: .active,
+            expiresDate: fact.expiresDate, gracePeriodExpiresDate: grace, autoRenew: renewal?.autoRenew ?? existing?.autoRenew,
             autoRenewProductId: renewal?.autoRenewProductId ?? existing?.autoRenewProductId,
             latestTransactionId: fact.transactionId, isIntroductoryOffer: fact.isIntroductoryOffer, offerIdentifier: fact.offerIdentifier,
-            asOf: [fact.signedDate, renewal?.signedDate, existing?.asOf].compactMap { $0 }.max())
+            asOf: [fact.signedDate, renewal?.signedDate, existing?.asOf].compactMap { $0 }.max(), isInBillingRetry: inBillingRetry)
+        refreshStatus(of: original, in: &state, now: now)
     }
 
-    private func applyRenewal(_ renewal: RenewalFact, to state: inout CustomerEntitlements, now: Date) {
+    /// Stores the status the subscription has at `now`, computed as readers compute it.
+    private func refreshStatus(of original: String, in state: inout CustomerEntitlements, now: Date) {
+        guard var record = state.subscriptions[original] else { return }
+        let latest = state.transactions[record.latestTransactionId]
+        let asOf = max(now, latest?.purchaseDate ?? now)
+        record.status = state.subscription(originalTransactionId: original, at: asOf)?.status ?? .expired
+        state.subscriptions[original] = record
+    }
+
+    /// A newer transaction of the same subscription ends an older one's access when it starts,
+    /// whatever order they were learnt in, in two cases: a product change that took effect
+    /// at once (an upgrade, an immediate crossgrade: another product bought before the older
+    /// one expired), and a renewal that came during the older one's grace period (billing
+    /// recovered: the grace is over).
+    private func supersedeReplacedProducts(of original: String, in state: inout CustomerEntitlements) {
+        let siblings = state.transactions.values.filter { $0.originalTransactionId == original }
+        for index in state.periods.indices where state.periods[index].originalTransactionId == original {
+            guard let older = state.transactions[state.periods[index].transactionId] else { continue }
+            let expires = older.expiresDate ?? older.purchaseDate
+            let graceEnd = state.periods[index].end.flatMap { $0 > expires ? $0 : nil }
+            let replacement = siblings.filter { newer in
+                guard newer.purchaseDate > older.purchaseDate else { return false }
+                let productChange = newer.productId != older.productId && newer.purchaseDate < expires
+                let recovery = graceEnd.map { newer.purchaseDate >= expires && newer.purchaseDate < $0 } ?? false
+                return productChange || recovery
+            }.map(\.purchaseDate).min()
+            if let replacement { state.periods[index].endEarly(at: replacement, because: .superseded) }
+        }
+    }
+
+    private func applyRenewal(_ renewal: RenewalFact, to state: inout CustomerEntitlements) {
         guard var record = state.subscriptions[renewal.originalTransactionId] else { return }
         if let asOf = record.asOf, let signed = renewal.signedDate, signed < asOf { return }
         record.autoRenew = renewal.autoRenew
@@ -200,11 +299,24 @@ public struct EntitlementEngine: Sendable {
     private func endTransaction(_ fact: PurchaseFact, at date: Date, reason: AccessPeriod.EndReason, in state: inout CustomerEntitlements) {
         for index in state.periods.indices where state.periods[index].transactionId == fact.transactionId {
             state.periods[index].endEarly(at: date, because: reason)
+            cutGrace(of: fact, at: date, period: &state.periods[index])
         }
         if fact.kind == .consumable { state.credits.clawBack(transactionId: fact.transactionId, at: date) }
         if var subscription = state.subscriptions[fact.originalTransactionId], subscription.latestTransactionId == fact.transactionId {
             subscription.status = .revoked
+            // Apple ends the subscription: no billing retry, and a grace period ends here.
+            subscription.isInBillingRetry = false
+            subscription.gracePeriodExpiresDate = subscription.gracePeriodExpiresDate.flatMap {
+                $0 > date ? (date > (fact.expiresDate ?? date) ? date : nil) : $0
+            }
             state.subscriptions[fact.originalTransactionId] = subscription
         }
+    }
+
+    /// A refund during a grace period ends the subscription there: a reversal later restores
+    /// the transaction, not the grace that was cut.
+    private func cutGrace(of fact: PurchaseFact, at date: Date, period: inout AccessPeriod) {
+        guard fact.kind == .autoRenewable, let end = period.end, let expires = fact.expiresDate, end > expires, date < end else { return }
+        period.end = max(expires, date)
     }
 }

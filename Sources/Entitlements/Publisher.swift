@@ -27,12 +27,35 @@ public struct Publisher: Sendable, Hashable, Codable {
         public var levels: [String: Int]
     }
 
-    /// A coupon customers enter, matching an App Store offer code or introductory offer.
+    /// A coupon customers enter, matching an App Store offer code or introductory offer,
+    /// and what it grants: a free period or an introductory price, for a number of billing
+    /// cycles. Apple charges what it charges; the campaign says what the customer was promised.
     public struct CouponCampaign: Sendable, Hashable, Codable {
         public var code: String
         public var offerId: String
-        /// The App Store offer code it corresponds to, when it is one.
+        /// The App Store offer code it corresponds to, when it is one (else the product's
+        /// introductory offer).
         public var appleOfferCode: String?
+        /// A free period, ISO 8601 (`P1W`, `P1M`).
+        public var freePeriod: String?
+        /// An introductory price per billing cycle, decimal text (`4.99`), in `currency`.
+        public var introductoryPrice: String?
+        public var currency: String?
+        /// For how many billing cycles the free period or price lasts (1 when absent).
+        public var billingCycles: Int?
+
+        public init(
+            code: String, offerId: String, appleOfferCode: String? = nil, freePeriod: String? = nil, introductoryPrice: String? = nil,
+            currency: String? = nil, billingCycles: Int? = nil
+        ) {
+            self.code = code
+            self.offerId = offerId
+            self.appleOfferCode = appleOfferCode
+            self.freePeriod = freePeriod
+            self.introductoryPrice = introductoryPrice
+            self.currency = currency
+            self.billingCycles = billingCycles
+        }
     }
 
     /// Where change events are posted, HMAC-signed with the secret the variable holds.

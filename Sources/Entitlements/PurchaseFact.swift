@@ -21,15 +21,23 @@ public struct PurchaseFact: Sendable, Hashable, Codable {
     /// The offer code or promotional offer id the customer used.
     public var offerIdentifier: String?
     public var isIntroductoryOffer: Bool
+    /// How the offer discounts (`FREE_TRIAL`, `PAY_AS_YOU_GO`, `PAY_UP_FRONT`), when Apple says.
+    public var offerDiscountType: String?
     public var isFamilyShared: Bool
     /// When Apple signed this view of it: a newer view wins over an older one.
     public var signedDate: Date?
+    /// What the customer paid, as decimal text in `currency` units (`"0.99"`), for
+    /// reporting: Apple's signed price when it gives one, else what the app reported.
+    public var price: String?
+    /// ISO 4217, with `price`.
+    public var currency: String?
 
     public init(
         transactionId: String, originalTransactionId: String, productId: String, bundleId: String, kind: ProductKind,
         environment: String, purchaseDate: Date, expiresDate: Date? = nil, quantity: Int = 1, revocationDate: Date? = nil,
         isUpgraded: Bool = false, appAccountToken: String? = nil, offerIdentifier: String? = nil, isIntroductoryOffer: Bool = false,
-        isFamilyShared: Bool = false, signedDate: Date? = nil
+        isFamilyShared: Bool = false, signedDate: Date? = nil, price: String? = nil, currency: String? = nil,
+        offerDiscountType: String? = nil
     ) {
         self.transactionId = transactionId
         self.originalTransactionId = originalTransactionId
@@ -47,6 +55,35 @@ public struct PurchaseFact: Sendable, Hashable, Codable {
         self.isIntroductoryOffer = isIntroductoryOffer
         self.isFamilyShared = isFamilyShared
         self.signedDate = signedDate
+        self.price = price
+        self.currency = currency
+        self.offerDiscountType = offerDiscountType
+    }
+
+    /// Apple's price in milliunits (1990 for 1.99) as decimal text; `nil` for a negative one.
+    public static func price(milliunits: Int64) -> String? {
+        guard milliunits >= 0 else { return nil }
+        let fraction = String(milliunits % 1000)
+        var decimals = String(repeating: "0", count: 3 - fraction.count) + fraction
+        while decimals.hasSuffix("0") { decimals.removeLast() }
+        return String(milliunits / 1000) + (decimals.isEmpty ? "" : "." + (decimals.count == 1 ? decimals + "0" : decimals))
+    }
+
+    /// A price an app reported (`0.99`, `0,99`, `120`) as decimal text; `nil` when it is not one.
+    public static func price(reported text: String) -> String? {
+        let parts = text.trimmingCharacters(in: .whitespaces).split(separator: ",", omittingEmptySubsequences: false)
+            .flatMap { $0.split(separator: ".", omittingEmptySubsequences: false) }
+        guard (1...2).contains(parts.count), let whole = parts.first, (1...12).contains(whole.count),
+            whole.allSatisfy({ $0.isASCII && $0.isNumber }), parts.count == 1 || (1...6).contains(parts[1].count),
+            parts.dropFirst().allSatisfy({ $0.allSatisfy { $0.isASCII && $0.isNumber } })
+        else { return nil }
+        return parts.joined(separator: ".")
+    }
+
+    /// A currency code an app reported, upper-cased; `nil` when it is not three letters.
+    public static func currency(reported text: String) -> String? {
+        let code = text.trimmingCharacters(in: .whitespaces).uppercased()
+        return code.count == 3 && code.allSatisfy { $0.isASCII && $0.isLetter } ? code : nil
     }
 }
 

@@ -1,6 +1,8 @@
 import Foundation
 
-/// A customer's auto-renewable subscription as Entitle last understood it.
+/// A customer's auto-renewable subscription as Entitle last understood it. `status` is what
+/// it was when last applied; readers ask `CustomerEntitlements.subscription(originalTransactionId:at:)`,
+/// which computes it for the time of the question.
 public struct SubscriptionRecord: Sendable, Hashable, Codable {
     public enum Status: String, Sendable, Hashable, Codable {
         /// Paid up: access until `expiresDate`.
@@ -29,4 +31,6 @@ public struct SubscriptionRecord: Sendable, Hashable, Codable {
     public var offerIdentifier: String?
     /// The signed date of the newest Apple data applied: older views never overwrite newer.
     public var asOf: Date?
+    /// Apple's last word on whether it is still trying to bill the renewal (renewal info).
+    public var isInBillingRetry: Bool?
 }

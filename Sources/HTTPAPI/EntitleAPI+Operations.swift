@@ -20,14 +20,12 @@ extension EntitleAPI {
             if let from { try RequestInput.checkCustomer(from, for: publisher, field: "from") }
             let payload = JobPayloads.encode(
                 JobPayloads.Transfer(publisher: publisher.id, originalTransactionId: transaction, to: to, from: from))
-            let result = try await enqueue(
+            // One job at a time per transaction; a repeat once it has finished is a new transfer
+            // (a purchase goes back and forth), an exact repeat while it runs the same job.
+            let id = try await enqueueOnce(
                 EnqueueRequest(
-                    type: "transfer", payload: payload, queue: configuration.queue, idempotencyKey: "transfer:" + Self.digest(payload),
-                    uniqueKey: "purchase:\(publisher.id):\(transaction)"))
-            if result.outcome == .conflict {
-                throw APIError(.conflict, "inFlight", "job \(result.id) for this transaction has not finished; retry once it has")
-            }
-            return JSONBody.jobId(result.id, status: .accepted)
+                    type: "transfer", payload: payload, queue: configuration.queue, uniqueKey: "purchase:\(publisher.id):\(transaction)"))
+            return JSONBody.jobId(id, status: .accepted)
         }
 
         // Every tenant's counters: operators only.

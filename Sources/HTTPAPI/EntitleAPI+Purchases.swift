@@ -125,8 +125,12 @@ extension EntitleAPI {
     /// forged one is refused before anything is queued.
     func check(
         publisher: Publisher, customer: String, customerField: String = "customer", signedTransaction: String?,
-        transactionId: String?, appReceipt: String?, bundleId: String?, offerId: String?, couponCode: String?
+        transactionId: String?, appReceipt rawReceipt: String?, bundleId: String?, offerId: String?, couponCode: String?,
+        price: String? = nil, currency: String? = nil
     ) async throws -> Purchase {
+        // Base64 never holds a space: one in a receipt is a `+` that a query string turned
+        // into a space (Cloud Softphone sends receipts unencoded in GET queries).
+        let appReceipt = rawReceipt.map { $0.replacingOccurrences(of: " ", with: "+") }
         try RequestInput.checkCustomer(customer, for: publisher, field: customerField)
         let given = [signedTransaction, transactionId, appReceipt].compactMap { $0 }.filter { !$0.isEmpty }
         guard !given.isEmpty else { throw APIError.badRequest("give one of signedTransaction, transactionId and appReceipt") }
@@ -176,26 +180,42 @@ extension EntitleAPI {
         }
         let payload = JobPayloads.Receipt(
             publisher: publisher.id, customer: customer, signedTransaction: signedTransaction, transactionId: transactionId,
-            appReceipt: appReceipt, bundleId: bundleId, offerId: offerId, couponCode: couponCode)
+            appReceipt: appReceipt, bundleId: bundleId, offerId: offerId, couponCode: couponCode,
+            price: price.flatMap(PurchaseFact.price(reported:)), currency: currency.flatMap(PurchaseFact.currency(reported:)))
         return Purchase(payload: payload, transactionKey: transactionKey, bundleId: verifiedBundle)
     }
 
-    /// Enqueues the `receipt` job. An exact repeat gets the same job back; a different
-    /// request about a transaction whose job is unfinished is refused (409), or, when
-    /// `conflictIsError` is false, answered with that job.
+    /// Enqueues the `receipt` job; one job at a time per transaction. An exact repeat of a
+    /// request whose job is unfinished (an app retrying) gets that job: duplicates in flight
+    /// are one job and one effect. Once it has finished, a repeat is a new job, answered
+    /// from the customer's state then (the claim is idempotent per Apple transaction).
+    ///
+    /// A different request about a transaction whose job is unfinished is refused (409);
+    /// when `conflictIsError` is false (clients that expect an answer, not a 409), it waits
+    /// for that job, then queues its own, and answers with the running job only if the
+    /// transaction is still busy after the wait.
     func submit(_ purchase: Purchase, conflictIsError: Bool = true) async throws -> String {
-        let payload = JobPayloads.encode(purchase.payload)
-        let result = try await enqueue(
+        try await enqueueOnce(
             EnqueueRequest(
-                type: "receipt", payload: payload, queue: configuration.queue, idempotencyKey: "purchase:" + Self.digest(payload),
-                uniqueKey: "purchase:\(purchase.payload.publisher):\(purchase.transactionKey)"))
-        if result.outcome == .conflict && conflictIsError {
+                type: "receipt", payload: JobPayloads.encode(purchase.payload), queue: configuration.queue,
+                uniqueKey: "purchase:\(purchase.payload.publisher):\(purchase.transactionKey)"),
+            conflictIsError: conflictIsError)
+    }
+
+    /// Enqueues a job about one transaction (its `uniqueKey`), as `submit` describes: an
+    /// exact repeat in flight is the running job, a repeat after it finished is a new job.
+    func enqueueOnce(_ request: EnqueueRequest, conflictIsError: Bool = true) async throws -> String {
+        let result = try await enqueue(request)
+        guard result.outcome == .conflict else { return result.id }
+        if try await jobQueue.job(id: result.id, queue: configuration.queue)?.payload == request.payload { return result.id }
+        if conflictIsError {
             var error = APIError(
                 .conflict, "inFlight", "job \(result.id) for this transaction has not finished; poll it, or retry once it has")
             error.headers[.location] = "/v1/jobs/\(result.id)"
             throw error
         }
-        return result.id
+        _ = try await waitForJob(result.id, timeout: configuration.maxWait / 3)
+        return try await enqueue(request).id
     }
 
     /// A hex SHA-256, shortened: keys, not secrets.
@@ -262,14 +282,13 @@ extension EntitleAPI {
             guard let offer = publisher.offer(forProduct: product) else {
                 throw APIError(.forbidden, "unknownProduct", "This product cannot be bought here.")
             }
-            _ = try input.string("price", maxLength: 32)
-            _ = try input.string("currency", maxLength: 8)
             guard let username, !username.isEmpty else { throw APIError.badRequest("username is required") }
             var purchase = try await check(
                 publisher: publisher, customer: username, customerField: "username", signedTransaction: nil,
                 transactionId: try input.string("transactionId", maxLength: 64),
                 appReceipt: try input.required("receipt", maxLength: configuration.maxBodyBytes), bundleId: nil,
-                offerId: offer.offerId, couponCode: nil)
+                offerId: offer.offerId, couponCode: nil, price: try input.string("price", maxLength: 32),
+                currency: try input.string("currency", maxLength: 8))
             purchase.payload.appKey = appKey
             let id = try await submit(purchase, conflictIsError: false)
             let wait = min(configuration.maxWait, .milliseconds(Int64((publisher.api?.validation?.waitSeconds ?? 10) * 1000)))

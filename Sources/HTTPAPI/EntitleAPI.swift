@@ -97,6 +97,7 @@ public struct EntitleAPI: Sendable {
 
     func register(on table: RouteTable) {
         registerPurchases(on: table)
+        registerCleeng(on: table)
         registerReading(on: table)
         registerNotifications(on: table)
         registerOperations(on: table)

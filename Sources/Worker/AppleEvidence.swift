@@ -8,11 +8,17 @@ public struct AppleEvidence: Sendable, Hashable {
     public var facts: [PurchaseFact] = []
     public var renewals: [String: RenewalFact] = [:]
     public var latestReceipt: String?
+    /// verifyReceipt answered 21006: the receipt is valid, its subscription has expired.
+    /// A bare 21006 brings no transaction at all.
+    public var subscriptionExpired = false
 
-    public init(facts: [PurchaseFact] = [], renewals: [String: RenewalFact] = [:], latestReceipt: String? = nil) {
+    public init(
+        facts: [PurchaseFact] = [], renewals: [String: RenewalFact] = [:], latestReceipt: String? = nil, subscriptionExpired: Bool = false
+    ) {
         self.facts = facts
         self.renewals = renewals
         self.latestReceipt = latestReceipt
+        self.subscriptionExpired = subscriptionExpired
     }
 
     /// Adds facts, a transaction seen twice kept once (the later-signed view).
@@ -26,6 +32,7 @@ public struct AppleEvidence: Sendable, Hashable {
         }
         renewals.merge(other.renewals) { old, new in (new.signedDate ?? .distantPast) >= (old.signedDate ?? .distantPast) ? new : old }
         latestReceipt = other.latestReceipt ?? latestReceipt
+        subscriptionExpired = subscriptionExpired || other.subscriptionExpired
     }
 }
 
@@ -99,12 +106,17 @@ struct AppleReader: Sendable {
         }
         let result = try await gateway.receipts.verify(receiptData: base64)
         let response = result.response
+        if result.outcome == .expired, response.receipt == nil {
+            // A bare 21006: Apple vouches for the receipt and says its subscription has
+            // expired, and says nothing else (not even the app: it is no wrong bundle).
+            return AppleEvidence(latestReceipt: response.latestReceipt ?? base64, subscriptionExpired: true)
+        }
         guard let bundleId = response.receipt?.bundleId, bundleId == gateway.app.bundleId else {
             throw AppStoreError(
                 .invalidAppIdentifier, "the receipt is for app \(response.receipt?.bundleId ?? "unknown"), not \(gateway.app.bundleId)")
         }
         let requestDate = response.receipt?.requestDate?.date
-        var evidence = AppleEvidence(latestReceipt: response.latestReceipt ?? base64)
+        var evidence = AppleEvidence(latestReceipt: response.latestReceipt ?? base64, subscriptionExpired: result.outcome == .expired)
         let items =
             (response.receipt?.inApp ?? []) + (response.latestReceiptInfo ?? []) + (response.receipt?.transaction.map { [$0] } ?? [])
         for item in items {

@@ -25,7 +25,8 @@ public enum AppleFacts {
             revocationDate: transaction.revocationDate?.date, isUpgraded: transaction.isUpgraded ?? false,
             appAccountToken: transaction.appAccountToken, offerIdentifier: transaction.offerIdentifier,
             isIntroductoryOffer: transaction.offerType == .introductory, isFamilyShared: transaction.inAppOwnershipType == .familyShared,
-            signedDate: transaction.signedDate?.date)
+            signedDate: transaction.signedDate?.date, price: transaction.price.flatMap(PurchaseFact.price(milliunits:)),
+            currency: transaction.price == nil ? nil : transaction.currency, offerDiscountType: transaction.offerDiscountType?.rawValue)
     }
 
     /// From verified StoreKit 2 renewal info.
@@ -52,7 +53,7 @@ public enum AppleFacts {
             expiresDate: item.expiresDate?.date, quantity: item.quantity ?? 1, revocationDate: item.cancellationDate?.date,
             offerIdentifier: item.promotionalOfferIdentifier,
             isIntroductoryOffer: item.isInIntroOfferPeriod == true || item.isTrialPeriod == true,
-            signedDate: receiptDate)
+            signedDate: receiptDate, offerDiscountType: item.isTrialPeriod == true ? "FREE_TRIAL" : nil)
     }
 
     /// From one transaction of a verifyReceipt answer (`in_app` or `latest_receipt_info`).
@@ -69,7 +70,8 @@ public enum AppleFacts {
             isUpgraded: item.isUpgraded ?? false, appAccountToken: item.appAccountToken,
             offerIdentifier: item.offerCodeRefName ?? item.promotionalOfferId,
             isIntroductoryOffer: item.isInIntroOfferPeriod == true || item.isTrialPeriod == true,
-            isFamilyShared: item.inAppOwnershipType == .familyShared, signedDate: requestDate)
+            isFamilyShared: item.inAppOwnershipType == .familyShared, signedDate: requestDate,
+            offerDiscountType: item.isTrialPeriod == true ? "FREE_TRIAL" : nil)
     }
 
     /// From one `pending_renewal_info` entry.

@@ -3,27 +3,32 @@ import Entitlements
 import Foundation
 
 /// A customer as one JSON object at a moment, as `entitle customers show --json` and the
-/// HTTP API show it: entitlements then (from history), subscriptions, credits.
+/// HTTP API show it: entitlements, subscriptions and their status as they stood then (from
+/// history, computed for that moment), credits.
 public enum CustomerDocument {
     public static func object(_ state: CustomerEntitlements, at date: Date) -> [String: Any] {
-        let subscriptions = state.subscriptions.values.sorted { $0.originalTransactionId < $1.originalTransactionId }.map {
-            subscription -> [String: Any] in
+        let subscriptions = state.subscriptions(at: date).map { subscription -> [String: Any] in
             [
                 "originalTransactionId": subscription.originalTransactionId, "offerId": subscription.offerId,
                 "productId": subscription.productId, "status": subscription.status.rawValue,
                 "expiresDate": milliseconds(subscription.expiresDate), "autoRenew": subscription.autoRenew ?? NSNull(),
             ]
         }
-        let ledger = state.credits.entries.map { entry -> [String: Any] in
-            [
+        let ledger = state.credits.entries.filter { $0.at <= date }.map { entry -> [String: Any] in
+            var object: [String: Any] = [
                 "kind": entry.kind.rawValue, "transactionId": entry.transactionId, "offerId": entry.offerId, "amount": entry.amount,
                 "at": milliseconds(entry.at),
             ]
+            if let price = entry.price {
+                object["price"] = price
+                object["currency"] = entry.currency ?? NSNull()
+            }
+            return object
         }
         return [
             "publisher": state.publisher, "customer": state.customer, "at": milliseconds(date),
             "entitlements": state.entitlements(at: date), "subscriptions": subscriptions,
-            "credits": ["balance": state.credits.balance, "ledger": ledger],
+            "credits": ["balance": state.credits.balance(at: date), "ledger": ledger],
         ]
     }
 
@@ -34,6 +39,18 @@ public enum CustomerDocument {
         guard !covering.isEmpty else { return (false, nil) }
         let ends = covering.map(\.effectiveEnd)
         return (true, ends.contains { $0 == nil } ? nil : ends.compactMap { $0 }.max())
+    }
+
+    /// The offers a customer has had access to, each with its access at `date` and the latest
+    /// end of any of its periods (Cleeng's Get Entitlements: one item per offer).
+    public static func offers(_ state: CustomerEntitlements, at date: Date) -> [(offerId: String, granted: Bool, expiresAt: Date?)] {
+        let held = state.periods.filter { $0.start <= date }
+        return Set(held.map(\.offerId)).sorted().map { offerId in
+            let periods = held.filter { $0.offerId == offerId }
+            let ends = periods.map(\.effectiveEnd)
+            let granted = periods.contains { $0.covers(date) }
+            return (offerId, granted, ends.contains { $0 == nil } ? nil : ends.compactMap { $0 }.max())
+        }
     }
 
     static func milliseconds(_ date: Date?) -> Any { date.map { AppleTimestamp($0).milliseconds } ?? NSNull() }

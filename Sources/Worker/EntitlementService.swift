@@ -45,11 +45,20 @@ public struct EntitlementService: Sendable {
         return AppleReader(gateway: gateway, publisher: publisher)
     }
 
-    /// Runs `body` holding the locks of these original transactions for `job`. When another
+    /// The App Store's time, read at one moment: now, and how far its clock is ahead of
+    /// the wall clock (development's simulator).
+    struct AppleMoment: Sendable {
+        var now: Date
+        var offset: TimeInterval
+    }
+
+    /// Runs `body` holding the locks of these original transactions for `job`, with the App
+    /// Store's now read once they are held: a decision is never dated before a change
+    /// another job made under the same lock (a transfer the job waited for). When another
     /// job holds one, the job is deferred (run again shortly, its attempt given back).
     func withLocks<Result: Sendable>(
         publisher: String, originalTransactionIds: some Sequence<String>, job: JobContext,
-        _ body: ([String: TransactionLock.Token]) async throws -> Result
+        _ body: ([String: TransactionLock.Token], AppleMoment) async throws -> Result
     ) async throws -> Result {
         var tokens: [String: TransactionLock.Token] = [:]
         func releaseAll() async {
@@ -64,7 +73,8 @@ public struct EntitlementService: Sendable {
             tokens[id] = token
         }
         do {
-            let result = try await body(tokens)
+            let offset = try await configuration.clock.offset()
+            let result = try await body(tokens, AppleMoment(now: Date().addingTimeInterval(offset), offset: offset))
             await releaseAll()
             return result
         } catch {
@@ -88,19 +98,39 @@ public struct EntitlementService: Sendable {
         let engine = EntitlementEngine(publisher: publisher)
         let events = changeEvents(publisher, now: now, clockOffset: clockOffset)
         let facts = evidence.facts.sorted { ($0.purchaseDate, $0.transactionId) < ($1.purchaseDate, $1.transactionId) }
+        // Renewal info speaks of a subscription's newest transaction (its billing, its grace).
+        let newest = Dictionary(facts.map { ($0.originalTransactionId, $0.transactionId) }) { _, later in later }
         let (decisions, outbox) = try await store.update(
             publisher: publisher.id, customer: customer, fence: fence,
             { state in
                 var decisions: [String: EntitlementDecision] = [:]
                 for fact in facts {
-                    decisions[fact.transactionId] = engine.apply(
-                        fact, renewal: evidence.renewals[fact.originalTransactionId], to: &state, now: now, accessFrom: accessFrom)
+                    let renewal =
+                        newest[fact.originalTransactionId] == fact.transactionId ? evidence.renewals[fact.originalTransactionId] : nil
+                    decisions[fact.transactionId] = engine.apply(fact, renewal: renewal, to: &state, now: now, accessFrom: accessFrom)
                 }
                 return decisions
             },
             followUps: { before, after in events.followUps(before: before, after: after) + extraFollowUps })
         try await deliver(outbox, publisher: publisher.id, customer: customer, job: job)
         return decisions
+    }
+
+    /// Gives those who held a purchase before (transferred away) Apple's newer view of its
+    /// transactions, a refund or its reversal, so their history stays true; `current`
+    /// holders are applied to by the caller.
+    func amendFormerHolders(
+        _ facts: [PurchaseFact], publisher: Publisher, originalTransactionId: String, current: [String], fence: TransactionLock.Token?,
+        moment: AppleMoment, job: JobContext
+    ) async throws {
+        let engine = EntitlementEngine(publisher: publisher)
+        for former in try await store.formerHolders(publisher: publisher.id, originalTransactionId: originalTransactionId)
+        where !current.contains(former) {
+            try await change(publisher: publisher, customer: former, fence: fence, now: moment.now, clockOffset: moment.offset, job: job) {
+                state in
+                for fact in facts { engine.amendHistory(with: fact, in: &state) }
+            }
+        }
     }
 
     /// Changes a customer's document directly (transfers, refunds of what is stored).

@@ -11,6 +11,8 @@ import RedisClient
 /// - `{prefix}:ent:P:customer:C`: hash `doc` (JSON `CustomerEntitlements`), `v` (version),
 ///   `outbox` (follow-up jobs written with the change, enqueued after it), `fence:T`
 /// - `{prefix}:ent:P:owner:T`: string, the customer holding T
+/// - `{prefix}:ent:P:sharers:T`: set, the customers sharing T with its owner (`share` policy)
+/// - `{prefix}:ent:P:former:T`: set, the customers who held T before a transfer
 /// - channel `{prefix}:ent:P:changes`: `{"publisher", "customer", "version"}` per change
 ///
 /// Each operation touches one key, so the store works on Redis Cluster unchanged.
@@ -170,6 +172,40 @@ public struct EntitlementStore: Sendable {
 
     public func owner(publisher: String, originalTransactionId: String) async throws -> String? {
         try await redis.send(["GET", ownerKey(publisher, originalTransactionId)]).string
+    }
+
+    func sharersKey(_ publisher: String, _ originalTransactionId: String) -> String {
+        "\(prefix):ent:\(publisher):sharers:\(originalTransactionId)"
+    }
+
+    /// Records `customer` as sharing `originalTransactionId` with its owner (the `share`
+    /// policy), so what Apple later says about it reaches them too.
+    public func addSharer(_ customer: String, publisher: String, originalTransactionId: String) async throws {
+        _ = try await redis.send(["SADD", sharersKey(publisher, originalTransactionId), customer])
+    }
+
+    func formerHoldersKey(_ publisher: String, _ originalTransactionId: String) -> String {
+        "\(prefix):ent:\(publisher):former:\(originalTransactionId)"
+    }
+
+    /// Records that `customer` held `originalTransactionId` before a transfer took it away,
+    /// so refunds and their reversals Apple reports later keep their history true.
+    public func addFormerHolder(_ customer: String, publisher: String, originalTransactionId: String) async throws {
+        _ = try await redis.send(["SADD", formerHoldersKey(publisher, originalTransactionId), customer])
+    }
+
+    /// Those who held `originalTransactionId` before, whoever holds it now.
+    public func formerHolders(publisher: String, originalTransactionId: String) async throws -> [String] {
+        (try await redis.send(["SMEMBERS", formerHoldersKey(publisher, originalTransactionId)]).array ?? []).compactMap(\.string).sorted()
+    }
+
+    /// Everyone holding `originalTransactionId`: the owner first, then those sharing it.
+    public func holders(publisher: String, originalTransactionId: String) async throws -> [String] {
+        // Two keys, two calls: each call touches one key (Redis Cluster).
+        guard let owner = try await owner(publisher: publisher, originalTransactionId: originalTransactionId) else { return [] }
+        let members = try await redis.send(["SMEMBERS", sharersKey(publisher, originalTransactionId)])
+        let sharers = (members.array ?? []).compactMap(\.string).filter { $0 != owner }.sorted()
+        return [owner] + sharers
     }
 
     // MARK: Receipts

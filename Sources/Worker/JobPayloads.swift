@@ -16,13 +16,17 @@ public enum JobPayloads {
         /// The offer the app says was bought: checked against the product.
         public var offerId: String?
         public var couponCode: String?
+        /// What the app says the customer paid (Cloud Softphone's `price`, `currency`), for
+        /// the ledger when Apple's data carries no price.
+        public var price: String?
+        public var currency: String?
         /// The app key (its id) that posted the purchase: an app reads only the jobs it created.
         public var appKey: String?
 
         public init(
             publisher: String, customer: String, signedTransaction: String? = nil, transactionId: String? = nil,
             appReceipt: String? = nil, bundleId: String? = nil, offerId: String? = nil, couponCode: String? = nil,
-            appKey: String? = nil
+            price: String? = nil, currency: String? = nil, appKey: String? = nil
         ) {
             self.publisher = publisher
             self.customer = customer
@@ -32,6 +36,8 @@ public enum JobPayloads {
             self.bundleId = bundleId
             self.offerId = offerId
             self.couponCode = couponCode
+            self.price = price
+            self.currency = currency
             self.appKey = appKey
         }
     }

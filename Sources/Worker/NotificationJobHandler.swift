@@ -76,7 +76,8 @@ public struct NotificationJobHandler: EntitlementJobHandler {
                 result.refundJobId =
                     try await service.jobQueue.enqueue(
                         EnqueueRequest(
-                            type: "refund", payload: JobPayloads.encode(refund), queue: job.queue, idempotencyKey: "refund:\(uuid)")
+                            type: "refund", payload: JobPayloads.encode(refund), queue: job.queue,
+                            idempotencyKey: "refund:\(publisher.id):\(uuid)")
                     ).id
             default:
                 var evidence = AppleEvidence(facts: [fact])
@@ -151,6 +152,16 @@ public struct NotificationJobHandler: EntitlementJobHandler {
             throw JobRefusal.notPossible(
                 code: "invalidNotification", "Apple does not vouch for the V1 notification's receipt: \(error.message)")
         }
+        if ["REFUND", "REVOKE"].contains(notification.notificationType), let hint = notification.originalTransactionId,
+            !evidence.facts.contains(where: { $0.originalTransactionId == hint })
+        {
+            // The refunded purchase is not in the receipt: a consumable, finished and gone from
+            // it. Found by Get Transaction Info (a `refund` job, as V2 refunds), else in the ledger.
+            result.originalTransactionId = hint
+            try await refundMissingFromReceipt(hint, reader: reader, to: &result, publisher: publisher, job: job)
+            try await service.store.markApplied(publisher: publisher.id, notification: result.notificationId)
+            return result
+        }
         // The subscription the notification is about: the unsigned hint, checked against Apple's answer.
         let latest = evidence.facts.filter { $0.kind == .autoRenewable }.max { $0.purchaseDate < $1.purchaseDate }
         let original =
@@ -166,10 +177,53 @@ public struct NotificationJobHandler: EntitlementJobHandler {
         return result
     }
 
+    /// A V1 REFUND or REVOKE whose purchase the receipt no longer holds. With an App Store
+    /// Server API key, a `refund` job learns the refund from Get Transaction Info (verified,
+    /// as for V2). Without one, the purchase is looked up in what its holders were credited
+    /// with, and refunded as of now: the notification's password is the only proof V1 has.
+    func refundMissingFromReceipt(
+        _ transactionId: String, reader: AppleReader, to result: inout Result, publisher: Publisher, job: JobContext
+    ) async throws {
+        if reader.gateway.hasServerAPI {
+            let refund = JobPayloads.Refund(
+                publisher: publisher.id, transactionId: transactionId, originalTransactionId: transactionId,
+                bundleId: reader.gateway.app.bundleId, signedTransaction: nil)
+            result.refundJobId =
+                try await service.jobQueue.enqueue(
+                    EnqueueRequest(
+                        type: "refund", payload: JobPayloads.encode(refund), queue: job.queue,
+                        idempotencyKey: "refund:\(publisher.id):\(result.notificationId)")
+                ).id
+            return
+        }
+        let holders = try await service.store.holders(publisher: publisher.id, originalTransactionId: transactionId)
+        guard let customer = holders.first else {
+            result.message = "no customer holds purchase \(transactionId)"
+            return
+        }
+        result.customer = customer
+        let engine = EntitlementEngine(publisher: publisher)
+        let decision = try await service.withLocks(publisher: publisher.id, originalTransactionIds: [transactionId], job: job) {
+            tokens, moment in
+            var first: EntitlementDecision?
+            for holder in holders {
+                let decision = try await service.change(
+                    publisher: publisher, customer: holder, fence: tokens[transactionId], now: moment.now, clockOffset: moment.offset,
+                    job: job
+                ) { state in engine.refund(transactionId: transactionId, at: moment.now, in: &state) }
+                first = first ?? decision
+            }
+            return first
+        }
+        result.accessGranted = decision?.accessGranted
+        result.entitlements = decision?.entitlements
+    }
+
     // MARK: Applying
 
-    /// Applies to the customer holding the purchase; a purchase nobody holds yet waits for
-    /// its receipt job (or is claimed by its appAccountToken when that names customers).
+    /// Applies to the customers holding the purchase (its owner, and those sharing it under
+    /// the `share` policy); a purchase nobody holds yet waits for its receipt job (or is
+    /// claimed by its appAccountToken when that names customers).
     func apply(
         _ evidence: AppleEvidence, to result: inout Result, publisher: Publisher, appAccountToken: String?, job: JobContext
     ) async throws {
@@ -177,20 +231,29 @@ public struct NotificationJobHandler: EntitlementJobHandler {
             result.message = "the notification names no purchase"
             return
         }
-        var customer = try await service.store.owner(publisher: publisher.id, originalTransactionId: original)
-        if customer == nil, publisher.customerIdentity == .appAccountToken, let token = appAccountToken {
-            customer = try await service.store.claim(publisher: publisher.id, originalTransactionId: original, for: token)
+        var holders = try await service.store.holders(publisher: publisher.id, originalTransactionId: original)
+        if holders.isEmpty, publisher.customerIdentity == .appAccountToken, let token = appAccountToken {
+            holders = [try await service.store.claim(publisher: publisher.id, originalTransactionId: original, for: token)]
         }
-        guard let customer else {
+        guard let customer = holders.first else {
             result.message = "no customer holds this purchase yet; its receipt job will apply it"
             return
         }
         result.customer = customer
-        let offset = try await service.configuration.clock.offset()
-        let now = Date().addingTimeInterval(offset)
-        let decisions = try await service.withLocks(publisher: publisher.id, originalTransactionIds: [original], job: job) { tokens in
-            try await service.apply(
-                evidence, publisher: publisher, customer: customer, fence: tokens[original], now: now, clockOffset: offset, job: job)
+        let decisions = try await service.withLocks(publisher: publisher.id, originalTransactionIds: [original], job: job) {
+            tokens, moment in
+            var first: [String: EntitlementDecision] = [:]
+            for (index, holder) in holders.enumerated() {
+                let decisions = try await service.apply(
+                    evidence, publisher: publisher, customer: holder, fence: tokens[original], now: moment.now, clockOffset: moment.offset,
+                    job: job)
+                if index == 0 { first = decisions }
+            }
+            // A refund or its reversal in Apple's answer (V1 REFUND, CANCEL) reaches former holders' history too.
+            try await service.amendFormerHolders(
+                evidence.facts, publisher: publisher, originalTransactionId: original, current: holders, fence: tokens[original],
+                moment: moment, job: job)
+            return first
         }
         let newest = evidence.facts.max { $0.purchaseDate < $1.purchaseDate }
         let decision = newest.flatMap { decisions[$0.transactionId] }

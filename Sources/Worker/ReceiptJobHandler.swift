@@ -41,29 +41,68 @@ public struct ReceiptJobHandler: EntitlementJobHandler {
         public var sharedWith: String?
         /// The coupon the app sent, and whether Apple's transaction shows it was used.
         public var coupon: Coupon?
+        /// What the purchase cost (Apple's signed price, else what the app reported).
+        public var price: String?
+        public var currency: String?
     }
 
     public struct Coupon: Sendable, Hashable, Codable {
         public var code: String
+        /// Whether the code names a campaign of the publisher.
+        public var known: Bool
         /// The code names a campaign of this offer, and the transaction carries its App Store
-        /// offer code (or, for campaigns of introductory offers, an introductory price).
+        /// offer code (or, for campaigns of introductory offers, an introductory offer) of
+        /// the kind the campaign grants.
         public var applied: Bool
+        /// What the campaign grants, when it was applied.
+        public var grants: Grants?
         public var message: String?
     }
 
-    /// Checks a coupon against the publisher's campaigns and Apple's transaction: a coupon
-    /// never refuses a purchase Apple vouches for, it is only reported.
+    /// A campaign's grant: a free period or an introductory price, for `billingCycles` cycles.
+    public struct Grants: Sendable, Hashable, Codable {
+        public var freePeriod: String?
+        public var introductoryPrice: String?
+        public var currency: String?
+        public var billingCycles: Int
+    }
+
+    /// Checks a coupon against the publisher's campaigns and Apple's transaction. A coupon
+    /// never refuses a purchase Apple vouches for: the purchase is processed at the price Apple
+    /// charged, and the coupon is only reported, an unknown one as unknown.
     static func coupon(_ code: String?, publisher: Publisher, offer: Offer, fact: PurchaseFact) -> Coupon? {
         guard let code else { return nil }
         guard let campaign = publisher.couponCampaigns.first(where: { $0.code == code }) else {
-            return Coupon(code: code, applied: false, message: "\(publisher.id) has no coupon campaign \(code)")
+            return Coupon(
+                code: code, known: false, applied: false,
+                message:
+                    "unknown coupon \(code): \(publisher.id) has no such campaign; the purchase was processed at the price Apple charged")
         }
         guard campaign.offerId == offer.offerId else {
-            return Coupon(code: code, applied: false, message: "coupon \(code) is for offer \(campaign.offerId), not \(offer.offerId)")
+            return Coupon(
+                code: code, known: true, applied: false, message: "coupon \(code) is for offer \(campaign.offerId), not \(offer.offerId)")
         }
         let used = campaign.appleOfferCode.map { fact.offerIdentifier == $0 } ?? fact.isIntroductoryOffer
-        return Coupon(code: code, applied: used, message: used ? nil : "Apple's transaction shows no use of coupon \(code)")
+        guard used else {
+            return Coupon(code: code, known: true, applied: false, message: "Apple's transaction shows no use of coupon \(code)")
+        }
+        // Apple says how the offer discounts, when it says: it must be the kind promised.
+        let expected =
+            campaign.freePeriod != nil ? ["FREE_TRIAL"] : campaign.introductoryPrice != nil ? ["PAY_AS_YOU_GO", "PAY_UP_FRONT"] : []
+        if let kind = fact.offerDiscountType, !expected.isEmpty, !expected.contains(kind) {
+            return Coupon(
+                code: code, known: true, applied: false,
+                message: "Apple's transaction shows a \(kind) offer, not what coupon \(code) grants")
+        }
+        let grants = Grants(
+            freePeriod: campaign.freePeriod, introductoryPrice: campaign.introductoryPrice, currency: campaign.currency,
+            billingCycles: campaign.billingCycles ?? 1)
+        return Coupon(code: code, known: true, applied: true, grants: grants, message: nil)
     }
+
+    /// A receipt Apple calls malformed (21002) although it decoded here is retried this many
+    /// times at most: Apple's hiccups pass, a receipt mangled on its way here does not.
+    static let malformedReceiptAttempts = 3
 
     func run(_ job: JobContext) async throws -> Result {
         try await ReceiptTimings.measure(.total) { try await prove(job) }
@@ -122,9 +161,23 @@ public struct ReceiptJobHandler: EntitlementJobHandler {
         } catch let error as AppStoreError where !error.isRetryable {
             let reason: EntitlementDecision.Refusal = error.code == .invalidAppIdentifier ? .wrongBundle : .invalidReceipt
             return try await refused(reason, error.message)
+        } catch let error as AppStoreError where error.apiErrorCode == 21002 && job.attempt >= Self.malformedReceiptAttempts {
+            return try await refused(
+                .invalidReceipt,
+                "Apple calls the receipt malformed (verifyReceipt status 21002) after \(job.attempt) attempts; send the receipt as the app got it (base64, URL-encoded in a query)"
+            )
         }
-        guard let primary = evidence.facts.first(where: { $0.transactionId == primaryId }) else {
+        if evidence.subscriptionExpired, !evidence.facts.contains(where: { $0.transactionId == primaryId }) {
+            return try await expired(payload: payload, publisher: publisher, job: job, refused: refused)
+        }
+        guard var primary = evidence.facts.first(where: { $0.transactionId == primaryId }) else {
             return try await refused(.invalidReceipt, "transaction \(primaryId) is not in the receipt")
+        }
+        if primary.price == nil, let reported = payload.price.flatMap(PurchaseFact.price(reported:)) {
+            // Receipts carry no price: the one the app reported is kept for the ledger.
+            primary.price = reported
+            primary.currency = payload.currency.flatMap(PurchaseFact.currency(reported:))
+            if let index = evidence.facts.firstIndex(where: { $0.transactionId == primaryId }) { evidence.facts[index] = primary }
         }
         guard let offer = publisher.offer(forProduct: primary.productId) else {
             return try await refused(.unknownProduct, "no offer of \(publisher.id) sells \(primary.productId)", fact: primary)
@@ -144,20 +197,18 @@ public struct ReceiptJobHandler: EntitlementJobHandler {
         // 2. Who owns it, then apply, one job at a time per original transaction.
         let locked = evidence
         return try await ReceiptTimings.measure(.store) {
-            try await store(
-                locked, primary: primary, offer: offer, payload: payload, publisher: publisher, now: now, offset: offset, job: job,
-                refused: refused)
+            try await store(locked, primary: primary, offer: offer, payload: payload, publisher: publisher, job: job, refused: refused)
         }
     }
 
     func store(
-        _ verified: AppleEvidence, primary: PurchaseFact, offer: Offer, payload: JobPayloads.Receipt, publisher: Publisher, now: Date,
-        offset: TimeInterval, job: JobContext,
-        refused: (EntitlementDecision.Refusal, String, PurchaseFact?) async throws -> Result
+        _ verified: AppleEvidence, primary: PurchaseFact, offer: Offer, payload: JobPayloads.Receipt, publisher: Publisher,
+        job: JobContext, refused: (EntitlementDecision.Refusal, String, PurchaseFact?) async throws -> Result
     ) async throws -> Result {
         var evidence = verified
         let originals = Set(evidence.facts.map(\.originalTransactionId))
-        return try await service.withLocks(publisher: publisher.id, originalTransactionIds: originals, job: job) { tokens in
+        return try await service.withLocks(publisher: publisher.id, originalTransactionIds: originals, job: job) { tokens, moment in
+            let (now, offset) = (moment.now, moment.offset)
             let sorted = originals.sorted()
             var commands = sorted.flatMap { id in
                 [
@@ -172,19 +223,33 @@ public struct ReceiptJobHandler: EntitlementJobHandler {
             let conflicts = owners.filter { $0.value != payload.customer }
             let memo = replies.last?.string.flatMap { try? JSONDecoder().decode(Result.Transfer.self, from: Data($0.utf8)) }
 
+            // A consumable's credits were delivered to whoever holds it: they never move nor
+            // double, whatever the policy (one effect per Apple transaction).
+            let consumables = Set(evidence.facts.filter { $0.kind == .consumable }.map(\.originalTransactionId))
+            let credited = conflicts.filter { consumables.contains($0.key) }
+            let contested = conflicts.filter { !consumables.contains($0.key) }
+            evidence.facts.removeAll { credited[$0.originalTransactionId] != nil }
+            if credited[primary.originalTransactionId] != nil {
+                return try await refused(
+                    .ownedByAnotherCustomer, "this consumable was credited to another customer; its credits are delivered once", primary)
+            }
+
             var sharedWith: String?
             switch publisher.transferPolicy {
             case .keep:
-                evidence.facts.removeAll { conflicts[$0.originalTransactionId] != nil }
-                if conflicts[primary.originalTransactionId] != nil {
+                evidence.facts.removeAll { contested[$0.originalTransactionId] != nil }
+                if contested[primary.originalTransactionId] != nil {
                     return try await refused(
                         .ownedByAnotherCustomer, "another customer holds this purchase and \(publisher.id) keeps purchases with them",
                         primary)
                 }
             case .share:
-                sharedWith = conflicts[primary.originalTransactionId]
+                sharedWith = contested[primary.originalTransactionId]
+                for id in contested.keys.sorted() {
+                    try await service.store.addSharer(payload.customer, publisher: publisher.id, originalTransactionId: id)
+                }
             case .transfer:
-                if !conflicts.isEmpty { try await requestTransfers(conflicts, publisher: publisher, to: payload.customer, job: job) }
+                if !contested.isEmpty { try await requestTransfers(contested, publisher: publisher, to: payload.customer, job: job) }
             }
 
             let fence = tokens[primary.originalTransactionId]
@@ -194,15 +259,48 @@ public struct ReceiptJobHandler: EntitlementJobHandler {
                 try await service.store.keepReceipt(receipt, publisher: publisher.id, originalTransactionIds: originals)
             }
             let decision = decisions[primary.transactionId]
+            let expiredMessage =
+                evidence.subscriptionExpired && decision?.accessGranted != true
+                ? "Apple says the receipt is valid but the subscription has expired (verifyReceipt status 21006)" : nil
             return Result(
                 publisher: publisher.id, customer: payload.customer, transactionId: primary.transactionId,
                 originalTransactionId: primary.originalTransactionId, productId: primary.productId,
                 accessGranted: decision?.accessGranted ?? false, offerId: offer.offerId, entitlements: decision?.entitlements ?? [],
-                subscription: decision?.subscription, reason: decision?.reason?.rawValue, message: nil,
+                subscription: decision?.subscription, reason: decision?.reason?.rawValue, message: expiredMessage,
                 credits: .init(added: decisions.values.reduce(0) { $0 + $1.creditsAdded }, balance: decision?.creditBalance ?? 0),
                 transfer: memo, sharedWith: sharedWith,
-                coupon: Self.coupon(payload.couponCode, publisher: publisher, offer: offer, fact: primary))
+                coupon: Self.coupon(payload.couponCode, publisher: publisher, offer: offer, fact: primary), price: primary.price,
+                currency: primary.currency)
         }
+    }
+
+    /// verifyReceipt answered a bare 21006: the receipt is valid, its subscription has
+    /// expired, and no transaction is named. The subscription the app named (its
+    /// `transactionId`), when the customer holds it, is recorded as expired now; the answer
+    /// says so either way.
+    func expired(
+        payload: JobPayloads.Receipt, publisher: Publisher, job: JobContext,
+        refused: (EntitlementDecision.Refusal, String, PurchaseFact?) async throws -> Result
+    ) async throws -> Result {
+        let message = "Apple says the receipt is valid but the subscription has expired (verifyReceipt status 21006)"
+        let state = try await service.store.load(publisher: publisher.id, customer: payload.customer).state
+        guard let id = payload.transactionId, let known = state.transactions[id], known.kind == .autoRenewable,
+            state.subscriptions[known.originalTransactionId] != nil
+        else { return try await refused(.expired, message, nil) }
+        let original = known.originalTransactionId
+        let engine = EntitlementEngine(publisher: publisher)
+        let decision = try await service.withLocks(publisher: publisher.id, originalTransactionIds: [original], job: job) {
+            tokens, moment in
+            try await service.change(
+                publisher: publisher, customer: payload.customer, fence: tokens[original], now: moment.now, clockOffset: moment.offset,
+                job: job
+            ) { state in engine.expire(originalTransactionId: original, at: moment.now, in: &state) }
+        }
+        return Result(
+            publisher: publisher.id, customer: payload.customer, transactionId: id, originalTransactionId: original,
+            productId: known.productId, accessGranted: false, offerId: decision.offerId, entitlements: decision.entitlements,
+            subscription: decision.subscription, reason: EntitlementDecision.Refusal.expired.rawValue, message: message,
+            credits: .init(added: 0, balance: decision.creditBalance))
     }
 
     /// Verifies a signed transaction with the verifier of whichever app it is for (the

@@ -29,8 +29,6 @@ public struct RefundJobHandler: EntitlementJobHandler {
     func run(_ job: JobContext) async throws -> Result {
         let payload = try JobPayloads.decode(JobPayloads.Refund.self, job.payload)
         let publisher = try service.publisher(payload.publisher)
-        let offset = try await service.configuration.clock.offset()
-        let now = Date().addingTimeInterval(offset)
         let reader = try service.reader(publisher, bundleId: payload.bundleId)
         let fact: PurchaseFact
         if let signed = payload.signedTransaction {
@@ -54,16 +52,25 @@ public struct RefundJobHandler: EntitlementJobHandler {
             throw JobRefusal.invalidPayload("the signed transaction is \(fact.transactionId), not \(payload.transactionId)")
         }
         let id = fact.originalTransactionId
-        guard let customer = try await service.store.owner(publisher: publisher.id, originalTransactionId: id) else {
+        let holders = try await service.store.holders(publisher: publisher.id, originalTransactionId: id)
+        guard let customer = holders.first else {
             return Result(
                 publisher: publisher.id, customer: nil, transactionId: fact.transactionId, originalTransactionId: id,
                 refunded: fact.revocationDate != nil, revocationDate: fact.revocationDate, entitlements: [], creditBalance: nil,
                 changed: false, message: "no customer holds this purchase yet")
         }
-        return try await service.withLocks(publisher: publisher.id, originalTransactionIds: [id], job: job) { tokens in
-            let decision = try await service.apply(
-                AppleEvidence(facts: [fact]), publisher: publisher, customer: customer, fence: tokens[id], now: now, clockOffset: offset,
-                job: job)[fact.transactionId]
+        return try await service.withLocks(publisher: publisher.id, originalTransactionIds: [id], job: job) { tokens, moment in
+            let (now, offset) = (moment.now, moment.offset)
+            var decision: EntitlementDecision?
+            // The owner's answer is the result; those sharing the purchase lose or regain it too.
+            for holder in holders {
+                let applied = try await service.apply(
+                    AppleEvidence(facts: [fact]), publisher: publisher, customer: holder, fence: tokens[id], now: now, clockOffset: offset,
+                    job: job)[fact.transactionId]
+                decision = decision ?? applied
+            }
+            try await service.amendFormerHolders(
+                [fact], publisher: publisher, originalTransactionId: id, current: holders, fence: tokens[id], moment: moment, job: job)
             return Result(
                 publisher: publisher.id, customer: customer, transactionId: fact.transactionId, originalTransactionId: id,
                 refunded: fact.revocationDate != nil, revocationDate: fact.revocationDate, entitlements: decision?.entitlements ?? [],

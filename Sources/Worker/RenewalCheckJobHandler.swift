@@ -29,8 +29,6 @@ public struct RenewalCheckJobHandler: EntitlementJobHandler {
         let publisher = try service.publisher(payload.publisher)
         let id = payload.originalTransactionId
         let member = "\(publisher.id)/\(id)"
-        let offset = try await service.configuration.clock.offset()
-        let now = Date().addingTimeInterval(offset)
         func finished(_ message: String, customer: String? = nil) async throws -> Result {
             _ = try await service.jobQueue.redis.send(["ZREM", service.renewalIndex, member])
             return Result(
@@ -40,7 +38,8 @@ public struct RenewalCheckJobHandler: EntitlementJobHandler {
         guard let customer = try await service.store.owner(publisher: publisher.id, originalTransactionId: id) else {
             return try await finished("no customer holds this subscription")
         }
-        return try await service.withLocks(publisher: publisher.id, originalTransactionIds: [id], job: job) { tokens in
+        return try await service.withLocks(publisher: publisher.id, originalTransactionIds: [id], job: job) { tokens, moment in
+            let (now, offset) = (moment.now, moment.offset)
             let state = try await service.store.load(publisher: publisher.id, customer: customer).state
             guard let record = state.subscriptions[id], let latest = state.transactions[record.latestTransactionId] else {
                 return try await finished("\(customer) holds no subscription \(id) any more", customer: customer)
@@ -60,6 +59,11 @@ public struct RenewalCheckJobHandler: EntitlementJobHandler {
             }
             let decisions = try await service.apply(
                 evidence, publisher: publisher, customer: customer, fence: tokens[id], now: now, clockOffset: offset, job: job)
+            // Those sharing the subscription (the `share` policy) learn the same.
+            for sharer in try await service.store.holders(publisher: publisher.id, originalTransactionId: id).dropFirst() {
+                _ = try await service.apply(
+                    evidence, publisher: publisher, customer: sharer, fence: tokens[id], now: now, clockOffset: offset, job: job)
+            }
             let after = try await service.store.load(publisher: publisher.id, customer: customer).state
             let subscription = after.subscriptions[id]
             // The next check, also when nothing changed (billing retry is asked again and again).

@@ -1,3 +1,4 @@
+import AppStore
 import Entitlements
 import Foundation
 import JobQueue
@@ -26,10 +27,9 @@ public struct TransferJobHandler: EntitlementJobHandler {
         guard publisher.transferPolicy != .keep else {
             throw JobRefusal.notPossible(code: "transferRefused", "publisher \(publisher.id) keeps purchases with their first owner")
         }
-        let offset = try await service.configuration.clock.offset()
-        let now = Date().addingTimeInterval(offset)
         let id = payload.originalTransactionId
-        return try await service.withLocks(publisher: publisher.id, originalTransactionIds: [id], job: job) { tokens in
+        return try await service.withLocks(publisher: publisher.id, originalTransactionIds: [id], job: job) { tokens, moment in
+            let (now, offset) = (moment.now, moment.offset)
             let owner = try await service.store.owner(publisher: publisher.id, originalTransactionId: id)
             // After a crash between the owner change and the release, the owner is already
             // the new one: the requester's `from` names whom to release.
@@ -47,8 +47,18 @@ public struct TransferJobHandler: EntitlementJobHandler {
                 throw JobRefusal.notPossible(
                     code: "appAccountTokenMismatch", "\(id) was bought for another account: its appAccountToken is not \(payload.to)'s")
             }
-            // The moment of transfer is kept from the first run, so reruns change nothing.
-            let transferredAt = held.periods.first { $0.originalTransactionId == id && $0.endReason == .transferred }?.endedAt ?? now
+            guard facts.contains(where: { $0.kind != .consumable }) else {
+                throw JobRefusal.notPossible(
+                    code: "notTransferable", "\(id) is a consumable credited to \(previous): credits are delivered once and never move")
+            }
+            // The moment of transfer is kept from the first run (in the job's record), so a
+            // rerun after a crash changes nothing, however often the purchase went back and forth.
+            let jobKey = job.keys.job(job.id)
+            let memo = try await service.jobQueue.redis.pipeline([
+                ["HSETNX", jobKey, "transferredAt", String(AppleTimestamp(now).milliseconds)],
+                ["HGET", jobKey, "transferredAt"],
+            ])
+            let transferredAt = memo.last?.string.flatMap(Int64.init).map { Date(timeIntervalSince1970: Double($0) / 1000) } ?? now
 
             let events = service.changeEvents(publisher, now: now, clockOffset: offset)
             let latest = facts.max { $0.purchaseDate < $1.purchaseDate }
@@ -58,10 +68,20 @@ public struct TransferJobHandler: EntitlementJobHandler {
                     customer: payload.to, occurredAt: transferredAt, transactionId: latest?.transactionId, originalTransactionId: id,
                     productId: latest?.productId, offerId: latest.flatMap { publisher.offer(forProduct: $0.productId)?.offerId },
                     expiresDate: latest?.expiresDate, entitlements: [], from: previous, to: payload.to))
+            // What Apple last said of the subscription's renewal (billing retry, a grace period)
+            // moves with it: the new holder keeps the grace the previous one had.
+            var evidence = AppleEvidence(facts: Array(facts))
+            if let record = held.subscriptions[id] {
+                evidence.renewals[id] = RenewalFact(
+                    originalTransactionId: id, autoRenew: record.autoRenew ?? false, autoRenewProductId: record.autoRenewProductId,
+                    isInBillingRetry: record.isInBillingRetry ?? (record.status == .billingRetry || record.status == .gracePeriod),
+                    gracePeriodExpiresDate: record.gracePeriodExpiresDate, signedDate: record.asOf)
+            }
             let decisions = try await service.apply(
-                AppleEvidence(facts: Array(facts)), publisher: publisher, customer: payload.to, fence: tokens[id], now: now,
+                evidence, publisher: publisher, customer: payload.to, fence: tokens[id], now: now,
                 clockOffset: offset, accessFrom: transferredAt, extraFollowUps: publisher.webhook == nil ? [] : [event], job: job)
             try await service.store.setOwner(publisher: publisher.id, originalTransactionId: id, to: payload.to)
+            try await service.store.addFormerHolder(previous, publisher: publisher.id, originalTransactionId: id)
             try await service.change(publisher: publisher, customer: previous, fence: tokens[id], now: now, clockOffset: offset, job: job) {
                 $0.release(originalTransactionId: id, at: transferredAt)
             }

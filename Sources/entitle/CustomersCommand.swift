@@ -59,9 +59,9 @@ struct CustomersCommand: AsyncParsableCommand {
                 "customer:      \(state.customer) (publisher \(state.publisher))",
                 "at:            \(date.formatted(.iso8601))",
                 "entitlements:  \(state.entitlements(at: date).joined(separator: ", "))",
-                "credits:       \(state.credits.balance)",
+                "credits:       \(state.credits.balance(at: date))",
             ]
-            for subscription in state.subscriptions.values.sorted(by: { $0.originalTransactionId < $1.originalTransactionId }) {
+            for subscription in state.subscriptions(at: date) {
                 lines.append(
                     "subscription:  \(subscription.originalTransactionId) \(subscription.offerId) \(subscription.status.rawValue)"
                         + (subscription.expiresDate.map { " until \($0.formatted(.iso8601))" } ?? ""))

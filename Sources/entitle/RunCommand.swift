@@ -21,10 +21,12 @@ struct RunCommand: AsyncParsableCommand {
         commandName: "run",
         abstract: "Start Redis (private unless $ENTITLE_REDIS_URL is set), the simulator, the API and a worker; make a demo purchase.",
         discussion: """
-            The demo publisher's token and Basic credentials, and the operators' token, are made up for the \
-            run unless ENTITLE_DEMO_API_TOKEN, ENTITLE_DEMO_CLEENG_BASIC and ENTITLE_ADMIN_TOKEN are set. With --json, \
-            one line {"api", "simulator", "dashboard", "publisher", "publisherToken", "basicAuth"} is printed \
-            once everything is ready, and nothing else.
+            The demo publisher's token and Basic credentials, the Cloud Softphone-style publisher's token and the \
+            operators' token are made up for the run unless ENTITLE_DEMO_API_TOKEN, ENTITLE_DEMO_CLEENG_BASIC, \
+            ENTITLE_SOFTPHONE_API_TOKEN and ENTITLE_ADMIN_TOKEN are set. With --json, one line {"api", "simulator", \
+            "dashboard", "publisher", "publisherToken", "basicAuth", "softphoneToken", "appKey", "customerTokenSecret", \
+            "softphoneAppKey"} is printed once everything is \
+            ready, and nothing else.
             """
     )
 
@@ -120,6 +122,8 @@ struct RunCommand: AsyncParsableCommand {
         for (variable, value) in [
             ("ENTITLE_DEMO_API_TOKEN", "demo-" + Self.secret()),
             ("ENTITLE_DEMO_CLEENG_BASIC", "demo:" + Self.secret()), ("ENTITLE_ADMIN_TOKEN", "admin-" + Self.secret()),
+            ("ENTITLE_SOFTPHONE_API_TOKEN", "softphone-" + Self.secret()), ("ENTITLE_DEMO_APP_KEY", "app-demo-" + Self.secret()),
+            ("ENTITLE_DEMO_CUSTOMER_TOKEN_SECRET", Self.secret()), ("ENTITLE_SOFTPHONE_APP_KEY", "app-softphone-" + Self.secret()),
         ] where (environment[variable] ?? "").isEmpty {
             environment[variable] = value
         }
@@ -173,7 +177,10 @@ struct RunCommand: AsyncParsableCommand {
             say(
                 JSONOutput.line([
                     "api": apiURL, "simulator": simulatorURL, "dashboard": dashboard, "publisher": "demo", "publisherToken": token,
-                    "basicAuth": basic,
+                    "basicAuth": basic, "softphoneToken": environment["ENTITLE_SOFTPHONE_API_TOKEN"] ?? "",
+                    "appKey": environment["ENTITLE_DEMO_APP_KEY"] ?? "",
+                    "customerTokenSecret": environment["ENTITLE_DEMO_CUSTOMER_TOKEN_SECRET"] ?? "",
+                    "softphoneAppKey": environment["ENTITLE_SOFTPHONE_APP_KEY"] ?? "",
                 ]))
         } else {
             do {
@@ -186,7 +193,8 @@ struct RunCommand: AsyncParsableCommand {
             say(
                 """
 
-                API:        \(apiURL)   (Authorization: Bearer \(token))
+                API:        \(apiURL)   (Authorization: Bearer \(token); Cloud Softphone-style: \
+                \(environment["ENTITLE_SOFTPHONE_API_TOKEN"] ?? ""))
                 dashboard:  \(dashboard)
                 simulator:  \(simulatorURL)
                 try:

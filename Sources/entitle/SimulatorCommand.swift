@@ -34,11 +34,17 @@ struct SimulatorCommand: AsyncParsableCommand {
     @Option(help: "Keep the signing keys in this directory, so the roots survive restarts.")
     var stateDir: String?
 
+    @Option(
+        name: .customLong("sandbox-renewal-limit"),
+        help: "How many times a sandbox subscription renews before it expires (Apple's sandbox: 12; older sandboxes: 6).")
+    var sandboxRenewalLimit: Int = 12
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: String?
 
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0-65535") }
+        guard (1...1000).contains(sandboxRenewalLimit) else { throw ValidationError("--sandbox-renewal-limit must be 1-1000") }
         for url in [notifyURL, notifyURLV1].compactMap({ $0 }) {
             guard let parsed = URL(string: url), ["http", "https"].contains(parsed.scheme ?? ""), parsed.host != nil else {
                 throw ValidationError("\(url) is not an http(s) URL")
@@ -60,6 +66,7 @@ struct SimulatorCommand: AsyncParsableCommand {
         configuration.port = port
         configuration.notifications = .init(url: notifyURL, v1URL: notifyURLV1)
         configuration.stateDirectory = stateDir.map { URL(fileURLWithPath: $0) }
+        configuration.sandboxRenewalLimit = sandboxRenewalLimit
         let host = self.host
         let server = try SimulatorServer(configuration: configuration, logger: logger) { port in
             // Unbuffered, so a parent process reading a pipe sees it at once.

@@ -24,6 +24,11 @@ struct APIStack: Sendable {
     static let otherToken = "other-token-0123456789"
     static let limitedToken = "limited-token-0123456789"
     static let adminToken = "admin-token-0123456789"
+    static let softphoneToken = "softphone-token-0123456789"
+    /// What Cloud Softphone's app puts in its validation URL: the softphone publisher's app key.
+    static let softphoneAppKey = "softphone-app-key-0123456789"
+    static let keepToken = "keep-token-0123456789"
+    static let shareToken = "share-token-0123456789"
     static let cleengBasic = "demo-user:demo-password"
     /// The demo app's key (public by design) and the secret its backend signs customer tokens with.
     static let appKey = "app-key-demo-0123456789"
@@ -35,6 +40,8 @@ struct APIStack: Sendable {
     let jobQueue: JobQueue
     /// What the simulator posted as notifications (V2 at `/v2`, V1 at `/v1`).
     let inbox: RequestLog
+    /// Hands the simulator's V2 notifications on to the API, as Apple would.
+    let forwarder: Forwarder
     /// The routes the API registered (`GET /v1/jobs/{id}`).
     let routes: [String]
     let api: EntitleAPI
@@ -55,24 +62,31 @@ struct APIStack: Sendable {
     /// Minting signing keys is slow in debug builds: one pair for every test.
     static let authorities = Result { (try SigningAuthority(), try ReceiptSigningAuthority()) }
 
+    /// - Parameter notify: publishers whose notification route gets each V2 notification the
+    ///   simulator sends (as Apple would post it to each publisher's URL); none: they stay in `inbox`.
     static func run(
-        _ name: String, worker: Bool = false, adminToken: String? = adminToken, redisDown: Bool = false,
+        _ name: String, worker: Bool = false, adminToken: String? = adminToken, redisDown: Bool = false, notify: [String] = [],
         environment extra: [String: String] = [:], configure: @Sendable (inout EntitleAPI.Configuration) -> Void = { _ in },
         catalog change: @Sendable (inout [[String: Any]]) -> Void = { _ in }, _ body: @Sendable (APIStack) async throws -> Void
     ) async throws {
         let inbox = RequestLog()
+        let forwarder = Forwarder(publishers: notify)
         let receiver = Router()
         receiver.post("v2") { request, _ -> Response in
-            try await inbox.record(request)
+            let entry = try await inbox.record(request)
+            try await forwarder.forward(entry.body)
             return Response(status: .ok)
         }
         receiver.post("v1") { request, _ -> Response in
             try await inbox.record(request)
             return Response(status: .ok)
         }
+        // The demo's simulator catalog with apps for `keep` and `share` (an app belongs to one publisher).
+        let simulatorCatalog = try DemoCatalogs.writeSimulatorCatalog()
+        defer { try? FileManager.default.removeItem(atPath: simulatorCatalog) }
         try await LoopbackServer.run(receiver) { receiverURL in
             var configuration = SimulatorServer.Configuration(
-                catalog: try SimulatorCatalog(contentsOf: root.appending(path: "Config/simulator-catalog.json")))
+                catalog: try SimulatorCatalog(contentsOf: URL(fileURLWithPath: simulatorCatalog)))
             configuration.port = 0
             configuration.authorities = try authorities.get()
             configuration.notifications = .init(url: receiverURL + "/v2", v1URL: receiverURL + "/v1")
@@ -91,7 +105,8 @@ struct APIStack: Sendable {
                     "ENTITLE_ENV": "development", "ENTITLE_SIMULATOR_URL": simulatorURL, "ENTITLE_DEMO_API_TOKEN": demoToken,
                     "ENTITLE_DEMO_CLEENG_BASIC": cleengBasic, "ENTITLE_OTHER_TOKEN": otherToken,
                     "ENTITLE_LIMITED_TOKEN": limitedToken, "ENTITLE_DEMO_APP_KEY": appKey, "ENTITLE_OTHER_APP_KEY": otherAppKey,
-                    "ENTITLE_DEMO_CUSTOMER_TOKEN_SECRET": customerTokenSecret,
+                    "ENTITLE_DEMO_CUSTOMER_TOKEN_SECRET": customerTokenSecret, "ENTITLE_SOFTPHONE_API_TOKEN": softphoneToken,
+                    "ENTITLE_KEEP_TOKEN": keepToken, "ENTITLE_SHARE_TOKEN": shareToken, "ENTITLE_SOFTPHONE_APP_KEY": softphoneAppKey,
                 ]
                 if let adminToken { environment["ENTITLE_ADMIN_TOKEN"] = adminToken }
                 environment.merge(extra) { $1 }
@@ -128,8 +143,11 @@ struct APIStack: Sendable {
                 if let workerService { tasks.addTask { try await workerService.run() } }
                 defer { workerService?.stop() }
                 try await Self.serve(api) { url in
+                    await forwarder.start(apiURL: url)
                     try await body(
-                        APIStack(url: url, simulatorURL: simulatorURL, jobQueue: jobQueue, inbox: inbox, routes: api.routes, api: api))
+                        APIStack(
+                            url: url, simulatorURL: simulatorURL, jobQueue: jobQueue, inbox: inbox, forwarder: forwarder, routes: api.routes,
+                            api: api))
                 }
                 tasks.cancelAll()
             }
@@ -138,8 +156,10 @@ struct APIStack: Sendable {
 
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
 
-    /// The development catalog, plus `other` (its own token and app) and `limited` (a rate
-    /// limit of one request per 5 s, two at once: slow enough that a loaded machine cannot refill it mid-test).
+    /// The development catalog (`demo`, `softphone`), plus `other` (its own token and app),
+    /// `limited` (a rate limit of one request per 5 s, two at once: slow enough that a loaded
+    /// machine cannot refill it mid-test), and `keep` and `share` (demo's offers under the other
+    /// transfer policies, each through its own app: an app belongs to one publisher).
     static func writeCatalog(_ change: (inout [[String: Any]]) -> Void = { _ in }) throws -> String {
         var document = try #require(
             try JSONSerialization.jsonObject(with: Data(contentsOf: root.appending(path: "Config/catalog.development.json")))
@@ -171,7 +191,22 @@ struct APIStack: Sendable {
         // An app belongs to one publisher.
         limited["apps"] = [["bundleId": "com.example.limited", "environments": ["Sandbox"]]]
         limited["api"] = ["tokenVariables": ["ENTITLE_LIMITED_TOKEN"], "rateLimit": ["perSecond": 0.2, "burst": 2]]
-        publishers = [demo, other, limited]
+        var keep = try #require(DemoCatalogs.renamed(demo, to: DemoCatalogs.bundleId("keep")) as? [String: Any])
+        keep["id"] = "keep"
+        keep["transferPolicy"] = "keep"
+        keep["apps"] = [DemoCatalogs.app("keep")]
+        keep["api"] = ["tokenVariables": ["ENTITLE_KEEP_TOKEN"], "rateLimit": ["perSecond": 10_000, "burst": 10_000]]
+        var share = try #require(DemoCatalogs.renamed(demo, to: DemoCatalogs.bundleId("share")) as? [String: Any])
+        share["id"] = "share"
+        share["transferPolicy"] = "share"
+        share["apps"] = [DemoCatalogs.app("share")]
+        share["api"] = ["tokenVariables": ["ENTITLE_SHARE_TOKEN"], "rateLimit": ["perSecond": 10_000, "burst": 10_000]]
+        var softphone = publishers[1]
+        softphone["api"] = [
+            "tokenVariables": ["ENTITLE_SOFTPHONE_API_TOKEN"], "rateLimit": ["perSecond": 10_000, "burst": 10_000],
+            "appKeys": [["id": "softphone-app", "variable": "ENTITLE_SOFTPHONE_APP_KEY"]], "validation": ["waitSeconds": 15],
+        ]
+        publishers = [demo, other, limited, softphone, keep, share]
         change(&publishers)
         document["publishers"] = publishers
         let path = FileManager.default.temporaryDirectory.appending(path: "api-catalog-\(UUID().uuidString).json").path
@@ -218,19 +253,6 @@ struct APIStack: Sendable {
     // MARK: The App Store and the queue
 
     /// Buys at the simulator as an app would: `{signedTransaction, appReceipt, transactionId, ...}`.
-    func buy(_ product: String, account: String? = nil, appAccountToken: String? = nil) async throws -> [String: Any] {
-        var body: [String: Any] = ["bundleId": "com.entitle.demo", "productId": "com.entitle.demo.\(product)"]
-        if let account { body["appleAccount"] = account }
-        if let appAccountToken { body["appAccountToken"] = appAccountToken }
-        var request = HTTPClientRequest(url: simulatorURL + "/simulator/purchases")
-        request.method = .POST
-        request.body = .bytes(ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: body)))
-        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
-        let bytes = try await response.body.collect(upTo: 1 << 22)
-        try #require(response.status == .created || response.status == .ok, "the simulator refused: \(String(buffer: bytes))")
-        return try #require(try JSONSerialization.jsonObject(with: Data(bytes.readableBytesView)) as? [String: Any])
-    }
-
     /// Jobs ever enqueued on the default queue (all types): "nothing queued" checks read it.
     func enqueuedCount() async throws -> Int {
         try await jobQueue.stats(queue: "default").total("enqueued")
@@ -273,6 +295,33 @@ func customerToken(
         + base64url(try! JSONSerialization.data(withJSONObject: claims, options: .sortedKeys))
     let mac = HMAC<SHA256>.authenticationCode(for: Data(input.utf8), using: SymmetricKey(data: Data(secret.utf8)))
     return input + "." + base64url(mac)
+}
+
+/// Posts notification bodies to the API's notification route of each publisher it names,
+/// and counts what it has handed on.
+actor Forwarder {
+    let publishers: [String]
+    private var apiURL: String?
+    private(set) var inFlight = 0
+
+    init(publishers: [String]) { self.publishers = publishers }
+
+    func start(apiURL: String) { self.apiURL = apiURL }
+
+    func forward(_ body: [UInt8]) async throws {
+        guard let apiURL, !publishers.isEmpty else { return }
+        inFlight += 1
+        defer { inFlight -= 1 }
+        for publisher in publishers {
+            var request = HTTPClientRequest(url: apiURL + "/v1/notifications/apple/" + publisher)
+            request.method = .POST
+            request.body = .bytes(ByteBuffer(bytes: body))
+            let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
+            _ = try await response.body.collect(upTo: 1 << 20)
+            // Forward only to publishers with the simulator's app: another publisher's URL refuses it.
+            try #require(response.status == .ok, "the notification route of \(publisher) answered \(response.status)")
+        }
+    }
 }
 
 /// A signed transaction with its signature bytes changed: well-formed, forged.

@@ -55,6 +55,79 @@ import Testing
         }
     }
 
+    @Test func cleengReadCallsAnswerAccessEntitlementsAndTagsWithPaymentsContract() async throws {
+        try await APIStack.run("cleeng-read", worker: true) { api in
+            // An issue, then a subscription with the same Apple account: the app's receipt holds both.
+            let issue = try await api.buy("issue.2026.11", account: "ann-account", extra: ["environment": "Production"])
+            #expect(issue["transactionId"] != nil)
+            let bought = try await api.buy("premium.monthly", account: "ann-account", extra: ["environment": "Production"])
+            let payment: [String: Any] = [
+                "customerEmail": "ann@example.com", "offerId": "premium", "appType": "ios",
+                "receipt": [
+                    "transactionId": try #require(bought["transactionId"] as? String),
+                    "receiptData": try #require(bought["appReceipt"] as? String),
+                ],
+            ]
+            let paid = try await api.call(
+                .POST, "/apple/payment", token: nil, headers: Self.cleengHeaders, json: payment, route: "POST /apple/payment")
+            _ = try await api.result(try #require(paid.json["jobId"] as? String))
+            let now = try await api.simulatorNow().timeIntervalSince1970
+
+            func get(_ path: String, _ route: String, headers: [String: String] = Self.cleengHeaders) async throws -> APIStack.Reply {
+                try await api.call(.GET, path, token: nil, headers: headers, route: route)
+            }
+            let one = "GET /cleeng/entitlements/{customerEmail}/{offerId}"
+            let premium = try await get("/cleeng/entitlements/ann%40example.com/premium", one)
+            #expect(
+                premium.status == 200 && premium.json["accessGranted"] as? Bool == true
+                    && premium.json["grantType"] as? String == "purchase")
+            #expect((premium.json["expiresAt"] as? Int).map { Double($0) > now } == true, "\(premium.text)")
+            let basic = try await get("/cleeng/entitlements/ann@example.com/basic", one)
+            #expect(basic.json["accessGranted"] as? Bool == false && basic.json["expiresAt"] is NSNull)
+
+            let list = try await get("/cleeng/entitlements/ann@example.com", "GET /cleeng/entitlements/{customerEmail}")
+            let items = try #require(list.json["items"] as? [[String: Any]])
+            #expect(items.map { $0["offerId"] as? String } == ["issue-2026-11", "premium"], "\(list.text)")
+            #expect(items.allSatisfy { $0["accessGranted"] as? Bool == true })
+            #expect(items.first?["expiresAt"] is NSNull, "an issue is for ever")
+
+            let tags = try await get("/cleeng/accessible-tags/ann@example.com", "GET /cleeng/accessible-tags/{customerEmail}")
+            #expect(tags.json["tags"] as? [String] == ["hd", "issue:2026-11", "premium"], "\(tags.text)")
+            // Before the purchases: nothing.
+            let before = try await get(
+                "/cleeng/accessible-tags/ann@example.com?at=2020-01-01T00:00:00Z", "GET /cleeng/accessible-tags/{customerEmail}")
+            #expect(before.json["tags"] as? [String] == [])
+            // A customer who never bought has no access (not an error).
+            let nobody = try await get("/cleeng/entitlements/nobody@example.com", "GET /cleeng/entitlements/{customerEmail}")
+            #expect(nobody.status == 200 && (nobody.json["items"] as? [Any])?.isEmpty == true)
+
+            // The payment route's contract: 401, 400, 422, each with a message.
+            let wrong = "Basic " + Data("demo-user:wrong".utf8).base64EncodedString()
+            let refusals: [(String, [String: String], Int, String)] = [
+                ("/cleeng/entitlements/ann@example.com/premium", ["Authorization": Self.basic], 401, "X-Publisher-Token"),
+                (
+                    "/cleeng/entitlements/ann@example.com", ["X-Publisher-Token": APIStack.demoToken, "Authorization": wrong], 401,
+                    "not valid"
+                ),
+                (
+                    "/cleeng/accessible-tags/ann@example.com", ["X-Publisher-Token": APIStack.otherToken, "Authorization": Self.basic], 401,
+                    "not valid"
+                ),
+                ("/cleeng/entitlements/ann/premium", Self.cleengHeaders, 400, "email"),
+                ("/cleeng/accessible-tags/ann@example.com?at=yesterday", Self.cleengHeaders, 400, "ISO 8601"),
+                ("/cleeng/entitlements/ann@example.com/gold", Self.cleengHeaders, 422, "no offer gold"),
+            ]
+            for (path, headers, status, message) in refusals {
+                let route =
+                    path.hasPrefix("/cleeng/accessible-tags")
+                    ? "GET /cleeng/accessible-tags/{customerEmail}"
+                    : path.split(separator: "/").count == 4 ? one : "GET /cleeng/entitlements/{customerEmail}"
+                let reply = try await get(path, route, headers: headers)
+                #expect(reply.status == status && reply.message.contains(message), "\(path): \(reply.status) \(reply.text)")
+            }
+        }
+    }
+
     @Test func validateWaitsForTheVerdictInXMLJSONOrAForm() async throws {
         try await APIStack.run("validate", worker: true) { api in
             let bought = try await api.buy("credits.100", account: "alice-account")
@@ -70,7 +143,7 @@ import Testing
             #expect(xml.headers["content-type"]?.hasPrefix("application/xml") == true)
             #expect(xml.text.contains("<result>ok</result>") && xml.text.contains("<credits>100</credits>"), "\(xml.text)")
 
-            // The same again, as a form, answered in JSON: the same job, the same verdict.
+            // The same again, as a form, answered in JSON: the same verdict (a new claim, credited once).
             let json = try await api.call(
                 .POST, "/v1/validate", headers: ["Content-Type": "application/x-www-form-urlencoded", "Accept": "application/json"],
                 body: query,

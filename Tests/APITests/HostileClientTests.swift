@@ -98,6 +98,10 @@ import Testing
                     "customerEmail": "ann@example.com", "offerId": "credits-100", "appType": "ios",
                     "receipt": ["transactionId": transactionId, "receiptData": receipt],
                 ]), cleeng: true),
+            "GET /cleeng/entitlements/{customerEmail}/{offerId}": Probe(
+                method: "GET", path: "/cleeng/entitlements/ann%40example.com/premium", cleeng: true),
+            "GET /cleeng/entitlements/{customerEmail}": Probe(method: "GET", path: "/cleeng/entitlements/ann%40example.com", cleeng: true),
+            "GET /cleeng/accessible-tags/{customerEmail}": Probe(method: "GET", path: "/cleeng/accessible-tags/ann%40example.com", cleeng: true),
             "GET /v1/validate": Probe(method: "GET", path: "/v1/validate?" + validate),
             "POST /v1/validate": Probe(method: "POST", path: "/v1/validate", body: validate, contentType: "application/x-www-form-urlencoded"),
             "GET /v1/jobs/{id}": Probe(method: "GET", path: "/v1/jobs/\(job)"),

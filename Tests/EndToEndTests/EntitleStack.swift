@@ -150,51 +150,13 @@ final class EntitleStack: Sendable {
         self.receiver = receiver
     }
 
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    static let root = DemoCatalogs.root
 
-    /// The app each test publisher sells through (an app belongs to one publisher): the demo
-    /// app's products, under `com.entitle.PUBLISHER`.
-    static func bundleId(_ publisher: String) -> String { publisher == "keep" || publisher == "share" ? "com.entitle.\(publisher)" : "com.entitle.demo" }
+    /// The app each test publisher sells through (see `DemoCatalogs`).
+    static func bundleId(_ publisher: String) -> String { DemoCatalogs.bundleId(publisher) }
 
-    /// Replaces the demo app's bundle id in every string (product ids, group products), and
-    /// its subscription group's id (groups belong to one app).
-    static func renamed(_ value: Any, to bundleId: String) -> Any {
-        switch value {
-        case let text as String:
-            let renamed = text.replacingOccurrences(of: "com.entitle.demo", with: bundleId)
-            return renamed == "21000001" && bundleId != "com.entitle.demo" ? "21000001-" + bundleId : renamed
-        case let list as [Any]: return list.map { renamed($0, to: bundleId) }
-        case let object as [String: Any]:
-            return Dictionary(uniqueKeysWithValues: object.map { (renamed($0.key, to: bundleId) as? String ?? $0.key, renamed($0.value, to: bundleId)) })
-        default: return value
-        }
-    }
-
-    /// The demo simulator catalog, plus the apps `com.entitle.keep` and `com.entitle.share`
-    /// selling the same products under their own ids.
-    static func writeSimulatorCatalog() throws -> String {
-        var document = try #require(
-            try JSONSerialization.jsonObject(with: Data(contentsOf: root.appending(path: "Config/simulator-catalog.json"))) as? [String: Any])
-        for (key, value) in document where value is [Any] {
-            let list = try #require(value as? [Any])
-            var extended = list
-            for (index, publisher) in ["keep", "share"].enumerated() {
-                var copies = try #require(renamed(list, to: bundleId(publisher)) as? [Any])
-                if key == "apps" {
-                    copies = copies.map { app in
-                        var app = app as? [String: Any] ?? [:]
-                        app["appAppleId"] = 1_234_567_891 + index
-                        return app
-                    }
-                }
-                extended += copies
-            }
-            document[key] = extended
-        }
-        let path = FileManager.default.temporaryDirectory.appending(path: "e2e-simulator-catalog-\(UUID().uuidString).json").path
-        try JSONSerialization.data(withJSONObject: document).write(to: URL(fileURLWithPath: path))
-        return path
-    }
+    /// The demo simulator catalog, plus the apps `com.entitle.keep` and `com.entitle.share`.
+    static func writeSimulatorCatalog() throws -> String { try DemoCatalogs.writeSimulatorCatalog() }
 
     /// The development catalog, plus publishers `keep` and `share` (the other transfer
     /// policies, each with its own app selling the demo's products), `other` (another app),
@@ -206,15 +168,11 @@ final class EntitleStack: Sendable {
         var demo = publishers[0]
         demo["webhook"] = ["url": webhookURL, "secretVariable": "ENTITLE_TEST_WEBHOOK_SECRET"]
         func copy(_ id: String, policy: String) throws -> [String: Any] {
-            var publisher = try #require(renamed(publishers[0], to: bundleId(id)) as? [String: Any])
+            var publisher = try #require(DemoCatalogs.renamed(publishers[0], to: bundleId(id)) as? [String: Any])
             publisher["id"] = id
             publisher["transferPolicy"] = policy
             publisher["api"] = nil
-            publisher["apps"] = (publisher["apps"] as? [[String: Any]] ?? []).map { app in
-                var app = app
-                app["appAppleId"] = id == "keep" ? 1_234_567_891 : 1_234_567_892
-                return app
-            }
+            publisher["apps"] = [DemoCatalogs.app(id)]
             return publisher
         }
         var keep = try copy("keep", policy: "keep")

@@ -18,6 +18,8 @@ import Testing
         "ENTITLE_ADMIN_TOKEN": "admin-token-1a3c5e7f9b",
         "ENTITLE_DEMO_SHARED_SECRET": "demo-shared-secret-0123456789abcdef",
         "ENTITLE_DEMO_WEBHOOK_SECRET": "webhook-secret-6e8a0c2d4f",
+        "ENTITLE_SOFTPHONE_API_TOKEN": "softphone-key-5d7f9b1c3e",
+        "ENTITLE_SOFTPHONE_APP_KEY": "softphone-app-key-8c0e2a4f6b",
     ]
 
     @Test(.timeLimit(.minutes(3))) func noSecretReachesAnyLogAtTraceLevel() async throws {

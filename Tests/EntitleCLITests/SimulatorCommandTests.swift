@@ -70,6 +70,42 @@ import Testing
         #expect(try await again.wait(timeout: .seconds(30)) == 0)
     }
 
+    /// Newsstand: the sandbox renews 12 times by default (Apple's rule today); the seed's
+    /// scenario, written when it was 6, is replayed with `--sandbox-renewal-limit 6`.
+    @Test func sandboxSubscriptionsRenewAsOftenAsTheSettingSays() async throws {
+        for limit in [nil, 6] as [Int?] {
+            let simulator = try ChildProcess(
+                ChildProcess.entitleExecutable,
+                ["simulator", "--port", "0"] + (limit.map { ["--sandbox-renewal-limit", String($0)] } ?? []))
+            defer { if simulator.isRunning { simulator.signal(SIGKILL) } }
+            try await eventually("the simulator to listen") { simulator.output.contains("simulator listening on ") }
+            let base = try #require(
+                simulator.output.split(whereSeparator: \.isWhitespace).first { $0.hasPrefix("http://") }.map(String.init))
+            let purchase = try #require(
+                try JSONSerialization.jsonObject(
+                    with: Data(
+                        try await fetch(
+                            base + "/simulator/purchases",
+                            post:
+                                #"{"bundleId":"com.entitle.demo","productId":"com.entitle.demo.basic.monthly","useIntroductoryOffer":false}"#
+                        )))
+                    as? [String: Any])
+            let original = try #require(purchase["originalTransactionId"] as? String)
+            // Twenty sandbox months (5 minutes each): more than either limit.
+            _ = try await fetch(base + "/simulator/clock/advance", post: #"{"seconds":6000}"#)
+            let subscription = try #require(
+                try JSONSerialization.jsonObject(with: Data(try await fetch(base + "/simulator/subscriptions/\(original)")))
+                    as? [String: Any])
+            let transactions = try #require(subscription["transactionIds"] as? [String])
+            #expect(transactions.count == 1 + (limit ?? 12), "the purchase and \(limit ?? 12) renewals: \(transactions.count)")
+            #expect(subscription["status"] as? Int == 2, "expired after the last renewal: \(subscription["status"] ?? "none")")
+            simulator.signal(SIGTERM)
+            #expect(try await simulator.wait(timeout: .seconds(30)) == 0)
+        }
+        let bad = try await ChildProcess.run(ChildProcess.entitleExecutable, ["simulator", "--sandbox-renewal-limit", "0"])
+        #expect(bad.status != 0 && bad.errors.contains("--sandbox-renewal-limit must be 1-1000"), "\(bad.errors)")
+    }
+
     @Test func aBadCatalogOrOptionFailsWithAMessage() async throws {
         let catalog = FileManager.default.temporaryDirectory.appending(path: "bad-catalog-\(UUID().uuidString).json")
         try

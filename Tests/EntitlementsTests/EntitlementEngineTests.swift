@@ -201,3 +201,42 @@ import Testing
         #expect(state.subscriptions["60"]?.autoRenew == false)
     }
 }
+
+@Suite struct TransferBackTests {
+    let engine: EntitlementEngine
+    let day: TimeInterval = 86_400
+    let start = Date(timeIntervalSince1970: 1_790_000_000)
+
+    init() throws {
+        let catalog = try EntitlementCatalog(json: try EntitlementCatalogTests.developmentCatalog)
+        engine = EntitlementEngine(publisher: try #require(catalog.publisher("demo")))
+    }
+
+    @Test func aPurchaseTransferredAwayAndBackGivesAccessToItsHolderOnly() {
+        let purchase = PurchaseFact(
+            transactionId: "70", originalTransactionId: "70", productId: "com.entitle.demo.premium.monthly", bundleId: "com.entitle.demo",
+            kind: .autoRenewable, environment: "Sandbox", purchaseDate: start, expiresDate: start.addingTimeInterval(30 * day),
+            signedDate: start)
+        var ann = CustomerEntitlements(publisher: "demo", customer: "ann")
+        var bob = CustomerEntitlements(publisher: "demo", customer: "bob")
+        _ = engine.apply(purchase, to: &ann, now: start)
+        var moment = start
+        for step in 1...4 {
+            moment = moment.addingTimeInterval(day)
+            let (from, to) = step % 2 == 1 ? (ann, bob) : (bob, ann)
+            var giver = from
+            var taker = to
+            _ = engine.apply(purchase, to: &taker, now: moment, accessFrom: moment)
+            giver.release(originalTransactionId: "70", at: moment)
+            // The taker's own request, run after the transfer.
+            let later = moment.addingTimeInterval(60)
+            let decision = engine.apply(purchase, to: &taker, now: later)
+            #expect(decision.accessGranted && decision.entitlements == ["hd", "premium"], "step \(step): \(decision)")
+            #expect(taker.entitlements(at: later) == ["hd", "premium"] && giver.entitlements(at: later).isEmpty, "step \(step)")
+            #expect(giver.entitlements(at: moment.addingTimeInterval(-1)) == ["hd", "premium"], "history of step \(step)")
+            #expect(taker.subscription(originalTransactionId: "70", at: later)?.status == .active)
+            #expect(giver.subscription(originalTransactionId: "70", at: later) == nil)
+            if step % 2 == 1 { (ann, bob) = (giver, taker) } else { (bob, ann) = (giver, taker) }
+        }
+    }
+}
