@@ -1,9 +1,11 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.2
+// Entitle runs on Linux (Debian and Ubuntu, with libhiredis-dev): it uses Glibc, epoll-era
+// socket calls and /proc. Swift 6.2 or newer (`isolated deinit`). No Apple platform is
+// declared because none is supported.
 import PackageDescription
 
 let package = Package(
     name: "entitle",
-    platforms: [.macOS(.v15)],
     products: [
         .executable(name: "entitle", targets: ["entitle"]),
         .library(name: "RedisClient", targets: ["RedisClient"]),
@@ -33,19 +35,29 @@ let package = Package(
             pkgConfig: "hiredis",
             providers: [.apt(["libhiredis-dev"])]
         ),
+        /// `Duration` as seconds, milliseconds and nanoseconds, saturating: the one conversion.
+        .target(name: "DurationUnits"),
         /// A Redis client over hiredis: connection actors on their own threads, a pool, scripts.
         .target(
             name: "RedisClient",
             dependencies: [
+                "DurationUnits",
                 "CHiredis",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
             ]
         ),
+        /// Child processes and a private redis-server on a free loopback port: for `entitle run`
+        /// and the tests, not part of any library's surface.
+        .target(
+            name: "LocalProcesses",
+            dependencies: ["DurationUnits", "RedisClient", .product(name: "Logging", package: "swift-log")]
+        ),
         /// The reliable job queue on Redis lists and the actor-based worker runtime.
         .target(
             name: "JobQueue",
             dependencies: [
+                "DurationUnits",
                 "RedisClient",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
@@ -57,24 +69,24 @@ let package = Package(
         .target(
             name: "AppStore",
             dependencies: [
+                "DurationUnits",
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         /// The domain: publishers' catalogs, access periods, subscriptions, credits; pure, no I/O.
         .target(name: "Entitlements"),
-        /// The entitlement jobs (receipt, transfer, refund, renewal-check, notification,
-        /// webhook), the Redis-backed entitlement store, locks, and the deployment configuration.
+        /// What the API and the jobs share: the deployment configuration, Apple's gateway and
+        /// evidence, the Redis-backed entitlement store and its keys, locks, change events, job
+        /// payloads and documents, secrets.
         .target(
-            name: "Worker",
+            name: "EntitleCore",
             dependencies: [
+                "DurationUnits",
                 "AppStore", "Entitlements", "JobQueue", "RedisClient",
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -83,18 +95,33 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
+        /// The entitlement jobs (receipt, transfer, refund, renewal-check, notification,
+        /// webhook) and the renewal sweep: handlers only, on the core's store and gateway.
+        .target(
+            name: "EntitlementJobs",
+            dependencies: [
+                "DurationUnits",
+                "AppStore", "Entitlements", "EntitleCore", "JobQueue",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
+        ),
         /// The HTTP API: purchases, notifications, jobs, entitlements, operations, the dashboard.
         .target(
             name: "HTTPAPI",
             dependencies: [
-                "AppStore", "Entitlements", "JobQueue", "Worker",
+                "DurationUnits",
+                "AppStore", "Entitlements", "JobQueue", "EntitleCore",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "Metrics", package: "swift-metrics"),
             ]
         ),
         /// The local App Store: Apple-shaped signing, products, subscriptions over simulated time,
@@ -102,6 +129,7 @@ let package = Package(
         .target(
             name: "AppStoreSimulator",
             dependencies: [
+                "DurationUnits",
                 "AppStore",
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -117,12 +145,15 @@ let package = Package(
         .executableTarget(
             name: "entitle",
             dependencies: [
+                "LocalProcesses",
+                "DurationUnits",
                 "RedisClient",
                 "JobQueue",
                 "AppStore",
                 "AppStoreSimulator",
                 "Entitlements",
-                "Worker",
+                "EntitleCore",
+                "EntitlementJobs",
                 "HTTPAPI",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -147,16 +178,22 @@ let package = Package(
         /// Starts a private redis-server for tests when the test command did not give one.
         .target(
             name: "RedisTestSupport",
-            dependencies: ["RedisClient"],
+            dependencies: [
+                "LocalProcesses",
+                "DurationUnits","RedisClient"],
             path: "Tests/RedisTestSupport"
         ),
         .testTarget(
             name: "RedisClientTests",
-            dependencies: ["RedisClient", "RedisTestSupport"]
+            dependencies: [
+                "LocalProcesses",
+                "DurationUnits","RedisClient", "RedisTestSupport"]
         ),
         .testTarget(
             name: "JobQueueTests",
-            dependencies: ["JobQueue", "RedisClient", "RedisTestSupport"]
+            dependencies: [
+                "LocalProcesses",
+                "DurationUnits","JobQueue", "RedisClient", "RedisTestSupport"]
         ),
         /// Seeded mutations of real inputs, for the fuzz tests.
         .target(name: "FuzzSupport", path: "Tests/FuzzSupport"),
@@ -169,6 +206,7 @@ let package = Package(
         .testTarget(
             name: "AppStoreTests",
             dependencies: [
+                "DurationUnits",
                 "AppStore",
                 "AppStoreSimulator",
                 "HTTPTestSupport",
@@ -183,6 +221,8 @@ let package = Package(
         .testTarget(
             name: "AppStoreSimulatorTests",
             dependencies: [
+                "LocalProcesses",
+                "DurationUnits",
                 "AppStore",
                 "AppStoreSimulator",
                 "HTTPTestSupport",
@@ -199,7 +239,9 @@ let package = Package(
         .testTarget(
             name: "EntitlementWorkerTests",
             dependencies: [
-                "Worker", "Entitlements", "AppStore", "AppStoreSimulator", "RedisClient", "RedisTestSupport", "JobQueue", "HTTPTestSupport",
+                "LocalProcesses",
+                "DurationUnits",
+                "EntitleCore", "EntitlementJobs", "Entitlements", "AppStore", "AppStoreSimulator", "RedisClient", "RedisTestSupport", "JobQueue", "HTTPTestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
             ]
         ),
@@ -207,7 +249,9 @@ let package = Package(
         .testTarget(
             name: "EndToEndTests",
             dependencies: [
-                "JobQueue", "RedisClient", "RedisTestSupport", "HTTPTestSupport", "Entitlements", "Worker",
+                "LocalProcesses",
+                "DurationUnits",
+                "JobQueue", "RedisClient", "RedisTestSupport", "HTTPTestSupport", "Entitlements", "EntitleCore", "EntitlementJobs",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ]
@@ -217,7 +261,9 @@ let package = Package(
         .testTarget(
             name: "APITests",
             dependencies: [
-                "HTTPAPI", "Worker", "JobQueue", "Entitlements", "AppStore", "AppStoreSimulator", "RedisClient", "RedisTestSupport",
+                "LocalProcesses",
+                "DurationUnits",
+                "HTTPAPI", "EntitleCore", "EntitlementJobs", "JobQueue", "Entitlements", "AppStore", "AppStoreSimulator", "RedisClient", "RedisTestSupport",
                 "HTTPTestSupport", "FuzzSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -229,7 +275,9 @@ let package = Package(
         .testTarget(
             name: "EntitleCLITests",
             dependencies: [
-                "JobQueue", "RedisClient", "RedisTestSupport", "Entitlements", "Worker",
+                "LocalProcesses",
+                "DurationUnits",
+                "JobQueue", "RedisClient", "RedisTestSupport", "Entitlements", "EntitleCore",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ]

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Crypto
+import DurationUnits
 import Foundation
 import NIOHTTP1
 import Synchronization
@@ -222,7 +223,7 @@ public struct AppStoreServerAPIClient: Sendable {
     /// The current bearer token, renewed a minute before it expires.
     func bearerToken(now: Date = Date()) throws(AppStoreError) -> String {
         if let current = token.current.withLock({ $0 }), current.expires.timeIntervalSince(now) > 60 { return current.value }
-        let lifetime = Double(configuration.tokenLifetime.components.seconds)
+        let lifetime = configuration.tokenLifetime.seconds.rounded(.down)
         let issuedAt = Int(now.timeIntervalSince1970)
         let header: [String: Any] = ["alg": "ES256", "kid": configuration.keyId, "typ": "JWT"]
         let claims: [String: Any] = [

@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import DurationUnits
 import Foundation
 import NIOCore
 import NIOHTTP1
@@ -43,6 +44,6 @@ struct AppleHTTPTransport: Sendable {
 extension Duration {
     /// The same span as NIO's `TimeAmount`, which AsyncHTTPClient takes.
     var timeAmount: TimeAmount {
-        .nanoseconds(components.seconds * 1_000_000_000 + components.attoseconds / 1_000_000_000)
+        .nanoseconds(nanoseconds)
     }
 }

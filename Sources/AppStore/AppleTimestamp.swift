@@ -1,3 +1,4 @@
+import DurationUnits
 import Foundation
 
 /// A point in time as Apple sends it: milliseconds since 1970, UTC.

@@ -1,4 +1,5 @@
 import AppStore
+import DurationUnits
 import Foundation
 
 /// verifyReceipt and V1 notifications: the legacy road, in Apple's JSON (every number a

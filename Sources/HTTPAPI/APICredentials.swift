@@ -1,7 +1,7 @@
 import Crypto
+import EntitleCore
 import Entitlements
 import Foundation
-import Worker
 
 /// Who may call the API, read from the secrets the catalog names (a variable, or the file
 /// `VARIABLE_FILE` names, several lines for a rotation): each publisher's secret keys and app
@@ -11,7 +11,7 @@ import Worker
 /// Bearer keys are kept as SHA-256 digests and compared with every candidate in constant
 /// time, so neither timing nor an early exit tells how close a guess was. Printing the
 /// credentials shows nothing of them.
-public struct APICredentials: Sendable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+package struct APICredentials: Sendable, CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// What a presented Bearer key is.
     enum Holder: Sendable, Hashable {
         /// The publisher's backend: everything the publisher may do.
@@ -31,7 +31,7 @@ public struct APICredentials: Sendable, CustomStringConvertible, CustomDebugStri
     let sharedSecrets: [String: [String: [Secret]]]
 
     /// Reads every credential; fails naming the first variable that is unset or unreadable.
-    public init(settings: EntitleConfiguration) throws(APIConfigurationError) {
+    package init(settings: EntitleConfiguration) throws(APIConfigurationError) {
         let secrets = settings.secrets
         func required(_ variable: String, _ what: String) throws(APIConfigurationError) -> [Secret] {
             do {
@@ -57,7 +57,9 @@ public struct APICredentials: Sendable, CustomStringConvertible, CustomDebugStri
             guard let access = publisher.api else { continue }
             let name = "publisher \"\(publisher.id)\""
             for variable in access.tokenVariables {
-                for token in try required(variable, "\(name) API token") { bearers.append((.secretKey(publisher: publisher.id), digest(token))) }
+                for token in try required(variable, "\(name) API token") {
+                    bearers.append((.secretKey(publisher: publisher.id), digest(token)))
+                }
             }
             for key in access.appKeys {
                 for token in try required(key.variable, "\(name) app key \"\(key.id)\"") {
@@ -117,14 +119,14 @@ public struct APICredentials: Sendable, CustomStringConvertible, CustomDebugStri
 
     var hasAdminToken: Bool { bearers.contains { $0.holder == .admin } }
 
-    public var description: String { "APICredentials(\(bearers.count) keys, <redacted>)" }
-    public var debugDescription: String { description }
-    public var customMirror: Mirror { Mirror(self, children: []) }
+    package var description: String { "APICredentials(\(bearers.count) keys, <redacted>)" }
+    package var debugDescription: String { description }
+    package var customMirror: Mirror { Mirror(self, children: []) }
 }
 
 /// The API cannot start: the message names what to fix.
-public struct APIConfigurationError: Error, Sendable, CustomStringConvertible {
-    public let message: String
-    public init(_ message: String) { self.message = message }
-    public var description: String { message }
+package struct APIConfigurationError: Error, Sendable, CustomStringConvertible {
+    package let message: String
+    package init(_ message: String) { self.message = message }
+    package var description: String { message }
 }

@@ -4,21 +4,21 @@ import Hummingbird
 
 /// A request the API refuses, with a stable `code` for programs and a `message` for people.
 /// Rendered as `{"error": code, "message": message}`.
-public struct APIError: Error, Sendable, HTTPResponseError {
-    public let status: HTTPResponse.Status
-    public let code: String
-    public let message: String
+package struct APIError: Error, Sendable, HTTPResponseError {
+    package let status: HTTPResponse.Status
+    package let code: String
+    package let message: String
     /// Extra headers (`Retry-After`, `WWW-Authenticate`).
-    public var headers: HTTPFields = [:]
+    package var headers: HTTPFields = [:]
 
-    public init(_ status: HTTPResponse.Status, _ code: String, _ message: String) {
+    package init(_ status: HTTPResponse.Status, _ code: String, _ message: String) {
         self.status = status
         self.code = code
         self.message = message
     }
 
-    public func response(from request: Request, context: some RequestContext) throws -> Response {
-        var response = JSONBody.response(["error": code, "message": message], status: status)
+    package func response(from request: Request, context: some RequestContext) throws -> Response {
+        var response = try JSONBody.response(["error": code, "message": message], status: status)
         response.headers.append(contentsOf: headers)
         return response
     }
@@ -43,9 +43,18 @@ enum JSONBody {
             body: ResponseBody(byteBuffer: ByteBuffer(string: "{\"jobId\":\"\(id)\"}")))
     }
 
-    static func response(_ object: Any, status: HTTPResponse.Status = .ok) -> Response {
-        let data =
-            (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data("{}".utf8)
+    /// A typed document, encoded as `response` writes objects.
+    static func response(encoding value: some Encodable, status: HTTPResponse.Status = .ok) throws -> Response {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return Response(
+            status: status, headers: [.contentType: "application/json; charset=utf-8"],
+            body: ResponseBody(byteBuffer: ByteBuffer(bytes: try encoder.encode(value))))
+    }
+
+    /// Throws for an object that is not JSON (a bug, answered as a 500 and logged, not as `{}`).
+    static func response(_ object: Any, status: HTTPResponse.Status = .ok) throws -> Response {
+        let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
         return Response(
             status: status, headers: [.contentType: "application/json; charset=utf-8"],
             body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))

@@ -3,11 +3,11 @@ import NIOCore
 
 /// The request context of the API's routes: Hummingbird's core context and the address the
 /// request came from (the limiter for failed authentications is keyed by it).
-public struct APIRequestContext: RequestContext, RemoteAddressRequestContext {
-    public var coreContext: CoreRequestContextStorage
-    public let remoteAddress: SocketAddress?
+package struct APIRequestContext: RequestContext, RemoteAddressRequestContext {
+    package var coreContext: CoreRequestContextStorage
+    package let remoteAddress: SocketAddress?
 
-    public init(source: ApplicationRequestContextSource) {
+    package init(source: ApplicationRequestContextSource) {
         self.coreContext = .init(source: source)
         self.remoteAddress = source.channel.remoteAddress
     }

@@ -1,3 +1,4 @@
+import DurationUnits
 import Entitlements
 import Foundation
 import HTTPTypes
@@ -119,7 +120,9 @@ extension EntitleAPI {
     /// address had none left.
     func failedAuthentication(_ context: APIRequestContext, _ error: APIError) -> APIError {
         let rate = configuration.failedAuthenticationLimit
-        guard let wait = failures.take("address:" + context.clientAddress, perSecond: rate.perSecond, burst: rate.burst) else { return error }
+        guard let wait = failures.take("address:" + context.clientAddress, perSecond: rate.perSecond, burst: rate.burst) else {
+            return error
+        }
         return Self.tooManyRequests("too many refused requests from this address", wait: wait)
     }
 

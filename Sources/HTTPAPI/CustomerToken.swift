@@ -1,8 +1,8 @@
 import AppStore
 import Crypto
+import EntitleCore
 import Entitlements
 import Foundation
-import Worker
 
 /// Which customer an app acts for, proven by a short-lived JWT that the publisher's backend
 /// signs for its logged-in user: header `{"alg": "HS256" or "ES256", "kid": ...}`, claims
@@ -74,7 +74,9 @@ struct CustomerToken: Sendable, Hashable {
             var valid = false
             // Every secret is tried (a rotation has two); the comparison is constant-time.
             for secret in secrets
-            where HMAC<SHA256>.isValidAuthenticationCode(signature, authenticating: signingInput, using: SymmetricKey(data: Array(secret.value.utf8))) {
+            where HMAC<SHA256>.isValidAuthenticationCode(
+                signature, authenticating: signingInput, using: SymmetricKey(data: Array(secret.value.utf8)))
+            {
                 valid = true
             }
             guard valid else { throw Refusal(message: "the customer token's signature is not valid") }

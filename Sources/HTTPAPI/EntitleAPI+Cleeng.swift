@@ -1,7 +1,7 @@
+import EntitleCore
 import Entitlements
 import Foundation
 import Hummingbird
-import Worker
 
 extension EntitleAPI {
     /// Cleeng's read calls, for backends built against Cleeng: its `getAccessStatus` (Get
@@ -20,7 +20,7 @@ extension EntitleAPI {
             let at = try await dateParameter(request, "at")
             let (state, _) = try await store.load(publisher: publisher.id, customer: customer)
             let access = CustomerDocument.access(state, offer: offer, at: at)
-            return JSONBody.response([
+            return try JSONBody.response([
                 "customerEmail": customer, "offerId": offer.offerId, "accessGranted": access.granted,
                 "grantType": access.granted ? "purchase" : NSNull(), "expiresAt": Self.unixSeconds(access.granted ? access.expiresAt : nil),
             ])
@@ -37,7 +37,7 @@ extension EntitleAPI {
                     "expiresAt": Self.unixSeconds(item.expiresAt),
                 ]
             }
-            return JSONBody.response(["customerEmail": customer, "items": items])
+            return try JSONBody.response(["customerEmail": customer, "items": items])
         }
 
         routes.add(.get, "/cleeng/accessible-tags/{customerEmail}") { request, context in
@@ -45,7 +45,7 @@ extension EntitleAPI {
             let customer = try cleengCustomer(context, publisher: publisher)
             let at = try await dateParameter(request, "at")
             let (state, _) = try await store.load(publisher: publisher.id, customer: customer)
-            return JSONBody.response(["customerEmail": customer, "tags": state.entitlements(at: at)])
+            return try JSONBody.response(["customerEmail": customer, "tags": state.entitlements(at: at)])
         }
     }
 

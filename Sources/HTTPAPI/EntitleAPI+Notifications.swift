@@ -1,9 +1,9 @@
 import AppStore
+import EntitleCore
 import Entitlements
 import Foundation
 import Hummingbird
 import JobQueue
-import Worker
 
 extension EntitleAPI {
     /// The largest notification body taken. Apple's V1 bodies carry the latest receipt and its
@@ -27,8 +27,7 @@ extension EntitleAPI {
                 let (payload, key) = try await admitNotification(request, publisher: publisher)
                 // Apple's retries of one notification find the same job.
                 let result = try await enqueue(
-                    EnqueueRequest(
-                        type: "notification", payload: JobPayloads.encode(payload), queue: configuration.queue, idempotencyKey: key))
+                    try EnqueueRequest(payload, queue: configuration.queue, idempotencyKey: key))
                 return JSONBody.jobId(result.id, status: .ok)
             } catch let error as APIError where error.status == .badRequest || error.status == .contentTooLarge {
                 throw failedAuthentication(context, error)
@@ -63,7 +62,8 @@ extension EntitleAPI {
             }
             // Apple-signed is not enough: a signed transaction or renewal info posted here is
             // Apple's too. A notification names its type and carries its UUID.
-            guard notification.notificationType != nil, let uuid = notification.notificationUUID, !uuid.isEmpty, uuid.utf8.count <= 64 else {
+            guard notification.notificationType != nil, let uuid = notification.notificationUUID, !uuid.isEmpty, uuid.utf8.count <= 64
+            else {
                 throw APIError.badRequest("signedPayload is Apple-signed but not a notification (no notificationType and notificationUUID)")
             }
             return (JobPayloads.Notification(publisher: publisher.id, signedPayload: signedPayload), "notification:" + uuid)

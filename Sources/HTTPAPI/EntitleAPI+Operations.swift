@@ -1,8 +1,8 @@
+import EntitleCore
 import Entitlements
 import Foundation
 import Hummingbird
 import JobQueue
-import Worker
 
 extension EntitleAPI {
     func registerOperations(on routes: RouteTable) {
@@ -18,20 +18,18 @@ extension EntitleAPI {
             try RequestInput.checkCustomer(to, for: publisher, field: "to")
             let from = try input.string("from")
             if let from { try RequestInput.checkCustomer(from, for: publisher, field: "from") }
-            let payload = JobPayloads.encode(
-                JobPayloads.Transfer(publisher: publisher.id, originalTransactionId: transaction, to: to, from: from))
+            let payload = JobPayloads.Transfer(publisher: publisher.id, originalTransactionId: transaction, to: to, from: from)
             // One job at a time per transaction; a repeat once it has finished is a new transfer
             // (a purchase goes back and forth), an exact repeat while it runs the same job.
             let id = try await enqueueOnce(
-                EnqueueRequest(
-                    type: "transfer", payload: payload, queue: configuration.queue, uniqueKey: "purchase:\(publisher.id):\(transaction)"))
+                try EnqueueRequest(payload, queue: configuration.queue, uniqueKey: "purchase:\(publisher.id):\(transaction)"))
             return JSONBody.jobId(id, status: .accepted)
         }
 
         // Every tenant's counters: operators only.
         routes.add(.get, "/v1/queues") { request, context in
             try requireAdmin(request, context)
-            return JSONBody.response(["queues": try await queueDocuments()])
+            return try JSONBody.response(["queues": try await queueDocuments()])
         }
 
         // The same counters as /v1/queues: operators (and their Prometheus) only.
@@ -49,15 +47,15 @@ extension EntitleAPI {
                 body: ResponseBody(byteBuffer: ByteBuffer(bytes: await metrics())))
         }
 
-        routes.add(.get, "/healthz") { _, _ in JSONBody.response(["status": "ok"]) }
+        routes.add(.get, "/healthz") { _, _ in try JSONBody.response(["status": "ok"]) }
 
         // Ready when Redis answers: a load balancer sends nothing to an instance that cannot enqueue.
         routes.add(.get, "/readyz") { _, _ in
             do {
                 _ = try await jobQueue.redis.send(["PING"])
-                return JSONBody.response(["status": "ready"])
+                return try JSONBody.response(["status": "ready"])
             } catch {
-                return JSONBody.response(["status": "unavailable", "message": "Redis does not answer"], status: .serviceUnavailable)
+                return try JSONBody.response(["status": "unavailable", "message": "Redis does not answer"], status: .serviceUnavailable)
             }
         }
 
@@ -66,12 +64,13 @@ extension EntitleAPI {
             try requireAdmin(request, context)
             let queue = try RequestInput.path(context, "queue")
             let limit = min(200, max(1, request.uri.queryParameters.get("limit").flatMap { Int($0) } ?? 50))
-            return JSONBody.response(["jobs": try await jobQueue.recentJobs(queue: queue, limit: limit).map { $0.document() }])
+            return try JSONBody.response(encoding: ["jobs": try await jobQueue.recentJobs(queue: queue, limit: limit).map { $0.document() }]
+            )
         }
         routes.add(.get, "/v1/admin/queues/{queue}/dead") { request, context in
             try requireAdmin(request, context)
             let queue = try RequestInput.path(context, "queue")
-            return JSONBody.response(["jobs": try await jobQueue.deadJobs(queue: queue, limit: 100).map { $0.document() }])
+            return try JSONBody.response(encoding: ["jobs": try await jobQueue.deadJobs(queue: queue, limit: 100).map { $0.document() }])
         }
         for action in ["retry", "purge"] {
             routes.add(.post, "/v1/admin/queues/{queue}/dead/\(action)") { request, context in
@@ -79,17 +78,11 @@ extension EntitleAPI {
                 let queue = try RequestInput.path(context, "queue")
                 let input = try await RequestInput.json(request, limit: 64 << 10)
                 try input.allow(["ids"])
-                var ids: [String]?
-                if let value = input.values["ids"] {
-                    guard let list = value as? [String], !list.isEmpty, list.count <= 1000 else {
-                        throw APIError.badRequest("ids must be a list of 1 to 1000 job ids")
-                    }
-                    ids = list
-                }
+                let ids = try input.strings("ids", count: 1...1000)
                 let count =
                     action == "retry"
                     ? try await jobQueue.retryDead(queue: queue, ids: ids) : try await jobQueue.purgeDead(queue: queue, ids: ids)
-                return JSONBody.response([action == "retry" ? "retried" : "purged": count])
+                return try JSONBody.response([action == "retry" ? "retried" : "purged": count])
             }
         }
         routes.add(.get, "/v1/admin/publishers/{publisherId}/customers/{id}") { request, context in
@@ -100,7 +93,7 @@ extension EntitleAPI {
             let (state, version) = try await store.load(publisher: publisher, customer: customer)
             guard version > 0 else { throw APIError.notFound("no customer \(customer) of publisher \(publisher)") }
             let at = try await dateParameter(request, "at")
-            return JSONBody.response(CustomerDocument.object(state, at: at))
+            return try JSONBody.response(encoding: CustomerDocument(state, at: at))
         }
     }
 

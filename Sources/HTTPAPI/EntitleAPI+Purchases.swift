@@ -1,11 +1,11 @@
 import AppStore
 import Crypto
+import EntitleCore
 import Entitlements
 import Foundation
 import HTTPTypes
 import Hummingbird
 import JobQueue
-import Worker
 
 extension EntitleAPI {
     /// A purchase as the app handed it over, checked, ready to become a `receipt` job.
@@ -37,7 +37,8 @@ extension EntitleAPI {
                 // An app cannot keep a secret: its key proves nothing about the customer (the
                 // customer token does) and a bare transaction id proves no purchase.
                 guard let tokenCustomer else {
-                    throw APIError(.unauthorized, "customerTokenRequired", "an app key posts purchases with its customer's X-Customer-Token")
+                    throw APIError(
+                        .unauthorized, "customerTokenRequired", "an app key posts purchases with its customer's X-Customer-Token")
                 }
                 guard signedTransaction != nil || appReceipt != nil else {
                     throw APIError(
@@ -48,7 +49,8 @@ extension EntitleAPI {
                 }
                 if !key.bundleIds.isEmpty {
                     if let bundleId, !key.bundleIds.contains(bundleId) {
-                        throw APIError(.forbidden, "forbidden", "app key \(key.id) posts purchases of \(key.bundleIds.joined(separator: ", ")) only")
+                        throw APIError(
+                            .forbidden, "forbidden", "app key \(key.id) posts purchases of \(key.bundleIds.joined(separator: ", ")) only")
                     }
                     if bundleId == nil, key.bundleIds.count == 1 { bundleId = key.bundleIds[0] }
                 }
@@ -60,8 +62,11 @@ extension EntitleAPI {
                 publisher: publisher, customer: customer, signedTransaction: signedTransaction, transactionId: transactionId,
                 appReceipt: appReceipt, bundleId: bundleId, offerId: try input.string("offerId"),
                 couponCode: try input.string("couponCode", maxLength: 64))
-            if case .app(_, let key, _) = caller, !key.bundleIds.isEmpty, let verified = purchase.bundleId, !key.bundleIds.contains(verified) {
-                throw APIError(.forbidden, "forbidden", "app key \(key.id) posts purchases of \(key.bundleIds.joined(separator: ", ")) only")
+            if case .app(_, let key, _) = caller, !key.bundleIds.isEmpty, let verified = purchase.bundleId,
+                !key.bundleIds.contains(verified)
+            {
+                throw APIError(
+                    .forbidden, "forbidden", "app key \(key.id) posts purchases of \(key.bundleIds.joined(separator: ", ")) only")
             }
             purchase.payload.appKey = appKey
             let id = try await submit(purchase)
@@ -86,25 +91,22 @@ extension EntitleAPI {
                 appReceipt: try receipt.required("receiptData", maxLength: configuration.maxBodyBytes), bundleId: nil,
                 offerId: offerId, couponCode: try input.string("couponCode", maxLength: 64))
             let id = try await submit(purchase, conflictIsError: false)
-            return JSONBody.response(["message": "OK", "jobId": id])
+            return try JSONBody.response(["message": "OK", "jobId": id])
         }
 
         // Cloud Softphone's in-app purchase web service: GET, form or JSON in; waits for the verdict.
         routes.add(.get, "/v1/validate") { request, context in
             let values = RequestInput.form(Substring(request.uri.query ?? ""))
-            return await validate(request, context, RequestInput(values))
+            return try await validate(request, context, RequestInput(values))
         }
         routes.add(.post, "/v1/validate") { request, context in
             let format = validationFormat(request, publisher: nil)
             do {
                 let body = try await RequestInput.body(request, limit: configuration.maxBodyBytes)
                 let type = request.headers[.contentType]?.lowercased() ?? ""
-                var values: [String: Any]
+                var values: [String: JSONValue]
                 if type.contains("json") {
-                    guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] else {
-                        throw APIError.badRequest("the body is not a JSON object")
-                    }
-                    values = object
+                    values = try RequestInput.jsonObject(body)
                 } else {
                     values = RequestInput.form(Substring(decoding: body, as: UTF8.self))
                 }
@@ -112,11 +114,11 @@ extension EntitleAPI {
                 for (name, value) in RequestInput.form(Substring(request.uri.query ?? "")) where values[name] == nil {
                     values[name] = value
                 }
-                return await validate(request, context, RequestInput(values))
+                return try await validate(request, context, RequestInput(values))
             } catch let error as APIError {
-                return ValidationReply(error).response(format)
+                return try ValidationReply(error).response(format)
             } catch {
-                return ValidationReply(APIError(.internalServerError, "internal", "the request could not be read")).response(format)
+                return try ValidationReply(APIError(.internalServerError, "internal", "the request could not be read")).response(format)
             }
         }
     }
@@ -196,8 +198,8 @@ extension EntitleAPI {
     /// transaction is still busy after the wait.
     func submit(_ purchase: Purchase, conflictIsError: Bool = true) async throws -> String {
         try await enqueueOnce(
-            EnqueueRequest(
-                type: "receipt", payload: JobPayloads.encode(purchase.payload), queue: configuration.queue,
+            try EnqueueRequest(
+                purchase.payload, queue: configuration.queue,
                 uniqueKey: "purchase:\(purchase.payload.publisher):\(purchase.transactionKey)"),
             conflictIsError: conflictIsError)
     }
@@ -253,7 +255,7 @@ extension EntitleAPI {
 
     // MARK: Cloud Softphone
 
-    func validate(_ request: Request, _ context: APIRequestContext, _ input: RequestInput) async -> Response {
+    func validate(_ request: Request, _ context: APIRequestContext, _ input: RequestInput) async throws -> Response {
         var format = validationFormat(request, publisher: nil)
         do {
             let publisher: Publisher
@@ -297,14 +299,15 @@ extension EntitleAPI {
                     status: .serviceUnavailable, ok: false, message: "The purchase is still being verified. Try again in a moment.")
                 reply.jobId = id
                 reply.retryAfter = 2
-                return reply.response(format)
+                return try reply.response(format)
             }
-            return ValidationReply(record).response(format)
+            return try ValidationReply(record).response(format)
         } catch let error as APIError {
-            return ValidationReply(error).response(format)
+            return try ValidationReply(error).response(format)
         } catch {
             logger.error("validate failed", metadata: ["error": "\(error)"])
-            return ValidationReply(APIError(.internalServerError, "internal", "The purchase could not be verified now.")).response(format)
+            return try ValidationReply(APIError(.internalServerError, "internal", "The purchase could not be verified now.")).response(
+                format)
         }
     }
 

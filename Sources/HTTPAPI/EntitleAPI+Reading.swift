@@ -1,8 +1,9 @@
+import DurationUnits
+import EntitleCore
 import Entitlements
 import Foundation
 import Hummingbird
 import JobQueue
-import Worker
 
 extension EntitleAPI {
     func registerReading(on routes: RouteTable) {
@@ -17,8 +18,8 @@ extension EntitleAPI {
             }
             let record = wait > .zero && !found.status.isFinished ? try await waitForJob(id, timeout: wait) ?? found : found
             var document = record.document()
-            document["idempotencyKey"] = nil
-            return JSONBody.response(document)
+            document.idempotencyKey = nil
+            return try JSONBody.response(encoding: document)
         }
 
         routes.add(.get, "/v1/customers/{id}/entitlements") { request, context in
@@ -28,7 +29,7 @@ extension EntitleAPI {
             let at = try await dateParameter(request, "at")
             let (state, version) = try await store.load(publisher: publisher.id, customer: customer)
             guard version > 0 else { throw APIError.notFound("no customer \(customer)") }
-            return JSONBody.response(CustomerDocument.object(state, at: at))
+            return try JSONBody.response(encoding: CustomerDocument(state, at: at))
         }
 
         // Cleeng-style: may this customer use this offer now?
@@ -41,7 +42,7 @@ extension EntitleAPI {
             let at = try await dateParameter(request, "at")
             let (state, _) = try await store.load(publisher: publisher.id, customer: customer)
             let access = CustomerDocument.access(state, offer: offer, at: at)
-            return JSONBody.response([
+            return try JSONBody.response([
                 "customer": customer, "offerId": offer.offerId, "accessGranted": access.granted,
                 "expiresAt": access.expiresAt.map { $0.formatted(.iso8601) as Any } ?? NSNull(),
             ])
@@ -52,15 +53,20 @@ extension EntitleAPI {
     /// jobs it created for the customer its token names; the admin token, none here (the
     /// admin routes show jobs).
     static func mayRead(_ record: JobRecord, _ caller: Caller) throws -> Bool {
-        let payload = try? JSONSerialization.jsonObject(with: Data(record.payload.utf8)) as? [String: Any]
+        /// Who a job is for, as every entitlement job's payload says (a payload of another shape is nobody's).
+        struct Owner: Decodable {
+            var publisher: String?
+            var customer: String?
+            var appKey: String?
+        }
+        let payload = try? JSONDecoder().decode(Owner.self, from: Data(record.payload.utf8))
         switch caller {
-        case .secretKey(let publisher): return payload?["publisher"] as? String == publisher.id
+        case .secretKey(let publisher): return payload?.publisher == publisher.id
         case .app(let publisher, let key, let customer):
             guard let customer else {
                 throw APIError(.unauthorized, "customerTokenRequired", "an app key reads its jobs with its customer's X-Customer-Token")
             }
-            return payload?["publisher"] as? String == publisher.id && payload?["appKey"] as? String == key.id
-                && payload?["customer"] as? String == customer
+            return payload?.publisher == publisher.id && payload?.appKey == key.id && payload?.customer == customer
         case .admin: throw APIError(.forbidden, "forbidden", "operators read jobs at /v1/admin/queues/{queue}/recent and /dead")
         }
     }

@@ -1,3 +1,4 @@
+import DurationUnits
 import Foundation
 import Hummingbird
 import HummingbirdCore
@@ -9,7 +10,7 @@ extension EntitleAPI {
     /// and idle deadlines of `RequestDeadlineHandler`, and at most `maxConnections` connections
     /// served at once (more wait in the kernel's backlog). `onListening` gets the URL once it
     /// accepts connections.
-    public func makeApplication(
+    package func makeApplication(
         host: String, port: Int, onListening: @escaping @Sendable (String) async -> Void = { _ in }
     ) -> Application<RouterResponder<APIRequestContext>> {
         let (header, request, idle) = (
@@ -32,15 +33,13 @@ extension EntitleAPI {
 
     /// NIO's spelling of a duration (a day at most: no timeout here is longer).
     static func timeAmount(_ duration: Duration) -> TimeAmount {
-        let (seconds, attoseconds) = duration.components
-        guard seconds < 86_400 else { return .hours(24) }
-        return .nanoseconds(max(0, seconds) * 1_000_000_000 + attoseconds / 1_000_000_000)
+        .nanoseconds(min(max(0, duration.nanoseconds), 86_400 * 1_000_000_000))
     }
 
     /// Raises this process's limit on open files to its hard limit (servers hold one per
     /// connection) and returns the limit now in force.
     @discardableResult
-    public static func raiseOpenFileLimit() -> Int {
+    package static func raiseOpenFileLimit() -> Int {
         var limit = rlimit()
         guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0 else { return 1024 }
         if limit.rlim_cur < limit.rlim_max {

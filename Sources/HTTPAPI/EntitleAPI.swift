@@ -1,10 +1,10 @@
+import EntitleCore
 import Entitlements
 import Foundation
 import HTTPTypes
 import Hummingbird
 import JobQueue
 import Logging
-import Worker
 
 /// The HTTP API: purchases in, jobs and entitlements out, App Store notifications, and the
 /// operators' routes and dashboard. Stateless: run as many instances as needed behind a
@@ -12,31 +12,31 @@ import Worker
 ///
 /// Domain and queue errors are mapped to HTTP here and nowhere else. Who may call which
 /// route: `Caller`, and the table in docs/api.md.
-public struct EntitleAPI: Sendable {
-    public struct Configuration: Sendable {
+package struct EntitleAPI: Sendable {
+    package struct Configuration: Sendable {
         /// The queue purchases, transfers and notifications go to.
-        public var queue = "default"
+        package var queue = "default"
         /// The largest request body taken, in bytes (413 above it).
-        public var maxBodyBytes = 1 << 20
+        package var maxBodyBytes = 1 << 20
         /// The longest a request may wait for a job (`?wait=`, `/v1/validate`).
-        public var maxWait: Duration = .seconds(30)
+        package var maxWait: Duration = .seconds(30)
         /// The rate for publishers whose catalog entry sets none.
-        public var defaultRateLimit: (perSecond: Double, burst: Int) = (100, 200)
+        package var defaultRateLimit: (perSecond: Double, burst: Int) = (100, 200)
         /// Refused authentications (and refused notifications) per client address: once a
         /// client spends these, it gets 429 before anything is checked.
-        public var failedAuthenticationLimit: (perSecond: Double, burst: Int) = (20, 100)
+        package var failedAuthenticationLimit: (perSecond: Double, burst: Int) = (20, 100)
         /// How long a new connection may take to send its first request head, whole.
-        public var headerTimeout: Duration = .seconds(10)
+        package var headerTimeout: Duration = .seconds(10)
         /// How long a request may take from its head to the end of its body.
-        public var requestTimeout: Duration = .seconds(30)
+        package var requestTimeout: Duration = .seconds(30)
         /// How long a keep-alive connection may stay idle between a response and the next
         /// request's head: longer than clients' connection pools keep idle connections
         /// (AsyncHTTPClient 60 s), so a pooled connection is not closed as it is reused.
-        public var idleTimeout: Duration = .seconds(75)
+        package var idleTimeout: Duration = .seconds(75)
         /// Connections served at once; more wait in the kernel's backlog.
-        public var maxConnections = 8192
+        package var maxConnections = 8192
 
-        public init() {}
+        package init() {}
     }
 
     let settings: EntitleConfiguration
@@ -55,7 +55,7 @@ public struct EntitleAPI: Sendable {
 
     /// - Parameters:
     ///   - metrics: renders `GET /metrics` (Prometheus text); `nil` answers 404.
-    public init(
+    package init(
         settings: EntitleConfiguration, jobQueue: JobQueue, configuration: Configuration = .init(),
         metrics: (@Sendable () async -> [UInt8])? = nil, logger: Logger
     ) throws(APIConfigurationError) {
@@ -77,17 +77,17 @@ public struct EntitleAPI: Sendable {
 
     /// Reads the credentials again (secret files may have changed: a rotation). On failure
     /// the credentials in use stay.
-    public func reloadCredentials() throws { try credentials.reload() }
+    package func reloadCredentials() throws { try credentials.reload() }
 
     /// Every route, as `METHOD /path/{parameter}` (the OpenAPI document's spelling).
-    public var routes: [String] {
+    package var routes: [String] {
         let table = RouteTable(router: Router(context: APIRequestContext.self))
         register(on: table)
         return table.names
     }
 
     /// The router with every route.
-    public func makeRouter() -> Router<APIRequestContext> {
+    package func makeRouter() -> Router<APIRequestContext> {
         let router = Router(context: APIRequestContext.self)
         router.add(middleware: MetricsMiddleware())
         router.add(middleware: FaultMiddleware(logger: logger))

@@ -1,3 +1,4 @@
+import DurationUnits
 import Foundation
 import Synchronization
 
@@ -50,7 +51,7 @@ final class RateLimiter: Sendable {
     private static func refilled(_ bucket: Bucket?, perSecond: Double, burst: Int, now: ContinuousClock.Instant) -> Bucket {
         guard var bucket else { return Bucket(tokens: Double(burst), updated: now) }
         let elapsed = now - bucket.updated
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let seconds = elapsed.seconds
         bucket.tokens = min(Double(burst), bucket.tokens + max(0, seconds) * perSecond)
         bucket.updated = now
         return bucket

@@ -57,7 +57,7 @@ struct ValidationReply {
         return fields
     }
 
-    func response(_ format: Publisher.APIAccess.Validation.Format) -> Response {
+    func response(_ format: Publisher.APIAccess.Validation.Format) throws -> Response {
         let body: String
         let type: String
         switch format {
@@ -65,8 +65,8 @@ struct ValidationReply {
             var object: [String: Any] = [:]
             for (name, value) in fields { object[name] = name == "credits" ? Int(value) ?? 0 : value }
             body = String(
-                decoding: (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data(),
-                as: UTF8.self)
+                decoding: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]), as: UTF8.self
+            )
             type = "application/json; charset=utf-8"
         case .form:
             var allowed = CharacterSet.alphanumerics

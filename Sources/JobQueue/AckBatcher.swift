@@ -1,3 +1,4 @@
+import DurationUnits
 import Logging
 import RedisClient
 

@@ -1,3 +1,4 @@
+import DurationUnits
 import Logging
 import RedisClient
 
@@ -19,9 +20,11 @@ public struct JobContext: Sendable {
     /// 1 for the first run.
     public let attempt: Int
     public let maxAttempts: Int
-    /// For handlers that keep their effects in Redis.
-    public let redis: RedisConnectionPool
-    public let keys: QueueKeys
+    /// The queue's own connection and keys: for the queue's built-in handlers, not for
+    /// handlers of a library user (they keep their state behind their own store, and their
+    /// per-job notes in `memo`).
+    package let redis: RedisConnectionPool
+    package let keys: QueueKeys
     /// The consumer's logger; `logger` adds this job's metadata to it.
     let baseLogger: Logger
 
@@ -32,6 +35,28 @@ public struct JobContext: Sendable {
         for (key, value) in JobContext.metadata(id: id, type: type, attempt: attempt) { logger[metadataKey: key] = value }
         return logger
     }
+
+    /// A note this job left itself on an earlier run (`setMemo`), kept with the job's record
+    /// until the record expires: what a rerun after a crash must not decide again.
+    public func memo(_ name: String) async throws -> String? {
+        try await redis.send(["HGET", keys.job(id), Self.memoField(name)]).string
+    }
+
+    /// Keeps a note for this job's later runs, replacing an earlier one.
+    public func setMemo(_ name: String, _ value: String) async throws {
+        _ = try await redis.send(["HSET", keys.job(id), Self.memoField(name), value])
+    }
+
+    /// Keeps `value` unless a note is already there; the note as kept (the first run's).
+    public func memo(_ name: String, keepingFirst value: String) async throws -> String {
+        let replies = try await redis.pipeline([
+            ["HSETNX", keys.job(id), Self.memoField(name), value], ["HGET", keys.job(id), Self.memoField(name)],
+        ])
+        return replies.last?.string ?? value
+    }
+
+    /// Memo fields are prefixed, so no note can overwrite a field of the queue's own.
+    static func memoField(_ name: String) -> String { "memo:" + name }
 
     static func metadata(id: String, type: String, attempt: Int) -> Logger.Metadata {
         ["job": .string(id), "type": .string(type), "attempt": .stringConvertible(attempt)]

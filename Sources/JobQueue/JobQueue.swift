@@ -1,3 +1,4 @@
+import DurationUnits
 import Foundation
 import Logging
 import Metrics
@@ -120,7 +121,11 @@ public final class JobQueue: Sendable {
                     let values: [RedisReply]
                     switch reply {
                     case .failure(let error):
-                        if error.isRetryable && attempt < 3 { retry += chunk } else { for index in chunk { outcomes[index] = .failure(error) } }
+                        if error.isRetryable && attempt < 3 {
+                            retry += chunk
+                        } else {
+                            for index in chunk { outcomes[index] = .failure(error) }
+                        }
                         continue
                     case .success(let value):
                         guard let array = value.array, array.count == chunk.count * 2 else {
@@ -138,8 +143,11 @@ public final class JobQueue: Sendable {
                         case 2: outcome = .conflict
                         case 3:
                             // The unique key changed hands since it was read: read it again.
-                            if attempt < 8 { retry.append(index) } else {
-                                outcomes[index] = .failure(JobQueueError(.unexpectedReply, "unique key \(requests[index].uniqueKey ?? "") kept changing"))
+                            if attempt < 8 {
+                                retry.append(index)
+                            } else {
+                                outcomes[index] = .failure(
+                                    JobQueueError(.unexpectedReply, "unique key \(requests[index].uniqueKey ?? "") kept changing"))
                             }
                             continue
                         default:
@@ -358,7 +366,8 @@ public final class JobQueue: Sendable {
         let over = (first[1].int ?? 0) - ids.count - configuration.deadMaxCount
         if over > 0 {
             let start = ids.count
-            ids += try await redis.send(["ZRANGE", keys.dead, String(start), String(start + min(over, 1000) - 1)]).array?.compactMap(\.string)
+            ids +=
+                try await redis.send(["ZRANGE", keys.dead, String(start), String(start + min(over, 1000) - 1)]).array?.compactMap(\.string)
                 ?? []
         }
         guard !ids.isEmpty else { return 0 }

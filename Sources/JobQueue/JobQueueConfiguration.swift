@@ -27,17 +27,5 @@ public struct JobQueueConfiguration: Sendable, Hashable {
         self.defaultMaxAttempts = defaultMaxAttempts
     }
 
-    public func keys(_ queue: String) -> QueueKeys { QueueKeys(prefix: prefix, queue: queue) }
-}
-
-extension Duration {
-    /// Whole milliseconds, as Redis takes them.
-    /// Whole milliseconds, saturating at `Int64`'s bounds (no duration can trap here).
-    var milliseconds: Int64 {
-        let (seconds, attoseconds) = components
-        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1000)
-        if overflow { return seconds < 0 ? .min : .max }
-        let (total, overflowAgain) = whole.addingReportingOverflow(attoseconds / 1_000_000_000_000_000)
-        return overflowAgain ? (seconds < 0 ? .min : .max) : total
-    }
+    package func keys(_ queue: String) -> QueueKeys { QueueKeys(prefix: prefix, queue: queue) }
 }

@@ -9,16 +9,16 @@ import RedisClient
 /// `applied` and `runs`), which is how the crash test proves exactly-once effects.
 /// The result is `{"ok": true, "startedUs": T}` (plus `"applied"` with an effect), T being
 /// when the handler began, in µs since the epoch, for pickup-latency benchmarks.
-public struct NoopHandler: JobHandler {
+package struct NoopHandler: JobHandler {
     struct Payload: Decodable {
         var sleepMs: Int?
         var failTimes: Int?
         var effect: String?
     }
 
-    public init() {}
+    package init() {}
 
-    public func handle(_ job: JobContext) async throws -> String? {
+    package func handle(_ job: JobContext) async throws -> String? {
         // When the handler began, in µs since the epoch: benchmarks read pickup latency from it.
         let startedMicros = Int64(Date().timeIntervalSince1970 * 1_000_000)
         var payload = Payload()

@@ -1,3 +1,4 @@
+import DurationUnits
 import Foundation
 import Logging
 import Metrics
@@ -313,7 +314,6 @@ extension Metrics.Timer {
 
 extension Metrics.Timer {
     func record(duration: Duration) {
-        let (seconds, attoseconds) = duration.components
-        recordNanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+        recordNanoseconds(duration.nanoseconds)
     }
 }

@@ -1,3 +1,4 @@
+import DurationUnits
 import Metrics
 import Synchronization
 

@@ -8,7 +8,7 @@ import RedisClient
 /// and the script checks they are still where the caller saw them.
 ///
 /// `Jobs/README.md` documents `enqueue` for producers in other languages; keep the two in step.
-public enum QueueScripts {
+package enum QueueScripts {
     /// Enqueues one or more jobs.
     ///
     /// KEYS: pending, scheduled, stats, recent, then per job four: its hash key; its
@@ -22,7 +22,7 @@ public enum QueueScripts {
     /// exists already, or the idempotency key named that job; 2 refused because the unique
     /// key is held by that unfinished job; 3 nothing done: the unique key's holder is no
     /// longer the one the caller read (read it again and retry this job).
-    public static let enqueue = RedisScript(
+    package static let enqueue = RedisScript(
         name: "enqueue",
         source: """
             local now = tonumber(ARGV[1])
@@ -88,7 +88,7 @@ public enum QueueScripts {
     /// a crash cannot lose them (the reaper puts the list back). `start` then runs them.
     ///
     /// KEYS: pending, active:{W}. ARGV: n. Returns the ids moved.
-    public static let claim = RedisScript(
+    package static let claim = RedisScript(
         name: "claim",
         source: """
             local ids = {}
@@ -111,7 +111,7 @@ public enum QueueScripts {
     /// the type's policy), enqueuedAt.
     /// Ids whose record is gone or finished are dropped; a job lost by crashed workers more
     /// often than it may run goes dead.
-    public static let start = RedisScript(
+    package static let start = RedisScript(
         name: "start",
         source: """
             local now, lease, defaultMax, deadTTL = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
@@ -160,7 +160,7 @@ public enum QueueScripts {
     /// outcome ('ok', 'retry', 'defer': retry with the attempt given back, or 'dead'),
     /// result JSON or error text, retryAtMs.
     /// Returns per job 1 (recorded), 0 (fenced off) or 2 (recorded by an earlier call).
-    public static let finish = RedisScript(
+    package static let finish = RedisScript(
         name: "finish",
         source: """
             local now, resultTTL, deadTTL = ARGV[1], ARGV[2], ARGV[3]
@@ -210,7 +210,7 @@ public enum QueueScripts {
     /// Moves due jobs from the scheduled set to pending.
     ///
     /// KEYS: scheduled, pending. ARGV: nowMs, limit. Returns how many moved.
-    public static let promote = RedisScript(
+    package static let promote = RedisScript(
         name: "promote",
         source: """
             local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
@@ -232,7 +232,7 @@ public enum QueueScripts {
     /// ARGV: consumer, nowMs, onlyIfExpired (1/0), refundAttempt (1/0), then the ids, in
     /// the order they go back (the last one is taken first).
     /// Returns how many jobs moved, or -1 when the consumer is alive.
-    public static let release = RedisScript(
+    package static let release = RedisScript(
         name: "release",
         source: """
             local consumer, now, onlyIfExpired, refund = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
@@ -269,7 +269,7 @@ public enum QueueScripts {
     /// already gone from the active list is left alone; a started job gets its attempt back.
     ///
     /// KEYS: active:{W}, pending, then each id's hash key. ARGV: the ids. Returns how many moved.
-    public static let requeueOrphans = RedisScript(
+    package static let requeueOrphans = RedisScript(
         name: "requeueOrphans",
         source: """
             local n = 0
@@ -292,7 +292,7 @@ public enum QueueScripts {
     /// Sends dead jobs back to pending with their attempts reset.
     ///
     /// KEYS: dead, pending, then each id's hash key. ARGV: the ids. Returns how many were requeued.
-    public static let retryDead = RedisScript(
+    package static let retryDead = RedisScript(
         name: "retryDead",
         source: """
             local n = 0
@@ -314,7 +314,7 @@ public enum QueueScripts {
     /// Trimming the dead set uses it too, with the ids it read.
     ///
     /// KEYS: dead, then each id's hash key. ARGV: the ids. Returns how many were removed.
-    public static let purgeDead = RedisScript(
+    package static let purgeDead = RedisScript(
         name: "purgeDead",
         source: """
             local n = 0
@@ -332,7 +332,7 @@ public enum QueueScripts {
     ///
     /// KEYS: effects hash, marker key. ARGV: marker TTL ms.
     /// Returns 1 when the effect happened now, 0 when it had already happened.
-    public static let applyEffectOnce = RedisScript(
+    package static let applyEffectOnce = RedisScript(
         name: "applyEffectOnce",
         source: """
             redis.call('HINCRBY', KEYS[1], 'runs', 1)

@@ -1,4 +1,5 @@
 import CHiredis
+import DurationUnits
 import Foundation
 import Logging
 
@@ -278,15 +279,7 @@ public actor RedisConnection {
 
 extension timeval {
     init(_ duration: Duration) {
-        let (seconds, attoseconds) = duration.components
-        self.init(tv_sec: Int(seconds), tv_usec: Int(attoseconds / 1_000_000_000_000))
-    }
-}
-
-extension Duration {
-    /// The duration in seconds, as a floating-point number.
-    public var seconds: Double {
-        let (seconds, attoseconds) = components
-        return Double(seconds) + Double(attoseconds) / 1e18
+        let microseconds = duration.nanoseconds / 1000
+        self.init(tv_sec: Int(microseconds / 1_000_000), tv_usec: Int(microseconds % 1_000_000))
     }
 }

@@ -1,3 +1,4 @@
+import DurationUnits
 import Foundation
 import Logging
 import Synchronization
@@ -241,7 +242,9 @@ final class RedisRouter: Sendable {
             var failure: RedisError?
             for index in todo {
                 let target: Address?
-                if let redirected = redirect[index] { target = redirected.address } else {
+                if let redirected = redirect[index] {
+                    target = redirected.address
+                } else {
                     target = try? await address(forSlot: commands[index].slot)
                 }
                 guard let address = target else {
@@ -324,7 +327,7 @@ final class RedisRouter: Sendable {
     private func waitCommand(for commands: some Sequence<[String]>) -> [String]? {
         guard configuration.replicaAcknowledgements > 0 else { return nil }
         guard commands.contains(where: { !Self.readOnly.contains($0.first?.uppercased() ?? "") }) else { return nil }
-        return ["WAIT", String(configuration.replicaAcknowledgements), String(configuration.replicaTimeout.components.seconds * 1000 + configuration.replicaTimeout.components.attoseconds / 1_000_000_000_000_000)]
+        return ["WAIT", String(configuration.replicaAcknowledgements), String(configuration.replicaTimeout.milliseconds)]
     }
 
     private func checkWait(_ reply: RedisReply?) {

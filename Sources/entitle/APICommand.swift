@@ -1,4 +1,5 @@
 import ArgumentParser
+import EntitleCore
 import Foundation
 import HTTPAPI
 import Hummingbird
@@ -7,7 +8,6 @@ import Logging
 import Metrics
 import Prometheus
 import ServiceLifecycle
-import Worker
 
 /// `entitle api`: the HTTP API and the dashboard, until SIGTERM or SIGINT.
 struct APICommand: AsyncParsableCommand {
@@ -97,7 +97,8 @@ struct APICommand: AsyncParsableCommand {
             FileHandle.standardOutput.write(Data("api listening on \(url)\n".utf8))
         }
         let group = ServiceGroup(
-            configuration: .init(services: services.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+            configuration: .init(
+                services: services.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
         jobQueue.redis.close()
     }

@@ -1,8 +1,8 @@
 import ArgumentParser
+import EntitleCore
 import Entitlements
 import Foundation
 import RedisClient
-import Worker
 
 /// `entitle customers show CUSTOMER --publisher P [--at ISO8601] [--json]`.
 struct CustomersCommand: AsyncParsableCommand {
@@ -42,16 +42,11 @@ struct CustomersCommand: AsyncParsableCommand {
             let store = EntitlementStore(redis: pool, prefix: options.keyPrefix, logger: logger)
             let (state, version) = try await store.load(publisher: publisher, customer: customer)
             guard version > 0 else { throw CommandFailure("no customer \(customer) of publisher \(publisher)") }
-            let object = Self.object(state, at: date)
             if json {
-                print(JSONOutput.line(object))
+                print(try JSONOutput.line(encoding: CustomerDocument(state, at: date)))
             } else {
                 print(Self.text(state, at: date))
             }
-        }
-
-        static func object(_ state: CustomerEntitlements, at date: Date) -> [String: Any] {
-            CustomerDocument.object(state, at: date)
         }
 
         static func text(_ state: CustomerEntitlements, at date: Date) -> String {

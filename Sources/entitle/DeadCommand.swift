@@ -21,7 +21,7 @@ struct DeadCommand: AsyncParsableCommand {
             var jobs: [JobRecord] = []
             for name in try await DeadCommand.queues(queue, jobQueue) { jobs += try await jobQueue.deadJobs(queue: name, limit: limit) }
             if json {
-                print(JSONOutput.line(["jobs": jobs.map { JobsCommand.Show.object($0, payload: false) }]))
+                print(try JSONOutput.line(encoding: ["jobs": jobs.map { $0.document() }]))
             } else {
                 print(
                     Table.render(

@@ -1,4 +1,5 @@
 import ArgumentParser
+import DurationUnits
 import Foundation
 import JobQueue
 import RedisClient
@@ -75,7 +76,8 @@ struct EnqueueCommand: AsyncParsableCommand {
                 let enqueued = error.enqueued.compactMap { $0 }
                 if !quiet && !enqueued.isEmpty { print(enqueued.map(\.id).joined(separator: "\n")) }
                 throw CommandFailure(
-                    "entitle enqueue: \(count - remaining + enqueued.count) of \(count) jobs were enqueued (ids printed), then Redis failed: \(error.message)")
+                    "entitle enqueue: \(count - remaining + enqueued.count) of \(count) jobs were enqueued (ids printed), then Redis failed: \(error.message)"
+                )
             }
             if !quiet { print(results.map(\.id).joined(separator: "\n")) }
             remaining -= chunk

@@ -31,13 +31,11 @@ struct JobsCommand: AsyncParsableCommand {
                 throw CommandFailure("no job \(id) (never enqueued, or its record expired)")
             }
             if json {
-                print(JSONOutput.line(Self.object(job, payload: payload)))
+                print(try JSONOutput.line(encoding: job.document(includingPayload: payload)))
             } else {
                 print(Self.text(job))
             }
         }
-
-        static func object(_ job: JobRecord, payload: Bool) -> [String: Any] { job.document(includingPayload: payload) }
 
         static func text(_ job: JobRecord) -> String {
             var lines = [

@@ -18,7 +18,7 @@ struct QueuesCommand: AsyncParsableCommand {
         var all: [QueueStats] = []
         for queue in try await jobQueue.knownQueues() { all.append(try await jobQueue.stats(queue: queue)) }
         if json {
-            print(JSONOutput.line(["queues": all.map(Self.object)]))
+            print(try JSONOutput.line(["queues": all.map(Self.object)]))
             return
         }
         let header = [

@@ -69,10 +69,15 @@ struct CommandFailure: Error, CustomStringConvertible {
 
 enum JSONOutput {
     /// One JSON document on a line, keys sorted.
-    static func line(_ object: Any) -> String {
-        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) else {
-            return "{}"
-        }
-        return String(decoding: data, as: UTF8.self)
+    static func line(_ object: Any) throws -> String {
+        String(
+            decoding: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]), as: UTF8.self)
+    }
+
+    /// A typed document on a line, keys sorted.
+    static func line(encoding value: some Encodable) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return String(decoding: try encoder.encode(value), as: UTF8.self)
     }
 }

@@ -1,16 +1,17 @@
 import AppStoreSimulator
 import ArgumentParser
 import AsyncHTTPClient
+import EntitleCore
 import Foundation
 import HTTPAPI
 import JobQueue
+import LocalProcesses
 import Logging
 import Metrics
 import NIOCore
 import Prometheus
 import RedisClient
 import ServiceLifecycle
-import Worker
 
 /// `entitle run`: the whole of Entitle on one machine with nothing configured: a private
 /// redis-server (unless `ENTITLE_REDIS_URL` is set), the App Store simulator, the API and
@@ -75,7 +76,8 @@ struct RunCommand: AsyncParsableCommand {
     }
 
     private func serve(redisURL: String, registry: PrometheusCollectorRegistry, logger: Logger) async throws {
-        let apiPort = port == 0 ? try Self.freePort() : port
+        // Chosen now: the simulator must know the API's URL before it starts.
+        let apiPort = port == 0 ? try LocalRedisServer.freePort() : port
         let apiURL = "http://127.0.0.1:\(apiPort)"
         let notifications = apiURL + "/v1/notifications/apple/demo"
 
@@ -175,7 +177,7 @@ struct RunCommand: AsyncParsableCommand {
         let dashboard = apiURL + "/dashboard#token=" + (adminToken.addingPercentEncoding(withAllowedCharacters: allowed) ?? "")
         if json {
             say(
-                JSONOutput.line([
+                try JSONOutput.line([
                     "api": apiURL, "simulator": simulatorURL, "dashboard": dashboard, "publisher": "demo", "publisherToken": token,
                     "basicAuth": basic, "softphoneToken": environment["ENTITLE_SOFTPHONE_API_TOKEN"] ?? "",
                     "appKey": environment["ENTITLE_DEMO_APP_KEY"] ?? "",
@@ -218,9 +220,9 @@ struct RunCommand: AsyncParsableCommand {
         guard let jobId = submitted["jobId"] as? String else { throw CommandFailure("the API returned no job id: \(submitted)") }
         say("POST /v1/purchases -> 202, job \(jobId)")
         let job = try await call(api + "/v1/jobs/\(jobId)?wait=20", token: token)
-        say("GET /v1/jobs/\(jobId)?wait=20 -> \(job["status"] ?? "?"): \(JSONOutput.line(job["result"] ?? NSNull()))")
+        say("GET /v1/jobs/\(jobId)?wait=20 -> \(job["status"] ?? "?"): \(try JSONOutput.line(job["result"] ?? NSNull()))")
         let customer = try await call(api + "/v1/customers/demo%40example.com/entitlements", token: token)
-        say("GET /v1/customers/demo@example.com/entitlements -> \(JSONOutput.line(customer["entitlements"] ?? []))")
+        say("GET /v1/customers/demo@example.com/entitlements -> \(try JSONOutput.line(customer["entitlements"] ?? []))")
     }
 
     static func call(_ url: String, body: [String: Any]? = nil, token: String? = nil) async throws -> [String: Any] {
@@ -244,22 +246,6 @@ struct RunCommand: AsyncParsableCommand {
         (0..<20).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
     }
 
-    /// A port free now on 127.0.0.1 (the simulator must know the API's URL before it starts).
-    static func freePort() throws -> Int {
-        let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard socket >= 0 else { throw CommandFailure("no socket") }
-        defer { close(socket) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socket, $0, length) == 0 && getsockname(socket, $0, &length) == 0 }
-        }
-        guard bound else { throw CommandFailure("no free port") }
-        return Int(UInt16(bigEndian: address.sin_port))
-    }
 }
 
 /// Writes a line to standard output at once (unbuffered), so progress reaches a pipe or

@@ -59,7 +59,7 @@ struct VerifyCommand: AsyncParsableCommand {
                 ("productId", result.productId), ("notificationType", result.notificationType), ("subtype", result.subtype),
             ]
             for (key, value) in optional { if let value { object[key] = value } }
-            print(JSONOutput.line(object))
+            print(try JSONOutput.line(object))
         } else {
             print("\(result.kind.rawValue): \(result.valid ? "valid" : "NOT valid")")
             if let reason = result.reason { print("  reason: \(reason)") }

@@ -1,11 +1,12 @@
 import ArgumentParser
+import EntitleCore
+import EntitlementJobs
 import Foundation
 import JobQueue
 import Logging
 import Metrics
 import Prometheus
 import ServiceLifecycle
-import Worker
 
 /// `entitle worker`: consumes queues until SIGTERM or SIGINT.
 struct WorkerCommand: AsyncParsableCommand {
@@ -67,7 +68,12 @@ struct WorkerCommand: AsyncParsableCommand {
         crashAfterWrite: Bool = false, logger: Logger
     ) -> RenewalSweep {
         var service = EntitlementService(configuration: settings, jobQueue: jobQueue, logger: logger)
-        service.crashAfterWrite = crashAfterWrite
+        if crashAfterWrite {
+            service.afterEntitlementWrite = { job in
+                logger.critical("crash point after-entitlement-write: SIGKILL", metadata: ["job": "\(job.id)"])
+                kill(getpid(), SIGKILL)
+            }
+        }
         EntitlementJobs.register(in: &handlers, service: service)
         let development = settings.mode != .production
         return RenewalSweep(

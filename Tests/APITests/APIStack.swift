@@ -2,6 +2,9 @@ import AppStore
 import AppStoreSimulator
 import AsyncHTTPClient
 import Crypto
+import DurationUnits
+import EntitleCore
+import EntitlementJobs
 import Foundation
 import HTTPAPI
 import HTTPTestSupport
@@ -13,7 +16,6 @@ import NIOHTTP1
 import RedisClient
 import RedisTestSupport
 import Testing
-import Worker
 
 /// A real API on loopback over a real Redis, with a real simulator (in this process) as
 /// the App Store and, when asked, a real worker running the entitlement jobs.
@@ -146,7 +148,8 @@ struct APIStack: Sendable {
                     await forwarder.start(apiURL: url)
                     try await body(
                         APIStack(
-                            url: url, simulatorURL: simulatorURL, jobQueue: jobQueue, inbox: inbox, forwarder: forwarder, routes: api.routes,
+                            url: url, simulatorURL: simulatorURL, jobQueue: jobQueue, inbox: inbox, forwarder: forwarder,
+                            routes: api.routes,
                             api: api))
                 }
                 tasks.cancelAll()

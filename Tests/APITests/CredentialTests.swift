@@ -1,9 +1,9 @@
 import Crypto
+import EntitleCore
 import Foundation
 import JobQueue
 import RedisTestSupport
 import Testing
-import Worker
 
 /// The two kinds of credential: a publisher's secret keys (its backend) and app keys (inside
 /// apps, so public), with customer tokens proving which customer an app acts for.
@@ -26,7 +26,8 @@ import Worker
                 ("another app", ann, ["signedTransaction": signed, "bundleId": "com.example.nope"], 403, "forbidden"),
             ]
             for (name, headers, body, status, code) in refusals {
-                let reply = try await api.call(.POST, "/v1/purchases", token: APIStack.appKey, headers: headers, json: body, route: Self.purchases)
+                let reply = try await api.call(
+                    .POST, "/v1/purchases", token: APIStack.appKey, headers: headers, json: body, route: Self.purchases)
                 #expect(reply.status == status && reply.json["error"] as? String == code, "\(name): \(reply.status) \(reply.text)")
             }
             #expect(try await api.enqueuedCount() == 0)
@@ -37,25 +38,34 @@ import Worker
             #expect(posted.status == 202)
             let job = try #require(posted.json["jobId"] as? String)
             let read = try await api.call(.GET, "/v1/jobs/\(job)?wait=20", token: APIStack.appKey, headers: ann, route: "GET /v1/jobs/{id}")
-            #expect(read.json["status"] as? String == "succeeded" && (read.json["result"] as? [String: Any])?["customer"] as? String == "ann@example.com")
+            #expect(
+                read.json["status"] as? String == "succeeded"
+                    && (read.json["result"] as? [String: Any])?["customer"] as? String == "ann@example.com")
             // Its job is ann's: bob's token and no token see nothing of it.
-            #expect(try await api.call(.GET, "/v1/jobs/\(job)", token: APIStack.appKey, headers: bob, route: "GET /v1/jobs/{id}").status == 404)
+            #expect(
+                try await api.call(.GET, "/v1/jobs/\(job)", token: APIStack.appKey, headers: bob, route: "GET /v1/jobs/{id}").status == 404)
             #expect(try await api.call(.GET, "/v1/jobs/\(job)", token: APIStack.appKey, route: "GET /v1/jobs/{id}").status == 401)
             // A job the backend created is not the app's.
             let backend = try #require(
-                try await api.call(.POST, "/v1/purchases", json: ["customer": "ann@example.com", "transactionId": transactionId]).json["jobId"]
+                try await api.call(.POST, "/v1/purchases", json: ["customer": "ann@example.com", "transactionId": transactionId]).json[
+                    "jobId"]
                     as? String)
             #expect(try await api.call(.GET, "/v1/jobs/\(backend)", token: APIStack.appKey, headers: ann).status == 404)
 
             let entitlements = "GET /v1/customers/{id}/entitlements"
             #expect(
-                try await api.call(.GET, "/v1/customers/ann%40example.com/entitlements", token: APIStack.appKey, headers: ann, route: entitlements)
-                    .json["entitlements"] as? [String] == ["hd", "premium"])
+                try await api.call(
+                    .GET, "/v1/customers/ann%40example.com/entitlements", token: APIStack.appKey, headers: ann, route: entitlements
+                )
+                .json["entitlements"] as? [String] == ["hd", "premium"])
             #expect(
-                try await api.call(.GET, "/v1/customers/ann%40example.com/entitlements", token: APIStack.appKey, headers: bob, route: entitlements)
-                    .status == 403)
+                try await api.call(
+                    .GET, "/v1/customers/ann%40example.com/entitlements", token: APIStack.appKey, headers: bob, route: entitlements
+                )
+                .status == 403)
             #expect(
-                try await api.call(.GET, "/v1/customers/ann%40example.com/entitlements", token: APIStack.appKey, route: entitlements).status == 401)
+                try await api.call(.GET, "/v1/customers/ann%40example.com/entitlements", token: APIStack.appKey, route: entitlements).status
+                    == 401)
             #expect(
                 try await api.call(
                     .GET, "/v1/customers/ann%40example.com/access/premium", token: APIStack.appKey, headers: ann,
@@ -70,7 +80,9 @@ import Worker
             #expect(try await api.call(.GET, "/v1/queues", token: APIStack.appKey, route: "GET /v1/queues").status == 403)
             let cleeng = try await api.call(
                 .POST, "/apple/payment", token: nil,
-                headers: ["X-Publisher-Token": APIStack.appKey, "Authorization": "Basic " + Data(APIStack.cleengBasic.utf8).base64EncodedString()],
+                headers: [
+                    "X-Publisher-Token": APIStack.appKey, "Authorization": "Basic " + Data(APIStack.cleengBasic.utf8).base64EncodedString(),
+                ],
                 json: ["customerEmail": "ann@example.com"], route: "POST /apple/payment")
             #expect(cleeng.status == 401, "Cleeng's X-Publisher-Token is a secret key")
         }
@@ -95,7 +107,9 @@ import Worker
                 let reply = try await api.call(
                     .GET, "/v1/customers/ann%40example.com/entitlements", token: APIStack.appKey, headers: ["X-Customer-Token": token],
                     route: route)
-                #expect(reply.status == 401 && reply.json["error"] as? String == "invalidCustomerToken", "\(name): \(reply.status) \(reply.text)")
+                #expect(
+                    reply.status == 401 && reply.json["error"] as? String == "invalidCustomerToken",
+                    "\(name): \(reply.status) \(reply.text)")
             }
             // The good one reaches the route (ann is not a customer yet).
             let good = try await api.call(
@@ -147,7 +161,8 @@ import Worker
             let signed = try #require(bought["signedTransaction"] as? String)
             func claim(_ customer: String) async throws -> [String: Any] {
                 let job = try #require(
-                    try await api.call(.POST, "/v1/purchases", json: ["customer": customer, "signedTransaction": signed]).json["jobId"] as? String)
+                    try await api.call(.POST, "/v1/purchases", json: ["customer": customer, "signedTransaction": signed]).json["jobId"]
+                        as? String)
                 return try #require(try await api.call(.GET, "/v1/jobs/\(job)?wait=20").json["result"] as? [String: Any])
             }
             let bob = try await claim("bob@example.com")
@@ -161,7 +176,9 @@ import Worker
                 try await api.call(.POST, "/v1/transfers", json: ["originalTransactionId": original, "to": "bob@example.com"]).json["jobId"]
                     as? String)
             let finished = try await api.call(.GET, "/v1/jobs/\(transfer)?wait=20")
-            #expect(finished.json["status"] as? String == "failed" && (finished.json["lastError"] as? String ?? "").contains("appAccountTokenMismatch"))
+            #expect(
+                finished.json["status"] as? String == "failed"
+                    && (finished.json["lastError"] as? String ?? "").contains("appAccountTokenMismatch"))
             #expect(
                 try await api.call(.GET, "/v1/customers/ann%40example.com/access/premium").json["accessGranted"] as? Bool == true,
                 "ann keeps it")
@@ -171,7 +188,9 @@ import Worker
     /// UUIDv5 as Python's `uuid.uuid5` makes it (RFC 9562's example).
     @Test func appAccountTokensDeriveAsPythonDerivesThem() {
         let dns = UUID(uuidString: "6ba7b810-9dad-11d1-80b4-00c04fd430c8")!
-        #expect(AppAccountToken.uuid5(namespace: dns, name: "www.example.com").uuidString.lowercased() == "2ed6657d-e927-568b-95e1-2665a8aea6a2")
+        #expect(
+            AppAccountToken.uuid5(namespace: dns, name: "www.example.com").uuidString.lowercased() == "2ed6657d-e927-568b-95e1-2665a8aea6a2"
+        )
     }
 
     static func base64url(_ bytes: some DataProtocol) -> String {

@@ -1,5 +1,6 @@
 import Foundation
 import JobQueue
+import LocalProcesses
 import RedisClient
 import RedisTestSupport
 import Testing

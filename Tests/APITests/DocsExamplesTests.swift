@@ -1,4 +1,5 @@
 import Foundation
+import LocalProcesses
 import RedisClient
 import RedisTestSupport
 import Testing
@@ -106,7 +107,9 @@ import Testing
             try await run("cleeng-read", [:])
             // Cloud Softphone: a credits receipt with a + in it, as the app has it.
             var credits = try await api.buy("credits.100", publisher: "softphone")
-            while (credits["appReceipt"] as? String)?.contains("+") != true { credits = try await api.buy("credits.100", publisher: "softphone") }
+            while (credits["appReceipt"] as? String)?.contains("+") != true {
+                credits = try await api.buy("credits.100", publisher: "softphone")
+            }
             try await run("softphone", ["RECEIPT": try #require(credits["appReceipt"] as? String)])
         }
     }

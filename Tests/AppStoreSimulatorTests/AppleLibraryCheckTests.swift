@@ -1,5 +1,6 @@
 import AppStoreSimulator
 import Foundation
+import LocalProcesses
 import RedisClient
 import Testing
 

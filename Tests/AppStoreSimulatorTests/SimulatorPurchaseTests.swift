@@ -1,5 +1,6 @@
 import AppStore
 import AppStoreSimulator
+import DurationUnits
 import Foundation
 import Testing
 import X509
@@ -15,7 +16,14 @@ import X509
             let products = try #require((try JSONSerialization.jsonObject(with: Data(reply.body))) as? [[String: Any]])
             let types = Set(products.compactMap { $0["type"] as? String })
             #expect(types == ["Consumable", "Non-Consumable", "Non-Renewing Subscription", "Auto-Renewable Subscription"])
-            #expect(products.allSatisfy { $0["bundleId"] as? String == SimulatorHarness.bundleId && $0["productId"] is String })
+            // Every product belongs to one of the catalog's apps, and is named under it.
+            let bundles = Set(products.compactMap { $0["bundleId"] as? String })
+            #expect(bundles.contains(SimulatorHarness.bundleId))
+            #expect(
+                products.allSatisfy { product in
+                    guard let bundle = product["bundleId"] as? String, let id = product["productId"] as? String else { return false }
+                    return id.hasPrefix(bundle + ".")
+                })
         }
     }
 

@@ -1,4 +1,5 @@
 import AppStore
+import DurationUnits
 import Foundation
 import Testing
 import X509

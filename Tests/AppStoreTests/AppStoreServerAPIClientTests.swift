@@ -1,5 +1,6 @@
 import AppStore
 import Crypto
+import DurationUnits
 import Foundation
 import HTTPTestSupport
 import Hummingbird

@@ -1,5 +1,6 @@
 import AppStore
 import AppStoreSimulator
+import DurationUnits
 import Foundation
 import Testing
 

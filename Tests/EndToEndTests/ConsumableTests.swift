@@ -1,10 +1,11 @@
 import Crypto
+import EntitleCore
+import EntitlementJobs
 import Entitlements
 import Foundation
 import JobQueue
 import RedisTestSupport
 import Testing
-import Worker
 
 /// "Add calling credit": a consumable is credited exactly once, whatever arrives twice and
 /// whichever worker dies, and clawed back when Apple refunds it.

@@ -1,15 +1,16 @@
 import AsyncHTTPClient
+import EntitleCore
 import Entitlements
 import Foundation
 import HTTPTestSupport
 import HTTPTypes
 import Hummingbird
 import JobQueue
+import LocalProcesses
 import NIOCore
 import RedisClient
 import RedisTestSupport
 import Testing
-import Worker
 
 /// A whole Entitle on loopback, with real processes: redis-server, `entitle simulator`,
 /// `entitle worker` (ENTITLE_ENV=development), and a receiver standing in for the API: it
@@ -183,6 +184,12 @@ final class EntitleStack: Sendable {
         other["apps"] = [["bundleId": "com.example.other", "environments": ["Sandbox"]]]
         other["subscriptionGroups"] = []
         other["couponCampaigns"] = []
+        // Its own secret key as the demo's, but none of the demo app's keys: those name the demo's app.
+        if var api = other["api"] as? [String: Any] {
+            api["appKeys"] = nil
+            api["customerTokens"] = nil
+            other["api"] = api
+        }
         publishers = [demo, keep, share, other]
         document["publishers"] = publishers
         let path = FileManager.default.temporaryDirectory.appending(path: "e2e-catalog-\(UUID().uuidString).json").path

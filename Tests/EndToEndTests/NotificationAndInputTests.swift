@@ -1,6 +1,7 @@
 import Entitlements
 import Foundation
 import JobQueue
+import LocalProcesses
 import RedisClient
 import RedisTestSupport
 import Testing

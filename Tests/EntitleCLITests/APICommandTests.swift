@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import LocalProcesses
 import RedisClient
 import RedisTestSupport
 import Testing

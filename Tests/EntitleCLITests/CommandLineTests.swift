@@ -1,4 +1,5 @@
 import Foundation
+import LocalProcesses
 import RedisClient
 import RedisTestSupport
 import Testing
@@ -22,7 +23,8 @@ import Testing
             let listed = try await ChildProcess.run(
                 ChildProcess.entitleExecutable, ["queues", "--json", "--redis-cluster", seeds, "--prefix", cli.prefix])
             #expect(listed.status == 0, "\(listed.errors)")
-            let queues = (try JSONSerialization.jsonObject(with: Data(listed.output.utf8)) as? [String: Any])?["queues"] as? [[String: Any]] ?? []
+            let queues =
+                (try JSONSerialization.jsonObject(with: Data(listed.output.utf8)) as? [String: Any])?["queues"] as? [[String: Any]] ?? []
             #expect(Set(queues.compactMap { $0["name"] as? String }) == ["default", "later", "poison"])
             for queue in queues {
                 let name = queue["name"] as? String ?? ""

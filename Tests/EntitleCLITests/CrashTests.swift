@@ -1,3 +1,4 @@
+import DurationUnits
 import Foundation
 import RedisClient
 import RedisTestSupport
@@ -69,7 +70,8 @@ import Testing
             let pid = processes[victim].pid
             // Its consumer ids (host:pid:queue:random) as registered before the kill.
             let consumers =
-                try await retryingLost { try await redis.send(["ZRANGE", cli.key("default", "consumers"), "0", "-1"]) }.array?.compactMap(\.string)
+                try await retryingLost { try await redis.send(["ZRANGE", cli.key("default", "consumers"), "0", "-1"]) }.array?.compactMap(
+                    \.string)
                 ?? []
             let its = consumers.filter { $0.contains(":\(pid):") }
             processes[victim].signal(SIGKILL)
@@ -81,9 +83,12 @@ import Testing
                     // Recovered: the consumer is gone from the registry and its active list is empty.
                     try await eventually("pid \(pid)'s jobs back in pending", timeout: .seconds(30)) {
                         for consumer in its {
-                            guard let replies = try? await redis.pipeline([
-                                ["ZSCORE", cli.key("default", "consumers"), consumer], ["LLEN", cli.key("default", "active:\(consumer)")],
-                            ]) else { return false }
+                            guard
+                                let replies = try? await redis.pipeline([
+                                    ["ZSCORE", cli.key("default", "consumers"), consumer],
+                                    ["LLEN", cli.key("default", "active:\(consumer)")],
+                                ])
+                            else { return false }
                             if !replies[0].isNull || replies[1].int != 0 { return false }
                         }
                         return true
@@ -91,7 +96,9 @@ import Testing
                     return (ContinuousClock.now - killedAt).seconds
                 })
             processes[victim] = try cli.start(["worker", "--queues", "default=16"])
-            if let recovery = try await event(kills) { print("crash test: jobs ran again \(String(format: "%.1f", recovery)) s after kill -9 of the queue's primary") }
+            if let recovery = try await event(kills) {
+                print("crash test: jobs ran again \(String(format: "%.1f", recovery)) s after kill -9 of the queue's primary")
+            }
         }
         try await eventually("every job to succeed", timeout: .seconds(120)) { try await succeeded(cli) == Self.jobs }
         // Recovery needs a live worker's reaper: wait for it before stopping them.

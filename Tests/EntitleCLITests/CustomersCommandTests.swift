@@ -1,9 +1,10 @@
+import EntitleCore
 import Entitlements
 import Foundation
+import LocalProcesses
 import RedisClient
 import RedisTestSupport
 import Testing
-import Worker
 
 /// `entitle customers show`, reading what the entitlement store holds.
 @Suite struct CustomersCommandTests {

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import LocalProcesses
 import NIOCore
 import RedisClient
 import RedisTestSupport
@@ -32,7 +33,8 @@ import Testing
         let line = try #require(try JSONSerialization.jsonObject(with: Data(String(lines[0]).utf8)) as? [String: String])
         #expect(
             Set(line.keys) == [
-                "api", "simulator", "dashboard", "publisher", "publisherToken", "basicAuth", "softphoneToken", "appKey", "customerTokenSecret",
+                "api", "simulator", "dashboard", "publisher", "publisherToken", "basicAuth", "softphoneToken", "appKey",
+                "customerTokenSecret",
                 "softphoneAppKey",
             ])
         let api = try #require(line["api"])
@@ -53,11 +55,15 @@ import Testing
         // The dashboard link carries the operators' token (in the fragment): queues and metrics are theirs.
         let dashboard = try #require(line["dashboard"])
         let adminToken = try #require(
-            dashboard.split(separator: "#token=").last.flatMap { String($0).removingPercentEncoding }, "the dashboard link names the admin token")
+            dashboard.split(separator: "#token=").last.flatMap { String($0).removingPercentEncoding },
+            "the dashboard link names the admin token")
         #expect(try await get(api + "/v1/queues", authorization: "Bearer \(adminToken)") == 200)
-        #expect(try await get(api + "/v1/queues", authorization: "Bearer \(token)") == 403, "a publisher does not see every tenant's queues")
+        #expect(
+            try await get(api + "/v1/queues", authorization: "Bearer \(token)") == 403, "a publisher does not see every tenant's queues")
         // The Cloud Softphone-style publisher's key is its own.
-        #expect(try await get(api + "/v1/customers/nobody/entitlements", authorization: "Bearer \(try #require(line["softphoneToken"]))") == 404)
+        #expect(
+            try await get(api + "/v1/customers/nobody/entitlements", authorization: "Bearer \(try #require(line["softphoneToken"]))") == 404
+        )
         #expect(try await get(try #require(line["dashboard"]), authorization: nil) == 200)
         #expect(try await get(try #require(line["simulator"]) + "/simulator/apps", authorization: nil) == 200)
         // basicAuth is the whole header for /apple/payment: right credentials, bad body -> 400, not 401.

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Crypto
 import Foundation
+import LocalProcesses
 import NIOCore
 import RedisClient
 import RedisTestSupport
@@ -51,32 +52,41 @@ import Testing
 
         let simulator = try ChildProcess(
             ChildProcess.entitleExecutable,
-            ["simulator", "--port", "0", "--notify-url", api + "/v1/notifications/apple/demo", "--notify-url-v1",
-             api + "/v1/notifications/apple/demo", "--log-level", "trace"])
+            [
+                "simulator", "--port", "0", "--notify-url", api + "/v1/notifications/apple/demo", "--notify-url-v1",
+                api + "/v1/notifications/apple/demo", "--log-level", "trace",
+            ])
         defer { if simulator.isRunning { simulator.signal(SIGKILL) } }
         try await eventually("the simulator to listen") { simulator.output.contains("simulator listening on ") || !simulator.isRunning }
-        let simulatorURL = try #require(simulator.output.split(whereSeparator: \.isWhitespace).first { $0.hasPrefix("http://") }.map(String.init))
+        let simulatorURL = try #require(
+            simulator.output.split(whereSeparator: \.isWhitespace).first { $0.hasPrefix("http://") }.map(String.init))
         environment["ENTITLE_SIMULATOR_URL"] = simulatorURL
         _ = try await Self.call(
             simulatorURL + "/simulator/keys",
-            json: ["keyId": "KEY1234567", "issuerId": "issuer-1", "bundleId": "com.entitle.demo", "publicKey": key.publicKey.pemRepresentation])
+            json: [
+                "keyId": "KEY1234567", "issuerId": "issuer-1", "bundleId": "com.entitle.demo", "publicKey": key.publicKey.pemRepresentation,
+            ])
 
         let keyPrefix = TestRedis.uniquePrefix("secrets")
         let prefix = ["--prefix", keyPrefix, "--log-level", "trace"]
-        let apiProcess = try ChildProcess(ChildProcess.entitleExecutable, ["api", "--port", String(apiPort)] + prefix, environment: environment)
+        let apiProcess = try ChildProcess(
+            ChildProcess.entitleExecutable, ["api", "--port", String(apiPort)] + prefix, environment: environment)
         defer { if apiProcess.isRunning { apiProcess.signal(SIGKILL) } }
-        let worker = try ChildProcess(ChildProcess.entitleExecutable, ["worker", "--queues", "default=4"] + prefix, environment: environment)
+        let worker = try ChildProcess(
+            ChildProcess.entitleExecutable, ["worker", "--queues", "default=4"] + prefix, environment: environment)
         defer { if worker.isRunning { worker.signal(SIGKILL) } }
         try await eventually("the API to listen") { apiProcess.output.contains("api listening on ") || !apiProcess.isRunning }
 
         // Everything that uses a secret: purchases with both kinds of key, Cleeng's route, V1
         // and V2 notifications (the simulator posts them), a webhook, the operators' routes,
         // refusals, and a reload of every secret.
-        let bought = try await Self.call(simulatorURL + "/simulator/purchases", json: ["bundleId": "com.entitle.demo", "productId": "com.entitle.demo.premium.monthly"])
+        let bought = try await Self.call(
+            simulatorURL + "/simulator/purchases", json: ["bundleId": "com.entitle.demo", "productId": "com.entitle.demo.premium.monthly"])
         let signed = try #require(bought["signedTransaction"] as? String)
         let token = try #require(Self.secrets["ENTITLE_DEMO_API_TOKEN"])
         let job = try #require(
-            try await Self.call(api + "/v1/purchases", json: ["customer": "ann@example.com", "signedTransaction": signed], bearer: token)["jobId"]
+            try await Self.call(api + "/v1/purchases", json: ["customer": "ann@example.com", "signedTransaction": signed], bearer: token)[
+                "jobId"]
                 as? String)
         let result = try await Self.call(api + "/v1/jobs/\(job)?wait=20", bearer: token)
         #expect(result["status"] as? String == "succeeded", "\(result)")
@@ -91,14 +101,17 @@ import Testing
         _ = try await Self.call(api + "/v1/queues", bearer: try #require(Self.secrets["ENTITLE_ADMIN_TOKEN"]))
         _ = try await Self.call(api + "/v1/queues", allowFailure: true, bearer: token + "x")
         try await eventually("a webhook delivery", timeout: .seconds(30)) { receiver.output.contains("POST /hook") }
-        let connection = RedisConnection(configuration: try RedisConfiguration(url: redisURL), name: "secrets-test", logger: TestRedis.logger)
+        let connection = RedisConnection(
+            configuration: try RedisConfiguration(url: redisURL), name: "secrets-test", logger: TestRedis.logger)
         try await eventually("the simulator's V1 and V2 notifications to be applied", timeout: .seconds(30)) {
             let done = try await connection.send(["HGET", "\(keyPrefix):{default}:stats", "succeeded:notification"]).string
             return Int(done ?? "0") ?? 0 >= 2
         }
         await connection.disconnect()
         for process in [apiProcess, worker] { process.signal(SIGHUP) }
-        try await eventually("both to reload") { apiProcess.errors.contains("secrets reloaded") && worker.errors.contains("secrets reloaded") }
+        try await eventually("both to reload") {
+            apiProcess.errors.contains("secrets reloaded") && worker.errors.contains("secrets reloaded")
+        }
         for process in [apiProcess, worker, simulator] {
             process.signal(SIGTERM)
             #expect(try await process.wait(timeout: .seconds(30)) == 0)
@@ -121,7 +134,8 @@ import Testing
     static func catalog(webhook: String, directory: String) throws -> String {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         var document = try #require(
-            try JSONSerialization.jsonObject(with: Data(contentsOf: root.appending(path: "Config/catalog.development.json"))) as? [String: Any])
+            try JSONSerialization.jsonObject(with: Data(contentsOf: root.appending(path: "Config/catalog.development.json")))
+                as? [String: Any])
         var publishers = try #require(document["publishers"] as? [[String: Any]])
         var demo = publishers[0]
         var access = demo["api"] as? [String: Any] ?? [:]
@@ -159,7 +173,8 @@ import Testing
                 .replacingOccurrences(of: "=", with: "")
         }
         let now = Int(Date().timeIntervalSince1970)
-        let input = base64url(Data(#"{"alg":"HS256","kid":"k1"}"#.utf8)) + "."
+        let input =
+            base64url(Data(#"{"alg":"HS256","kid":"k1"}"#.utf8)) + "."
             + base64url(Data(#"{"aud":"demo","exp":\#(now + 600),"iat":\#(now),"sub":"\#(customer)"}"#.utf8))
         let mac = HMAC<SHA256>.authenticationCode(for: Data(input.utf8), using: SymmetricKey(data: Data(secret.utf8)))
         return input + "." + base64url(Data(mac))

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import Foundation
+import LocalProcesses
 import NIOCore
 import RedisClient
 import RedisTestSupport

@@ -1,4 +1,5 @@
 import Foundation
+import LocalProcesses
 import RedisClient
 import RedisTestSupport
 import Testing

@@ -1,10 +1,10 @@
 import AppStore
 import AppStoreSimulator
+import EntitleCore
 import Entitlements
 import Foundation
 import Logging
 import Testing
-import Worker
 
 /// The road from Apple's signed data to entitlements: the simulator sells, the AppStore
 /// target verifies, `AppleFacts` translates, the engine decides.

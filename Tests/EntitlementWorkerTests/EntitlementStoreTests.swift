@@ -1,9 +1,10 @@
+import EntitleCore
 import Entitlements
 import Foundation
+import LocalProcesses
 import RedisClient
 import RedisTestSupport
 import Testing
-import Worker
 
 /// The entitlement store against a real redis-server.
 @Suite struct EntitlementStoreTests {

@@ -1,7 +1,8 @@
 import AppStore
+import DurationUnits
+import EntitleCore
 import Foundation
 import Testing
-import Worker
 
 /// Secrets compared in constant time, read from files and rotated, and never printed.
 @Suite struct SecretHandlingTests {
@@ -19,7 +20,9 @@ import Worker
         let file = FileManager.default.temporaryDirectory.appending(path: "secret-\(UUID().uuidString)").path
         try "  old-token \n\nnew-token\n".write(toFile: file, atomically: true, encoding: .utf8)
         defer { try? FileManager.default.removeItem(atPath: file) }
-        let reader = SecretReader(environment: ["A": "s3cr3t-v4lue", "B_FILE": file, "B": "ignored: the file wins", "EMPTY": " ", "C_FILE": "/nonexistent"])
+        let reader = SecretReader(environment: [
+            "A": "s3cr3t-v4lue", "B_FILE": file, "B": "ignored: the file wins", "EMPTY": " ", "C_FILE": "/nonexistent",
+        ])
         #expect(try reader.secrets("A").map(\.value) == ["s3cr3t-v4lue"])
         #expect(try reader.secrets("B").map(\.value) == ["old-token", "new-token"])
         #expect(try reader.secrets("EMPTY").isEmpty && reader.secrets("UNSET").isEmpty)

@@ -1,9 +1,9 @@
+import EntitleCore
 import Entitlements
 import Foundation
 import RedisClient
 import RedisTestSupport
 import Testing
-import Worker
 
 /// The per-transaction lock and its fencing token, on a real redis-server.
 @Suite struct TransactionLockTests {

@@ -1,3 +1,5 @@
+import EntitleCore
+import EntitlementJobs
 import Foundation
 import HTTPTestSupport
 import Hummingbird
@@ -5,7 +7,6 @@ import JobQueue
 import RedisClient
 import RedisTestSupport
 import Testing
-import Worker
 
 /// Where webhooks may go: never along a redirect, never to a private address unless the
 /// deployment allows it; and how they are signed while a secret is rotated.
@@ -31,7 +32,8 @@ import Worker
             redis: try await TestRedis.pool(), configuration: JobQueueConfiguration(prefix: TestRedis.uniquePrefix("webhook")),
             logger: TestRedis.logger)
         var registry = JobHandlerRegistry()
-        EntitlementJobs.register(in: &registry, service: EntitlementService(configuration: settings, jobQueue: jobQueue, logger: TestRedis.logger))
+        EntitlementJobs.register(
+            in: &registry, service: EntitlementService(configuration: settings, jobQueue: jobQueue, logger: TestRedis.logger))
         var queue = QueueConsumer.Settings(concurrency: 2)
         queue.blockTimeout = .milliseconds(200)
         let worker = WorkerService(
@@ -67,7 +69,9 @@ import Worker
             let port = try #require(URL(string: url)?.port)
             for target in ["\(url)/hook", "http://localhost:\(port)/hook", "http://[::ffff:127.0.0.1]:\(port)/hook"] {
                 let job = try await Self.deliver(to: target)
-                #expect(job.status == .failed && job.lastError?.contains("webhook.forbiddenAddress") == true, "\(target): \(job.lastError ?? "")")
+                #expect(
+                    job.status == .failed && job.lastError?.contains("webhook.forbiddenAddress") == true,
+                    "\(target): \(job.lastError ?? "")")
             }
             #expect(await received.entries.isEmpty, "no request reached the private address")
             // A deployment that allows it (development does) delivers there.

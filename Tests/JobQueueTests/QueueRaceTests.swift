@@ -1,5 +1,7 @@
+import DurationUnits
 import Foundation
 import JobQueue
+import LocalProcesses
 import RedisClient
 import RedisTestSupport
 import Testing
@@ -60,7 +62,8 @@ import Testing
         let server = try await LocalRedisServer(logger: TestRedis.logger)
         do {
             let pool = RedisConnectionPool(configuration: try RedisConfiguration(url: server.url), logger: TestRedis.logger)
-            let queue = JobQueue(redis: pool, configuration: JobQueueConfiguration(prefix: TestRedis.uniquePrefix("pause")), logger: TestRedis.logger)
+            let queue = JobQueue(
+                redis: pool, configuration: JobQueueConfiguration(prefix: TestRedis.uniquePrefix("pause")), logger: TestRedis.logger)
             let name = "paused"
             let runs = Box(0)
             let gate = ReliabilityTests.Gate()

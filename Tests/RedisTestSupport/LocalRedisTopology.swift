@@ -1,4 +1,6 @@
+import DurationUnits
 import Foundation
+import LocalProcesses
 import Logging
 import RedisClient
 import Synchronization
@@ -76,7 +78,8 @@ public final class LocalRedisNode: Sendable {
     public func connection(_ name: String = "admin") -> RedisConnection {
         RedisConnection(
             configuration: RedisConfiguration(
-                host: "127.0.0.1", port: port, connectTimeout: .milliseconds(500), commandTimeout: .seconds(10), reconnectTimeout: .seconds(2)),
+                host: "127.0.0.1", port: port, connectTimeout: .milliseconds(500), commandTimeout: .seconds(10),
+                reconnectTimeout: .seconds(2)),
             name: name, logger: TestRedis.logger)
     }
 
@@ -144,7 +147,9 @@ public final class LocalRedisCluster: Sendable {
     /// every replica is in sync.
     /// - Parameter nodeTimeout: `cluster-node-timeout`: how long a primary may be silent
     ///   before its replica takes over.
-    public static func start(primaries: Int = 3, replicas: Int = 1, nodeTimeout: Duration = .milliseconds(1500)) async throws
+    public static func start(
+        primaries: Int = 3, replicas: Int = 1, nodeTimeout: Duration = .milliseconds(1500)
+    ) async throws
         -> LocalRedisCluster
     {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("entitle-cluster-\(UUID().uuidString.prefix(8))")
@@ -157,7 +162,8 @@ public final class LocalRedisCluster: Sendable {
                     try await LocalRedisNode.start(
                         [
                             "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                            "--cluster-node-timeout", String(nodeTimeout.components.seconds * 1000 + nodeTimeout.components.attoseconds / 1_000_000_000_000_000),
+                            "--cluster-node-timeout",
+                            String(nodeTimeout.components.seconds * 1000 + nodeTimeout.components.attoseconds / 1_000_000_000_000_000),
                             "--cluster-replica-validity-factor", "0", "--cluster-allow-replica-migration", "no",
                             "--save", "", "--appendonly", "no", "--maxmemory-policy", "noeviction",
                             "--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0",
@@ -174,7 +180,9 @@ public final class LocalRedisCluster: Sendable {
                 "/usr/bin/redis-cli",
                 ["--cluster", "create"] + nodes.map(\.address) + ["--cluster-replicas", String(replicas), "--cluster-yes"],
                 timeout: .seconds(60))
-            guard created.status == 0 else { throw SpawnError(message: "redis-cli --cluster create failed: \(created.output) \(created.errors)") }
+            guard created.status == 0 else {
+                throw SpawnError(message: "redis-cli --cluster create failed: \(created.output) \(created.errors)")
+            }
             try await cluster.waitUntilHealthy(primaries: primaries, replicas: primaries * replicas)
             return cluster
         } catch {
@@ -241,7 +249,8 @@ public final class LocalRedisCluster: Sendable {
     /// The replica of `primary` (its first one).
     public func replica(of primary: LocalRedisNode) async throws -> LocalRedisNode {
         let reply = try await primary.send(["ROLE"]).array ?? []
-        guard reply.count >= 3, let first = reply[2].array?.first?.array, first.count >= 2, let port = first[1].int ?? Int(first[1].string ?? ""),
+        guard reply.count >= 3, let first = reply[2].array?.first?.array, first.count >= 2,
+            let port = first[1].int ?? Int(first[1].string ?? ""),
             let node = nodes.first(where: { $0.port == port })
         else { throw SpawnError(message: "\(primary.address) has no replica") }
         return node
@@ -295,7 +304,11 @@ public final class LocalRedisCluster: Sendable {
     public func stop() async {
         for node in nodes where node.isRunning { await node.kill() }
         try? FileManager.default.removeItem(at: directory)
-        if stopped.withLock({ stopped in defer { stopped = true }; return !stopped }) { await TopologySlots.shared.release() }
+        if stopped.withLock({ stopped in
+            defer { stopped = true }; return !stopped
+        }) {
+            await TopologySlots.shared.release()
+        }
     }
 }
 
@@ -309,14 +322,19 @@ public final class LocalSentinelGroup: Sendable {
 
     public var url: String { "redis+sentinel://" + sentinels.map(\.address).joined(separator: ",") + "/" + name }
 
-    public static func start(name: String = "entitle", replicas: Int = 2, sentinels: Int = 3, downAfter: Duration = .milliseconds(1000))
+    public static func start(
+        name: String = "entitle", replicas: Int = 2, sentinels: Int = 3, downAfter: Duration = .milliseconds(1000)
+    )
         async throws -> LocalSentinelGroup
     {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("entitle-sentinel-\(UUID().uuidString.prefix(8))")
         var servers: [LocalRedisNode] = []
         var watchers: [LocalRedisNode] = []
         await TopologySlots.shared.acquire()
-        let common = ["--save", "", "--appendonly", "no", "--maxmemory-policy", "noeviction", "--repl-diskless-sync", "yes", "--repl-diskless-sync-delay", "0"]
+        let common = [
+            "--save", "", "--appendonly", "no", "--maxmemory-policy", "noeviction", "--repl-diskless-sync", "yes",
+            "--repl-diskless-sync-delay", "0",
+        ]
         do {
             let primary = try await LocalRedisNode.start(common, directory: directory.appendingPathComponent("primary"))
             servers.append(primary)
@@ -324,7 +342,8 @@ public final class LocalSentinelGroup: Sendable {
             for index in 0..<replicas {
                 servers.append(
                     try await LocalRedisNode.start(
-                        common + ["--replicaof", "127.0.0.1", String(primaryPort)], directory: directory.appendingPathComponent("replica-\(index)")))
+                        common + ["--replicaof", "127.0.0.1", String(primaryPort)],
+                        directory: directory.appendingPathComponent("replica-\(index)")))
             }
             let downAfterMs = downAfter.components.seconds * 1000 + downAfter.components.attoseconds / 1_000_000_000_000_000
             for index in 0..<sentinels {
@@ -351,7 +370,9 @@ public final class LocalSentinelGroup: Sendable {
             try await eventually("the sentinels to see each other and the replicas", timeout: .seconds(60)) {
                 for sentinel in watchers {
                     let fields = try await sentinel.send(["SENTINEL", "MASTER", name]).fieldValues
-                    guard fields["num-slaves"] == String(replicas), fields["num-other-sentinels"] == String(sentinels - 1) else { return false }
+                    guard fields["num-slaves"] == String(replicas), fields["num-other-sentinels"] == String(sentinels - 1) else {
+                        return false
+                    }
                 }
                 return true
             }
@@ -380,6 +401,10 @@ public final class LocalSentinelGroup: Sendable {
     public func stop() async {
         for node in servers + sentinels where node.isRunning { await node.kill() }
         try? FileManager.default.removeItem(at: directory)
-        if stopped.withLock({ stopped in defer { stopped = true }; return !stopped }) { await TopologySlots.shared.release() }
+        if stopped.withLock({ stopped in
+            defer { stopped = true }; return !stopped
+        }) {
+            await TopologySlots.shared.release()
+        }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import LocalProcesses
 import Logging
 import RedisClient
 

@@ -1,0 +1,40 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+
+/// "Now" as the App Store sees it. In production that is the wall clock. In development the
+/// local simulator's clock can be advanced (a month of sandbox time in one call), so a
+/// development worker asks it for its offset before each decision.
+package struct AppleClock: Sendable {
+    /// The simulator whose clock this follows; `nil` for the wall clock.
+    package let simulatorURL: String?
+    private let httpClient: HTTPClient
+
+    package static let wall = AppleClock(simulatorURL: nil)
+
+    package init(simulatorURL: String?, httpClient: HTTPClient = .shared) {
+        self.simulatorURL = simulatorURL
+        self.httpClient = httpClient
+    }
+
+    /// How far the App Store's clock is ahead of the wall clock.
+    package func offset() async throws -> TimeInterval {
+        guard let simulatorURL else { return 0 }
+        do {
+            let response = try await httpClient.execute(HTTPClientRequest(url: simulatorURL + "/simulator/clock"), timeout: .seconds(10))
+            let body = try await response.body.collect(upTo: 1 << 16)
+            struct State: Decodable { var advancedSeconds: Double }
+            return try JSONDecoder().decode(State.self, from: Data(body.readableBytesView)).advancedSeconds
+        } catch {
+            throw WorkerError(.appleUnavailable, "the simulator's clock at \(simulatorURL) cannot be read: \(error)")
+        }
+    }
+
+    package func now() async throws -> Date { Date().addingTimeInterval(try await offset()) }
+}
+
+// What prints of the clock is where it reads the time, not its HTTP client's internals.
+extension AppleClock: CustomStringConvertible, CustomReflectable {
+    package var description: String { simulatorURL.map { "AppleClock(simulator: \($0))" } ?? "AppleClock(wall)" }
+    package var customMirror: Mirror { Mirror(self, children: ["simulatorURL": simulatorURL as Any]) }
+}

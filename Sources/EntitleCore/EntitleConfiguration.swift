@@ -1,0 +1,210 @@
+import AppStore
+import AsyncHTTPClient
+import Crypto
+import Entitlements
+import Foundation
+import Logging
+import NIOCore
+import X509
+
+/// A deployment's configuration: the catalog, where Apple is, whom to trust, and the
+/// secrets, taken from the environment by the names the catalog gives.
+///
+/// - `ENTITLE_ENV=development`: every Apple URL points at the simulator at
+///   `ENTITLE_SIMULATOR_URL` (default `http://127.0.0.1:8081`), whose roots are trusted, whose
+///   clock is followed, whose demo shared secrets fill secrets left unset, and with which a
+///   fresh In-App Purchase key is registered for every app without one. No other
+///   configuration trusts a simulator.
+/// - otherwise (production): Apple's URLs and roots; every secret the catalog names must be set.
+///
+/// Secrets are read through `SecretReader` (a variable, or the file `VARIABLE_FILE` names);
+/// the webhook secrets are read again by `reloadSecrets()` (SIGHUP), for rotation.
+package struct EntitleConfiguration: Sendable {
+    package enum Mode: Sendable, Hashable {
+        case development(simulatorURL: String)
+        case production
+    }
+
+    package let mode: Mode
+    package let catalog: EntitlementCatalog
+    /// Keyed by publisher id, then bundle id.
+    package let gateways: [String: [String: AppleGateway]]
+    package let clock: AppleClock
+    /// Publisher id -> the webhook's HMAC secrets (one while stable, two during a rotation:
+    /// each delivery is signed with every one).
+    package let webhookSecrets: Reloadable<[String: [Secret]]>
+    /// Where secrets are read.
+    package let secrets: SecretReader
+    /// Development: the simulator's shared secret per bundle id, for apps whose variable is unset.
+    let simulatorSharedSecrets: [String: Secret]
+    /// Whether webhooks may be delivered to loopback, private, link-local and metadata
+    /// addresses: in development, or with `ENTITLE_WEBHOOK_ALLOW_PRIVATE_ADDRESSES=1`.
+    package let webhooksMayReachPrivateAddresses: Bool
+    /// How long after a subscription's expiry its renewal check runs.
+    package var renewalCheckMargin: Duration
+    /// How often a subscription in billing retry is checked.
+    package var billingRetryCheckInterval: Duration
+
+    package func gateway(publisher: String, bundleId: String) -> AppleGateway? { gateways[publisher]?[bundleId] }
+
+    /// The app's shared secrets as they are now (read again from their file, for rotation);
+    /// V1 notifications carry one of them as `password`.
+    package func sharedSecrets(publisher: String, bundleId: String) throws(SecretError) -> [Secret] {
+        guard let app = catalog.publisher(publisher)?.app(bundleId: bundleId), let variable = app.sharedSecretVariable else { return [] }
+        let values = try secrets.secrets(variable)
+        return values.isEmpty ? simulatorSharedSecrets[bundleId].map { [$0] } ?? [] : values
+    }
+
+    /// Reads the secrets that can change while running (webhook secrets) again.
+    package func reloadSecrets() throws { try webhookSecrets.reload() }
+
+    /// Every publisher's webhook secrets, each required.
+    static func readWebhookSecrets(_ catalog: EntitlementCatalog, _ secrets: SecretReader) throws(SecretError) -> [String: [Secret]] {
+        var result: [String: [Secret]] = [:]
+        for publisher in catalog.publishers {
+            guard let webhook = publisher.webhook else { continue }
+            result[publisher.id] = try secrets.required(webhook.secretVariable, for: "publisher \"\(publisher.id)\" webhook")
+        }
+        return result
+    }
+    /// Reads the catalog at `catalogPath` and the environment.
+    package static func load(
+        catalogPath: String, environment: [String: String], httpClient: HTTPClient = .shared, logger: Logger
+    ) async throws -> EntitleConfiguration {
+        let data: Data
+        do {
+            data = try Data(contentsOf: URL(fileURLWithPath: catalogPath))
+        } catch {
+            throw WorkerError(.invalidConfiguration, "the catalog \(catalogPath) cannot be read: \(error.localizedDescription)")
+        }
+        let catalog: EntitlementCatalog
+        do {
+            catalog = try EntitlementCatalog(json: data)
+        } catch {
+            throw WorkerError(.invalidConfiguration, "the catalog \(catalogPath) is wrong: \(error)")
+        }
+        let mode: Mode
+        switch environment["ENTITLE_ENV"] ?? "production" {
+        case "development":
+            let url = environment["ENTITLE_SIMULATOR_URL"].flatMap { $0.isEmpty ? nil : $0 } ?? "http://127.0.0.1:8081"
+            guard let parsed = URL(string: url), ["http", "https"].contains(parsed.scheme ?? ""), parsed.host != nil else {
+                throw WorkerError(.invalidConfiguration, "ENTITLE_SIMULATOR_URL \(url) is not an http(s) URL")
+            }
+            mode = .development(simulatorURL: url.hasSuffix("/") ? String(url.dropLast()) : url)
+        case "production", "":
+            mode = .production
+        case let other:
+            throw WorkerError(.invalidConfiguration, "ENTITLE_ENV must be development or production, not \(other)")
+        }
+        do {
+            return try await Loader(mode: mode, environment: environment, httpClient: httpClient, logger: logger).load(catalog)
+        } catch let error as SecretError {
+            throw WorkerError(.invalidConfiguration, error.problem)
+        }
+    }
+
+    private struct Loader {
+        let mode: Mode
+        let environment: [String: String]
+        let httpClient: HTTPClient
+        let logger: Logger
+
+        func load(_ catalog: EntitlementCatalog) async throws -> EntitleConfiguration {
+            var signedRoots = AppleRootCertificates.signedDataRoots
+            var simulatorSecrets: [String: Secret] = [:]
+            if let bootstrap {
+                signedRoots = [try await bootstrap.signingRoot()]
+                simulatorSecrets = try await bootstrap.sharedSecrets()
+            }
+            var gateways: [String: [String: AppleGateway]] = [:]
+            for publisher in catalog.publishers {
+                for app in publisher.apps {
+                    let name = "publisher \"\(publisher.id)\" app \"\(app.bundleId)\""
+                    let secret = try app.sharedSecretVariable.flatMap { variable in
+                        try secrets.secrets(variable).first ?? simulatorSecrets[app.bundleId] ?? missing(variable, for: name)
+                    }
+                    var verifierConfiguration = SignedDataVerifier.Configuration(
+                        bundleId: app.bundleId, appAppleId: app.appAppleId, roots: signedRoots)
+                    verifierConfiguration.validationTime = .signedDate
+                    // An app sold in one environment only refuses data from the other at once.
+                    verifierConfiguration.environment =
+                        switch Set(app.environments) {
+                        case ["Production"]: .production
+                        case ["Sandbox"]: .sandbox
+                        default: nil
+                        }
+                    var receipts = VerifyReceiptClient.Configuration(sharedSecret: secret?.value)
+                    if case .development(let url) = mode {
+                        receipts.productionURL = url + "/verifyReceipt"
+                        receipts.sandboxURL = url + "/sandbox/verifyReceipt"
+                    }
+                    let (production, sandbox) = try await serverAPIClients(app, name: name)
+                    gateways[publisher.id, default: [:]][app.bundleId] = AppleGateway(
+                        app: app, signedData: SignedDataVerifier(configuration: verifierConfiguration),
+                        receipts: VerifyReceiptClient(configuration: receipts, httpClient: httpClient), sharedSecret: secret,
+                        production: production, sandbox: sandbox)
+                }
+            }
+            let reader = secrets
+            let webhookSecrets = try Reloadable { try EntitleConfiguration.readWebhookSecrets(catalog, reader) }
+            let development: Bool
+            let clock: AppleClock
+            if case .development(let url) = mode {
+                development = true
+                clock = AppleClock(simulatorURL: url, httpClient: httpClient)
+            } else {
+                development = false
+                clock = .wall
+            }
+            return EntitleConfiguration(
+                mode: mode, catalog: catalog, gateways: gateways, clock: clock, webhookSecrets: webhookSecrets, secrets: reader,
+                simulatorSharedSecrets: simulatorSecrets,
+                webhooksMayReachPrivateAddresses: development || environment["ENTITLE_WEBHOOK_ALLOW_PRIVATE_ADDRESSES"] == "1",
+                renewalCheckMargin: development ? .seconds(5) : .seconds(3600),
+                billingRetryCheckInterval: development ? .seconds(60) : .seconds(6 * 3600))
+        }
+
+        var secrets: SecretReader { SecretReader(environment: environment) }
+
+        /// The simulator's side of development mode; `nil` in production, which never calls it.
+        var bootstrap: DevelopmentBootstrap? {
+            guard case .development(let url) = mode else { return nil }
+            return DevelopmentBootstrap(simulatorURL: url, httpClient: httpClient)
+        }
+
+        func missing(_ variable: String, for name: String) throws -> Secret {
+            throw WorkerError(.invalidConfiguration, "\(name): the environment variable \(variable) is not set")
+        }
+
+        func serverAPIClients(_ app: Publisher.App, name: String) async throws -> (AppStoreServerAPIClient?, AppStoreServerAPIClient?) {
+            let keyId: String
+            let issuerId: String
+            let pem: String
+            if let key = app.apiKey {
+                let text = try secrets.secret(key.privateKeyVariable) ?? missing(key.privateKeyVariable, for: name)
+                (keyId, issuerId, pem) = (key.keyId, key.issuerId, text.value)
+            } else if let bootstrap {
+                (keyId, issuerId, pem) = try await bootstrap.registerKey(bundleId: app.bundleId)
+            } else {
+                return (nil, nil)
+            }
+            func client(_ environment: AppStoreEnvironment) throws -> AppStoreServerAPIClient {
+                var configuration = AppStoreServerAPIClient.Configuration(
+                    keyId: keyId, issuerId: issuerId, bundleId: app.bundleId, environment: environment)
+                if case .development(let url) = mode {
+                    configuration.productionURL = url
+                    configuration.sandboxURL = url + "/sandbox"
+                }
+                do {
+                    return try AppStoreServerAPIClient(configuration: configuration, privateKeyPEM: pem, httpClient: httpClient)
+                } catch {
+                    throw WorkerError(.invalidConfiguration, "\(name): \(error.message)")
+                }
+            }
+            return (
+                app.environments.contains("Production") ? try client(.production) : nil,
+                app.environments.contains("Sandbox") ? try client(.sandbox) : nil
+            )
+        }
+    }
+}

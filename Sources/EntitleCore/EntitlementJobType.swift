@@ -1,0 +1,28 @@
+import JobQueue
+
+/// The entitlement jobs' type names: one list, shared by the API that enqueues them, the
+/// handlers that run them and the CLI.
+package enum EntitlementJobType: String, CaseIterable, Codable, Sendable {
+    case receipt
+    case transfer
+    case refund
+    case renewalCheck = "renewal-check"
+    case notification
+    case webhook
+}
+
+/// A job's payload that names its job type and encodes itself (`JobPayloads`).
+package protocol EntitlementJobPayload: Codable, Sendable {
+    static var jobType: EntitlementJobType { get }
+}
+
+extension EnqueueRequest {
+    /// The request for an entitlement job: its type from the payload's, the payload encoded.
+    package init<Payload: EntitlementJobPayload>(
+        _ payload: Payload, queue: String, idempotencyKey: String? = nil, uniqueKey: String? = nil, delay: Duration? = nil
+    ) throws {
+        self.init(
+            type: Payload.jobType.rawValue, payload: try JobPayloads.encode(payload), queue: queue, idempotencyKey: idempotencyKey,
+            delay: delay, uniqueKey: uniqueKey)
+    }
+}

@@ -1,0 +1,288 @@
+import AppStore
+import DurationUnits
+import Entitlements
+import Foundation
+import Logging
+import RedisClient
+
+/// Customers' entitlements in Redis: one document per customer, written with a version
+/// check (optimistic concurrency), each change published on the publisher's channel; and
+/// an owner index saying which customer holds each original transaction.
+///
+/// Its keys are `EntitlementKeys`. Each operation touches one key (a pipeline several, each
+/// command one), so the store works on Redis Cluster unchanged.
+package struct EntitlementStore: Sendable {
+    package let redis: RedisConnectionPool
+    package let prefix: String
+    private let logger: Logger
+
+    /// How often `update` retries when another writer got there first.
+    package var maximumAttempts = 8
+
+    package let keys: EntitlementKeys
+
+    package init(redis: RedisConnectionPool, prefix: String = "entitle", logger: Logger) {
+        self.redis = redis
+        self.prefix = prefix
+        self.keys = EntitlementKeys(prefix: prefix)
+        self.logger = logger
+    }
+
+    func customerKey(_ publisher: String, _ customer: String) -> String { keys.customer(publisher, customer) }
+    func ownerKey(_ publisher: String, _ originalTransactionId: String) -> String { keys.owner(publisher, originalTransactionId) }
+    package func channel(_ publisher: String) -> String { keys.channel(publisher) }
+
+    /// Writes the document when the stored version is still `ARGV[1]` ("" for none) and no
+    /// newer lock holder wrote it (fence field `ARGV[5]` holds at most token `ARGV[6]`), then
+    /// publishes the change. Returns the new version, 0 when someone else wrote first, or -1
+    /// when the writer's lock was taken over (fenced out).
+    static let compareAndSet = RedisScript(
+        name: "entitlements-compare-and-set",
+        source: """
+            local current = redis.call('HGET', KEYS[1], 'v') or ''
+            if current ~= ARGV[1] then return 0 end
+            if ARGV[5] ~= '' then
+              local seen = tonumber(redis.call('HGET', KEYS[1], ARGV[5]) or '0')
+              if seen > tonumber(ARGV[6]) then return -1 end
+              redis.call('HSET', KEYS[1], ARGV[5], ARGV[6])
+            end
+            local version = (tonumber(current) or 0) + 1
+            redis.call('HSET', KEYS[1], 'doc', ARGV[2], 'v', version)
+            if ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'outbox', ARGV[7]) end
+            redis.call('PUBLISH', ARGV[3], ARGV[4] .. version .. '}')
+            return version
+            """)
+
+    /// The customer's document and its version (0 when the customer is new).
+    package func load(publisher: String, customer: String) async throws -> (state: CustomerEntitlements, version: Int) {
+        let loaded = try await loadWithOutbox(publisher: publisher, customer: customer)
+        return (loaded.state, loaded.version)
+    }
+
+    func loadWithOutbox(
+        publisher: String, customer: String
+    ) async throws -> (
+        state: CustomerEntitlements, version: Int, outbox: [FollowUpJob]
+    ) {
+        let reply = try await redis.send(["HMGET", customerKey(publisher, customer), "doc", "v", "outbox"])
+        guard let values = reply.array, values.count == 3, let document = values[0].string else {
+            return (CustomerEntitlements(publisher: publisher, customer: customer), 0, [])
+        }
+        do {
+            let state = try JSONDecoder().decode(CustomerEntitlements.self, from: Data(document.utf8))
+            let outbox = try values[2].string.map { try JSONDecoder().decode([FollowUpJob].self, from: Data($0.utf8)) } ?? []
+            return (state, values[1].string.flatMap { Int($0) } ?? 0, outbox)
+        } catch {
+            throw EntitlementStoreError(.unreadable, "the entitlements of customer \(customer) of \(publisher) cannot be read: \(error)")
+        }
+    }
+
+    /// Reads the customer, lets `change` modify the document, and writes it back if nobody
+    /// else wrote meanwhile (otherwise reads again and reapplies). Nothing is written when
+    /// `change` leaves the document as it was. Returns what `change` returned.
+    ///
+    /// With a `fence`, the write is refused (`EntitlementStoreError.fenced`) once a later
+    /// holder of that lock has written the customer: a job that lost its lock changes nothing.
+    package func update<Result: Sendable>(
+        publisher: String, customer: String, fence: TransactionLock.Token? = nil, _ change: (inout CustomerEntitlements) throws -> Result
+    ) async throws -> Result {
+        try await update(publisher: publisher, customer: customer, fence: fence, change, followUps: { _, _ in [] }).result
+    }
+
+    /// `update`, writing with the change the follow-up jobs `followUps` derives from the
+    /// document before and after it (webhooks, renewal checks) into the customer's outbox, in
+    /// the same atomic write. Returns the outbox as it stands after the update: the caller
+    /// enqueues and `clear`s it; a caller that died before that leaves it for the job's rerun.
+    package func update<Result: Sendable>(
+        publisher: String, customer: String, fence: TransactionLock.Token?, _ change: (inout CustomerEntitlements) throws -> Result,
+        followUps: (_ before: CustomerEntitlements, _ after: CustomerEntitlements) throws -> [FollowUpJob]
+    ) async throws -> (result: Result, outbox: [FollowUpJob]) {
+        for attempt in 1...maximumAttempts {
+            let (stored, version, outbox) = try await loadWithOutbox(publisher: publisher, customer: customer)
+            var state = stored
+            let result = try change(&state)
+            if state == stored { return (result, outbox) }
+            let added = try followUps(stored, state).filter { job in !outbox.contains { $0.id == job.id } }
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = .sortedKeys
+            let document = String(decoding: try encoder.encode(state), as: UTF8.self)
+            let newOutbox = added.isEmpty ? "" : String(decoding: try encoder.encode(outbox + added), as: UTF8.self)
+            let event = try Self.eventPrefix(publisher: publisher, customer: customer)
+            let written = try await redis.run(
+                Self.compareAndSet, keys: [customerKey(publisher, customer)],
+                arguments: [
+                    version == 0 ? "" : String(version), document, channel(publisher), event,
+                    fence.map { "fence:" + $0.originalTransactionId } ?? "", fence.map { String($0.value) } ?? "", newOutbox,
+                ])
+            if let newVersion = written.int, newVersion > 0 { return (result, outbox + added) }
+            if written.int == -1, let fence {
+                throw EntitlementStoreError(
+                    .fenced, "the lock on \(fence.originalTransactionId) passed to a later job before this one wrote")
+            }
+            logger.debug("entitlement write raced; retrying", metadata: ["attempt": "\(attempt)"])
+        }
+        throw EntitlementStoreError(.contended, "customer \(customer) of \(publisher) kept changing under \(maximumAttempts) attempts")
+    }
+
+    /// Removes follow-up jobs, once enqueued, from the customer's outbox.
+    static let clearOutbox = RedisScript(
+        name: "entitlements-clear-outbox",
+        source: """
+            local raw = redis.call('HGET', KEYS[1], 'outbox')
+            if not raw then return 0 end
+            local done = {}
+            for i = 1, #ARGV do done[ARGV[i]] = true end
+            local keep = {}
+            for _, item in ipairs(cjson.decode(raw)) do
+              if not done[item.id] then table.insert(keep, item) end
+            end
+            if #keep == 0 then redis.call('HDEL', KEYS[1], 'outbox') else redis.call('HSET', KEYS[1], 'outbox', cjson.encode(keep)) end
+            return #keep
+            """)
+
+    package func clear(outbox ids: [String], publisher: String, customer: String) async throws {
+        guard !ids.isEmpty else { return }
+        _ = try await redis.run(Self.clearOutbox, keys: [customerKey(publisher, customer)], arguments: ids)
+    }
+
+    /// The start of the change event; the script appends the version and the closing brace.
+    static func eventPrefix(publisher: String, customer: String) throws -> String {
+        let names = try JSONSerialization.data(withJSONObject: ["publisher": publisher, "customer": customer], options: .sortedKeys)
+        return String(decoding: names.dropLast(), as: UTF8.self) + ",\"version\":"
+    }
+
+    // MARK: Owners
+
+    /// Records `customer` as the holder of `originalTransactionId` unless someone holds it;
+    /// returns the holder (`customer` when the claim succeeded or it already held it).
+    package func claim(publisher: String, originalTransactionId: String, for customer: String) async throws -> String {
+        try await claim(publisher: publisher, originalTransactionIds: [originalTransactionId], for: customer)[originalTransactionId]
+            ?? customer
+    }
+
+    /// `claim` for several purchases in one round trip; the holder of each.
+    package func claim(
+        publisher: String, originalTransactionIds: some Collection<String>, for customer: String
+    ) async throws -> [String: String] {
+        let sorted = originalTransactionIds.sorted()
+        let commands = sorted.flatMap { id in [["SET", ownerKey(publisher, id), customer, "NX"], ["GET", ownerKey(publisher, id)]] }
+        guard !commands.isEmpty else { return [:] }
+        let replies = try await redis.pipeline(commands)
+        var owners: [String: String] = [:]
+        for (index, id) in sorted.enumerated() { owners[id] = replies[index * 2 + 1].string ?? customer }
+        return owners
+    }
+
+    /// Moves `originalTransactionId` to `customer` (a transfer).
+    package func setOwner(publisher: String, originalTransactionId: String, to customer: String) async throws {
+        _ = try await redis.send(["SET", ownerKey(publisher, originalTransactionId), customer])
+    }
+
+    package func owner(publisher: String, originalTransactionId: String) async throws -> String? {
+        try await redis.send(["GET", ownerKey(publisher, originalTransactionId)]).string
+    }
+
+    func sharersKey(_ publisher: String, _ originalTransactionId: String) -> String { keys.sharers(publisher, originalTransactionId) }
+
+    /// Records `customer` as sharing `originalTransactionId` with its owner (the `share`
+    /// policy), so what Apple later says about it reaches them too.
+    package func addSharer(_ customer: String, publisher: String, originalTransactionId: String) async throws {
+        _ = try await redis.send(["SADD", sharersKey(publisher, originalTransactionId), customer])
+    }
+
+    func formerHoldersKey(_ publisher: String, _ originalTransactionId: String) -> String {
+        keys.formerHolders(publisher, originalTransactionId)
+    }
+
+    /// Records that `customer` held `originalTransactionId` before a transfer took it away,
+    /// so refunds and their reversals Apple reports later keep their history true.
+    package func addFormerHolder(_ customer: String, publisher: String, originalTransactionId: String) async throws {
+        _ = try await redis.send(["SADD", formerHoldersKey(publisher, originalTransactionId), customer])
+    }
+
+    /// Those who held `originalTransactionId` before, whoever holds it now.
+    package func formerHolders(publisher: String, originalTransactionId: String) async throws -> [String] {
+        (try await redis.send(["SMEMBERS", formerHoldersKey(publisher, originalTransactionId)]).array ?? []).compactMap(\.string).sorted()
+    }
+
+    /// Everyone holding `originalTransactionId`: the owner first, then those sharing it.
+    package func holders(publisher: String, originalTransactionId: String) async throws -> [String] {
+        // Two keys, two calls: each call touches one key (Redis Cluster).
+        guard let owner = try await owner(publisher: publisher, originalTransactionId: originalTransactionId) else { return [] }
+        let members = try await redis.send(["SMEMBERS", sharersKey(publisher, originalTransactionId)])
+        let sharers = (members.array ?? []).compactMap(\.string).filter { $0 != owner }.sorted()
+        return [owner] + sharers
+    }
+
+    // MARK: Receipts
+
+    func receiptKey(_ publisher: String, _ originalTransactionId: String) -> String { keys.receipt(publisher, originalTransactionId) }
+
+    /// Keeps the latest app receipt that proved `originalTransactionId`, for renewal checks
+    /// by verifyReceipt when the app has no App Store Server API key.
+    package func keepReceipt(_ receipt: String, publisher: String, originalTransactionIds: some Sequence<String>) async throws {
+        let commands = originalTransactionIds.map { ["SET", receiptKey(publisher, $0), receipt] }
+        if !commands.isEmpty { _ = try await redis.pipeline(commands) }
+    }
+
+    package func receipt(publisher: String, originalTransactionId: String) async throws -> String? {
+        try await redis.send(["GET", receiptKey(publisher, originalTransactionId)]).string
+    }
+
+    // MARK: Notifications
+
+    func notificationKey(_ publisher: String, _ id: String) -> String { keys.notification(publisher, id) }
+
+    /// Whether a notification with this id (Apple's notificationUUID, or a digest of a V1 body) was applied.
+    package func wasApplied(publisher: String, notification id: String) async throws -> Bool {
+        try await redis.send(["EXISTS", notificationKey(publisher, id)]).int == 1
+    }
+
+    /// Marks a notification applied, for `retention` (Apple retries for about three days).
+    package func markApplied(publisher: String, notification id: String, retention: Duration = .seconds(30 * 86_400)) async throws {
+        _ = try await redis.send(["SET", notificationKey(publisher, id), "1", "EX", String(retention.components.seconds)])
+    }
+
+    // MARK: Renewal index
+
+    /// A subscription whose renewal check is due, from the renewal index.
+    package struct DueRenewal: Sendable, Hashable {
+        package var publisher: String
+        package var originalTransactionId: String
+        /// When it was due (ms since 1970, App Store time).
+        package var dueMs: Int64
+    }
+
+    /// Records when each subscription's renewal check is due (ms), replacing earlier dates.
+    package func scheduleRenewalChecks(_ checks: [(publisher: String, originalTransactionId: String, dueMs: Int64)]) async throws {
+        guard !checks.isEmpty else { return }
+        _ = try await redis.pipeline(
+            checks.map { ["ZADD", keys.renewals, String($0.dueMs), keys.renewalMember($0.publisher, $0.originalTransactionId)] })
+    }
+
+    /// Drops a subscription from the renewal index: nothing is left to check.
+    package func forgetRenewalCheck(publisher: String, originalTransactionId: String) async throws {
+        _ = try await redis.send(["ZREM", keys.renewals, keys.renewalMember(publisher, originalTransactionId)])
+    }
+
+    /// When a subscription's renewal check is due, if it is in the index (ms).
+    package func renewalCheckDue(publisher: String, originalTransactionId: String) async throws -> Int64? {
+        try await redis.send(["ZSCORE", keys.renewals, keys.renewalMember(publisher, originalTransactionId)]).string.flatMap {
+            Double($0).map { AppleTimestamp.milliseconds($0) }
+        }
+    }
+
+    /// Up to `limit` subscriptions whose checks were due at `cutoffMs` or before, oldest first.
+    package func dueRenewalChecks(cutoffMs: Int64, limit: Int) async throws -> [DueRenewal] {
+        let flat =
+            try await redis.send(["ZRANGEBYSCORE", keys.renewals, "-inf", String(cutoffMs), "WITHSCORES", "LIMIT", "0", String(limit)])
+            .array?.compactMap(\.string) ?? []
+        var due: [DueRenewal] = []
+        for index in stride(from: 0, to: flat.count - 1, by: 2) {
+            let parts = flat[index].split(separator: "/", maxSplits: 1).map(String.init)
+            guard parts.count == 2, let score = Double(flat[index + 1]) else { continue }
+            due.append(DueRenewal(publisher: parts[0], originalTransactionId: parts[1], dueMs: AppleTimestamp.milliseconds(score)))
+        }
+        return due
+    }
+}

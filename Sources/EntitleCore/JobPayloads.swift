@@ -1,0 +1,157 @@
+import Foundation
+
+/// The payloads of the entitlement job types (`Jobs/*.schema.json` documents them).
+package enum JobPayloads {
+    /// `receipt`: a purchase to prove and apply. Exactly one of `signedTransaction`,
+    /// `transactionId` and `appReceipt`.
+    package struct Receipt: EntitlementJobPayload, Hashable {
+        package static var jobType: EntitlementJobType { .receipt }
+
+        package var publisher: String
+        package var customer: String
+        package var signedTransaction: String?
+        package var transactionId: String?
+        /// Base64 app receipt; with `transactionId`, the purchase in it this job is about.
+        package var appReceipt: String?
+        /// Which app, when the publisher has several and a transaction id alone is given.
+        package var bundleId: String?
+        /// The offer the app says was bought: checked against the product.
+        package var offerId: String?
+        package var couponCode: String?
+        /// What the app says the customer paid (Cloud Softphone's `price`, `currency`), for
+        /// the ledger when Apple's data carries no price.
+        package var price: String?
+        package var currency: String?
+        /// The app key (its id) that posted the purchase: an app reads only the jobs it created.
+        package var appKey: String?
+
+        package init(
+            publisher: String, customer: String, signedTransaction: String? = nil, transactionId: String? = nil,
+            appReceipt: String? = nil, bundleId: String? = nil, offerId: String? = nil, couponCode: String? = nil,
+            price: String? = nil, currency: String? = nil, appKey: String? = nil
+        ) {
+            self.publisher = publisher
+            self.customer = customer
+            self.signedTransaction = signedTransaction
+            self.transactionId = transactionId
+            self.appReceipt = appReceipt
+            self.bundleId = bundleId
+            self.offerId = offerId
+            self.couponCode = couponCode
+            self.price = price
+            self.currency = currency
+            self.appKey = appKey
+        }
+    }
+
+    /// `transfer`: move a purchase to another customer (the publisher's policy permitting).
+    package struct Transfer: EntitlementJobPayload, Hashable {
+        package static var jobType: EntitlementJobType { .transfer }
+
+        package var publisher: String
+        package var originalTransactionId: String
+        package var to: String
+        /// The holder the requester saw; the recorded owner wins when they differ.
+        package var from: String?
+
+        package init(publisher: String, originalTransactionId: String, to: String, from: String? = nil) {
+            self.publisher = publisher
+            self.originalTransactionId = originalTransactionId
+            self.to = to
+            self.from = from
+        }
+    }
+
+    /// `refund`: learn a transaction's refund state from Apple (or from a verified
+    /// notification's signed transaction) and apply it: a refund, a family revocation, or
+    /// a reversed refund.
+    package struct Refund: EntitlementJobPayload, Hashable {
+        package static var jobType: EntitlementJobType { .refund }
+
+        package var publisher: String
+        package var transactionId: String
+        package var originalTransactionId: String?
+        package var bundleId: String?
+        /// A signed transaction carrying the refund (from a notification); verified again.
+        package var signedTransaction: String?
+
+        package init(
+            publisher: String, transactionId: String, originalTransactionId: String? = nil, bundleId: String? = nil,
+            signedTransaction: String? = nil
+        ) {
+            self.publisher = publisher
+            self.transactionId = transactionId
+            self.originalTransactionId = originalTransactionId
+            self.bundleId = bundleId
+            self.signedTransaction = signedTransaction
+        }
+    }
+
+    /// `renewal-check`: ask Apple about a subscription and apply what it says.
+    package struct RenewalCheck: EntitlementJobPayload, Hashable {
+        package static var jobType: EntitlementJobType { .renewalCheck }
+
+        package var publisher: String
+        package var originalTransactionId: String
+
+        package init(publisher: String, originalTransactionId: String) {
+            self.publisher = publisher
+            self.originalTransactionId = originalTransactionId
+        }
+    }
+
+    /// `notification`: an App Store Server Notification as received. V2: `signedPayload`;
+    /// V1: the body as it came (`v1`).
+    package struct Notification: EntitlementJobPayload, Hashable {
+        package static var jobType: EntitlementJobType { .notification }
+
+        package var publisher: String
+        package var signedPayload: String?
+        /// The V1 body, as JSON text.
+        package var v1: String?
+
+        package init(publisher: String, signedPayload: String? = nil, v1: String? = nil) {
+            self.publisher = publisher
+            self.signedPayload = signedPayload
+            self.v1 = v1
+        }
+    }
+
+    /// `webhook`: one event to post to the publisher.
+    package struct Webhook: EntitlementJobPayload, Hashable {
+        package static var jobType: EntitlementJobType { .webhook }
+
+        package var publisher: String
+        /// The event document (JSON text), posted as is.
+        package var event: String
+        package var eventId: String
+
+        package init(publisher: String, event: String, eventId: String) {
+            self.publisher = publisher
+            self.event = event
+            self.eventId = eventId
+        }
+    }
+
+    package static func decode<Payload: Decodable>(_ type: Payload.Type, _ text: String) throws -> Payload {
+        do {
+            let decoder = JSONDecoder()
+            decoder.dateDecodingStrategy = .iso8601
+            return try decoder.decode(Payload.self, from: Data(text.utf8))
+        } catch let DecodingError.keyNotFound(key, _) {
+            throw JobRefusal.invalidPayload("\(key.stringValue) is missing")
+        } catch let DecodingError.typeMismatch(_, context), let DecodingError.valueNotFound(_, context) {
+            throw JobRefusal.invalidPayload("\(context.codingPath.map(\.stringValue).joined(separator: ".")) has the wrong type")
+        } catch {
+            throw JobRefusal.invalidPayload("it is not a JSON object")
+        }
+    }
+
+    /// JSON text with sorted keys: equal payloads encode to equal text.
+    package static func encode(_ value: some Encodable) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .iso8601
+        return String(decoding: try encoder.encode(value), as: UTF8.self)
+    }
+}

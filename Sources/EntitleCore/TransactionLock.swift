@@ -1,0 +1,79 @@
+import DurationUnits
+import RedisClient
+
+/// One job at a time per original transaction id (a subscription, a purchase), with a
+/// fencing token: each acquisition takes a number larger than every earlier one, and the
+/// entitlement store refuses a write carrying a smaller number than one already written.
+///
+/// The lock is held by a job id, so a job that runs again after its worker died (reclaimed
+/// by another) takes its own lock back at once; other jobs wait until it is released or its
+/// lease runs out.
+///
+/// Tokens are Redis's clock in microseconds, or one more than the last token when that is
+/// larger: they grow across the fence key's expiry (a week after the last acquisition), so a
+/// job that asks about a transaction nobody holds (a refused transfer, garbage) leaves no
+/// key behind for ever.
+///
+/// Keys (hash-tagged by the transaction id, so both sit in one Redis Cluster slot):
+/// - `{prefix}:ent:P:lock:{T}`: `jobId:token`, with the lease as TTL
+/// - `{prefix}:ent:P:fence:{T}`: the last token handed out, for a week
+package struct TransactionLock: Sendable {
+    /// What a holder carries into its writes.
+    package struct Token: Sendable, Hashable {
+        package let originalTransactionId: String
+        package let value: Int
+    }
+
+    package let redis: RedisConnectionPool
+    package let prefix: String
+    /// How long a lock outlives a holder that never releases it (a crashed worker).
+    package var lease: Duration
+    /// How long the last token is remembered after the last acquisition.
+    static let fenceRetention = Duration.seconds(7 * 86_400)
+
+    package init(redis: RedisConnectionPool, prefix: String, lease: Duration = .seconds(90)) {
+        self.redis = redis
+        self.prefix = prefix
+        self.lease = lease
+    }
+
+    static let acquireScript = RedisScript(
+        name: "transaction-lock-acquire",
+        source: """
+            local holder = redis.call('GET', KEYS[1])
+            if holder and string.sub(holder, 1, #ARGV[1] + 1) ~= ARGV[1] .. ':' then return 0 end
+            local time = redis.call('TIME')
+            local token = math.max(tonumber(redis.call('GET', KEYS[2]) or '0') + 1, tonumber(time[1]) * 1000000 + tonumber(time[2]))
+            local text = string.format('%.0f', token)
+            redis.call('SET', KEYS[2], text, 'PX', ARGV[3])
+            redis.call('SET', KEYS[1], ARGV[1] .. ':' .. text, 'PX', ARGV[2])
+            return token
+            """)
+
+    static let releaseScript = RedisScript(
+        name: "transaction-lock-release",
+        source: """
+            if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+            return 0
+            """)
+
+    func keys(_ publisher: String, _ originalTransactionId: String) -> [String] {
+        let keys = EntitlementKeys(prefix: prefix)
+        return [keys.lock(publisher, originalTransactionId), keys.fence(publisher, originalTransactionId)]
+    }
+
+    /// Takes the lock for `job`; `nil` when another job holds it.
+    package func acquire(publisher: String, originalTransactionId: String, job: String) async throws -> Token? {
+        let reply = try await redis.run(
+            Self.acquireScript, keys: keys(publisher, originalTransactionId),
+            arguments: [job, String(lease.milliseconds), String(Self.fenceRetention.milliseconds)])
+        guard let value = reply.int, value > 0 else { return nil }
+        return Token(originalTransactionId: originalTransactionId, value: value)
+    }
+
+    /// Releases the lock if `job` still holds it with `token`.
+    package func release(publisher: String, token: Token, job: String) async throws {
+        _ = try await redis.run(
+            Self.releaseScript, keys: [keys(publisher, token.originalTransactionId)[0]], arguments: ["\(job):\(token.value)"])
+    }
+}

@@ -1,0 +1,185 @@
+import AppStore
+import DurationUnits
+import EntitleCore
+import Entitlements
+import Foundation
+import JobQueue
+import Logging
+import Metrics
+
+/// What every entitlement job shares: the catalog, Apple, the store, the per-transaction
+/// locks, and applying verified facts to a customer with the follow-up jobs that change
+/// needs (webhooks, renewal checks), enqueued through the customer's outbox.
+package struct EntitlementService: Sendable {
+    package let configuration: EntitleConfiguration
+    package let store: EntitlementStore
+    package let locks: TransactionLock
+    package let jobQueue: JobQueue
+    let logger: Logger
+    /// Runs after an entitlement write, before its follow-ups are enqueued and the job is
+    /// acknowledged: a fault point for crash tests (the CLI sets it in development only).
+    package var afterEntitlementWrite: (@Sendable (JobContext) -> Void)?
+
+    /// Locks whose release failed (Redis unreachable at that moment); each expires with its lease.
+    static let lockReleaseFailures = Counter(label: "entitle_lock_release_failures_total")
+
+    package init(configuration: EntitleConfiguration, jobQueue: JobQueue, logger: Logger) {
+        self.configuration = configuration
+        self.jobQueue = jobQueue
+        self.store = EntitlementStore(redis: jobQueue.redis, prefix: jobQueue.configuration.prefix, logger: logger)
+        self.locks = TransactionLock(redis: jobQueue.redis, prefix: jobQueue.configuration.prefix)
+        self.logger = logger
+    }
+
+    func publisher(_ id: String) throws -> Publisher {
+        guard let publisher = configuration.catalog.publisher(id) else { throw JobRefusal.unknownPublisher(id) }
+        return publisher
+    }
+
+    func reader(_ publisher: Publisher, bundleId: String?) throws -> AppleReader {
+        let gateways = configuration.gateways[publisher.id] ?? [:]
+        let gateway = bundleId.flatMap { gateways[$0] } ?? publisher.apps.lazy.compactMap { gateways[$0.bundleId] }.first
+        guard let gateway else {
+            throw JobRefusal.notPossible(code: "unknownApp", "publisher \(publisher.id) has no app \(bundleId ?? "")")
+        }
+        return AppleReader(gateway: gateway, publisher: publisher)
+    }
+
+    /// The App Store's time, read at one moment: now, and how far its clock is ahead of
+    /// the wall clock (development's simulator).
+    struct AppleMoment: Sendable {
+        var now: Date
+        var offset: TimeInterval
+    }
+
+    /// Runs `body` holding the locks of these original transactions for `job`, with the App
+    /// Store's now read once they are held: a decision is never dated before a change
+    /// another job made under the same lock (a transfer the job waited for). When another
+    /// job holds one, the job is deferred (run again shortly, its attempt given back).
+    func withLocks<Result: Sendable>(
+        publisher: String, originalTransactionIds: some Sequence<String>, job: JobContext,
+        _ body: ([String: TransactionLock.Token], AppleMoment) async throws -> Result
+    ) async throws -> Result {
+        var tokens: [String: TransactionLock.Token] = [:]
+        func releaseAll() async {
+            for token in tokens.values {
+                do {
+                    try await locks.release(publisher: publisher, token: token, job: job.id)
+                } catch {
+                    // Not lost: the lease expires on its own, and the fence keeps a late writer out.
+                    Self.lockReleaseFailures.increment()
+                    job.logger.warning(
+                        "a transaction lock was not released; it expires with its lease",
+                        metadata: ["originalTransactionId": "\(token.originalTransactionId)", "error": "\(error)"])
+                }
+            }
+        }
+        // Sorted, so two jobs wanting the same pair never hold one each forever.
+        for id in Set(originalTransactionIds).sorted() {
+            guard let token = try await locks.acquire(publisher: publisher, originalTransactionId: id, job: job.id) else {
+                await releaseAll()
+                throw JobFailure.deferred("locked", "another job is working on \(id)", after: .milliseconds(200))
+            }
+            tokens[id] = token
+        }
+        do {
+            let offset = try await configuration.clock.offset()
+            let result = try await body(tokens, AppleMoment(now: Date().addingTimeInterval(offset), offset: offset))
+            await releaseAll()
+            return result
+        } catch {
+            await releaseAll()
+            throw error
+        }
+    }
+
+    func changeEvents(_ publisher: Publisher, now: Date, clockOffset: TimeInterval) -> ChangeEvents {
+        ChangeEvents(
+            publisher: publisher, clockOffset: clockOffset, renewalCheckMargin: configuration.renewalCheckMargin,
+            billingRetryCheckInterval: configuration.billingRetryCheckInterval, now: now)
+    }
+
+    /// Applies verified facts to a customer (oldest first) and enqueues what the change
+    /// needs. Returns the engine's decision per transaction id.
+    func apply(
+        _ evidence: AppleEvidence, publisher: Publisher, customer: String, fence: TransactionLock.Token?, now: Date,
+        clockOffset: TimeInterval, accessFrom: Date? = nil, extraFollowUps: [FollowUpJob] = [], job: JobContext
+    ) async throws -> [String: EntitlementDecision] {
+        let engine = EntitlementEngine(publisher: publisher)
+        let events = changeEvents(publisher, now: now, clockOffset: clockOffset)
+        let facts = evidence.facts.sorted { ($0.purchaseDate, $0.transactionId) < ($1.purchaseDate, $1.transactionId) }
+        // Renewal info speaks of a subscription's newest transaction (its billing, its grace).
+        let newest = Dictionary(facts.map { ($0.originalTransactionId, $0.transactionId) }) { _, later in later }
+        let (decisions, outbox) = try await store.update(
+            publisher: publisher.id, customer: customer, fence: fence,
+            { state in
+                var decisions: [String: EntitlementDecision] = [:]
+                for fact in facts {
+                    let renewal =
+                        newest[fact.originalTransactionId] == fact.transactionId ? evidence.renewals[fact.originalTransactionId] : nil
+                    decisions[fact.transactionId] = engine.apply(fact, renewal: renewal, to: &state, now: now, accessFrom: accessFrom)
+                }
+                return decisions
+            },
+            followUps: { before, after in try events.followUps(before: before, after: after) + extraFollowUps })
+        try await deliver(outbox, publisher: publisher.id, customer: customer, job: job)
+        return decisions
+    }
+
+    /// Gives those who held a purchase before (transferred away) Apple's newer view of its
+    /// transactions, a refund or its reversal, so their history stays true; `current`
+    /// holders are applied to by the caller.
+    func amendFormerHolders(
+        _ facts: [PurchaseFact], publisher: Publisher, originalTransactionId: String, current: [String], fence: TransactionLock.Token?,
+        moment: AppleMoment, job: JobContext
+    ) async throws {
+        let engine = EntitlementEngine(publisher: publisher)
+        for former in try await store.formerHolders(publisher: publisher.id, originalTransactionId: originalTransactionId)
+        where !current.contains(former) {
+            try await change(publisher: publisher, customer: former, fence: fence, now: moment.now, clockOffset: moment.offset, job: job) {
+                state in
+                for fact in facts { engine.amendHistory(with: fact, in: &state) }
+            }
+        }
+    }
+
+    /// Changes a customer's document directly (transfers, refunds of what is stored).
+    func change<Result: Sendable>(
+        publisher: Publisher, customer: String, fence: TransactionLock.Token?, now: Date, clockOffset: TimeInterval,
+        extraFollowUps: [FollowUpJob] = [], job: JobContext, _ body: (inout CustomerEntitlements) throws -> Result
+    ) async throws -> Result {
+        let events = changeEvents(publisher, now: now, clockOffset: clockOffset)
+        let (result, outbox) = try await store.update(
+            publisher: publisher.id, customer: customer, fence: fence, body,
+            followUps: { before, after in try events.followUps(before: before, after: after) + extraFollowUps })
+        try await deliver(outbox, publisher: publisher.id, customer: customer, job: job)
+        return result
+    }
+
+    /// Enqueues a customer's outbox (each follow-up once, by its id) and clears it.
+    func deliver(_ outbox: [FollowUpJob], publisher: String, customer: String, job: JobContext) async throws {
+        afterEntitlementWrite?(job)
+        guard !outbox.isEmpty else { return }
+        let wall = AppleTimestamp(Date()).milliseconds
+        let requests = outbox.map { followUp in
+            // Saturating, and capped at the queue's longest delay: a date from Apple cannot trap here.
+            EnqueueRequest(
+                type: followUp.type.rawValue, payload: followUp.payload, queue: job.queue, idempotencyKey: followUp.id,
+                delay: followUp.runAtMs.map { runAt in
+                    let (wait, overflow) = runAt.subtractingReportingOverflow(wall)
+                    return overflow
+                        ? (runAt < 0 ? .zero : EnqueueRequest.maximumDelay) : min(.milliseconds(max(0, wait)), EnqueueRequest.maximumDelay)
+                })
+        }
+        _ = try await jobQueue.enqueue(batch: requests)
+        // Renewal checks' payloads were written by `ChangeEvents`: one that does not decode is a bug, not input.
+        let checks = try outbox.filter { $0.type == .renewalCheck }.compactMap { followUp in
+            try followUp.dueMs.map { due in
+                let payload = try JobPayloads.decode(JobPayloads.RenewalCheck.self, followUp.payload)
+                return (publisher: payload.publisher, originalTransactionId: payload.originalTransactionId, dueMs: due)
+            }
+        }
+        try await store.scheduleRenewalChecks(checks)
+        try await store.clear(outbox: outbox.map(\.id), publisher: publisher, customer: customer)
+    }
+}

@@ -1,0 +1,27 @@
+import AppStore
+import EntitleCore
+import JobQueue
+
+extension JobFailure {
+    /// The failure a handler reports for an error: Apple's and Redis's own classing decides
+    /// between retry and dead; Apple's Retry-After is kept.
+    static func from(_ error: any Error) -> any Error {
+        switch error {
+        case let failure as JobFailure: return failure
+        case let refusal as JobRefusal: return JobFailure.permanent(refusal.codeAndMessage.code, refusal.codeAndMessage.message)
+        case let error as AppStoreError:
+            guard error.isRetryable else { return JobFailure.permanent("apple.\(error.code.rawValue)", error.message) }
+            // Apple's Retry-After is a time it names; a day at most, so no header can park a job for ever.
+            let wait = error.retryAfter.map {
+                Duration.milliseconds(AppleTimestamp.milliseconds(min(max(0, $0.timeIntervalSinceNow), 86_400) * 1000))
+            }
+            return JobFailure.retryable("apple.\(error.code.rawValue)", error.message, after: wait)
+        case let error as EntitlementStoreError:
+            return JobFailure.retryable("store.\(error.code.rawValue)", error.message)
+        case let error as WorkerError:
+            return JobFailure.retryable(error.code.rawValue, error.message)
+        default:
+            return error
+        }
+    }
+}

@@ -1,0 +1,261 @@
+import AppStore
+import Crypto
+import EntitleCore
+import Entitlements
+import Foundation
+import JobQueue
+
+/// `notification`: an App Store Server Notification. V2 payloads are verified (and the
+/// transaction and renewal info inside them); V1 bodies are not signed, so their receipt is
+/// verified with Apple and only its answer is applied. Each notification is applied once
+/// (by notificationUUID, or a digest of a V1 body); older data never overwrites newer (the
+/// engine orders by signed date). Refunds, revocations and reversals become `refund` jobs;
+/// everything else is applied to the customer holding the purchase.
+package struct NotificationJobHandler: EntitlementJobHandler {
+    let service: EntitlementService
+
+    package init(service: EntitlementService) { self.service = service }
+
+    package struct Result: Sendable, Hashable, Codable {
+        package var publisher: String
+        package var notificationType: String?
+        package var subtype: String?
+        package var notificationId: String
+        package var duplicate: Bool
+        package var customer: String?
+        package var originalTransactionId: String?
+        package var accessGranted: Bool?
+        package var entitlements: [String]?
+        package var subscription: SubscriptionRecord?
+        /// The `refund` job a refund, revocation or reversal became.
+        package var refundJobId: String?
+        package var message: String?
+    }
+
+    func run(_ job: JobContext) async throws -> Result {
+        let payload = try JobPayloads.decode(JobPayloads.Notification.self, job.payload)
+        let publisher = try service.publisher(payload.publisher)
+        if let signed = payload.signedPayload {
+            return try await version2(signed, publisher: publisher, job: job)
+        }
+        guard let v1 = payload.v1 else { throw JobRefusal.invalidPayload("give signedPayload (V2) or v1 (the V1 body)") }
+        return try await version1(v1, publisher: publisher, job: job)
+    }
+
+    // MARK: V2
+
+    func version2(_ signed: String, publisher: Publisher, job: JobContext) async throws -> Result {
+        let verified: VerifiedNotification
+        let reader: AppleReader
+        do {
+            let found = try await service.configuration.verified(publisher: publisher, what: "notification") {
+                verifier throws(AppStoreError) in try await verifier.verifyNotificationContents(signed)
+            }
+            (verified, reader) = (found.value, AppleReader(gateway: found.gateway, publisher: publisher))
+        } catch {
+            throw error.isRetryable ? error : JobRefusal.notPossible(code: "invalidNotification", error.message)
+        }
+        let type = verified.payload.notificationType?.rawValue
+        let subtype = verified.payload.subtype?.rawValue
+        guard let uuid = verified.payload.notificationUUID else {
+            throw JobRefusal.notPossible(code: "invalidNotification", "the notification has no notificationUUID")
+        }
+        var result = Result(publisher: publisher.id, notificationType: type, subtype: subtype, notificationId: uuid, duplicate: false)
+        if try await service.store.wasApplied(publisher: publisher.id, notification: uuid) {
+            result.duplicate = true
+            return result
+        }
+        if let transaction = verified.transaction {
+            let fact = try reader.fact(transaction)
+            result.originalTransactionId = fact.originalTransactionId
+            switch verified.payload.notificationType {
+            case .refund?, .revoke?, .refundReversed?:
+                guard let signedTransaction = verified.payload.data?.signedTransactionInfo else { break }
+                let refund = JobPayloads.Refund(
+                    publisher: publisher.id, transactionId: fact.transactionId, originalTransactionId: fact.originalTransactionId,
+                    bundleId: fact.bundleId, signedTransaction: signedTransaction)
+                result.refundJobId =
+                    try await service.jobQueue.enqueue(
+                        try EnqueueRequest(refund, queue: job.queue, idempotencyKey: "refund:\(publisher.id):\(uuid)")
+                    ).id
+            default:
+                var evidence = AppleEvidence(facts: [fact])
+                if let info = verified.renewalInfo {
+                    do {
+                        let renewal = try AppleFacts.renewal(info)
+                        evidence.renewals[renewal.originalTransactionId] = renewal
+                    } catch {
+                        throw JobRefusal.notPossible(code: "invalidNotification", "the renewal info has no \(error.field)")
+                    }
+                }
+                try await apply(evidence, to: &result, publisher: publisher, appAccountToken: fact.appAccountToken, job: job)
+            }
+        } else {
+            result.message = "nothing to apply (no transaction in the notification)"
+        }
+        try await service.store.markApplied(publisher: publisher.id, notification: uuid)
+        return result
+    }
+
+    // MARK: V1
+
+    /// The V1 fields used: `notification_type`, `password`, `bid`, `unified_receipt.latest_receipt`.
+    struct Version1: Decodable {
+        struct UnifiedReceipt: Decodable {
+            var latestReceipt: String?
+            enum CodingKeys: String, CodingKey { case latestReceipt = "latest_receipt" }
+        }
+        var notificationType: String?
+        var password: String?
+        var bid: String?
+        var originalTransactionId: String?
+        var unifiedReceipt: UnifiedReceipt?
+        enum CodingKeys: String, CodingKey {
+            case notificationType = "notification_type", password, bid
+            case originalTransactionId = "original_transaction_id", unifiedReceipt = "unified_receipt"
+        }
+    }
+
+    func version1(_ body: String, publisher: Publisher, job: JobContext) async throws -> Result {
+        let notification: Version1
+        do {
+            notification = try JSONDecoder().decode(Version1.self, from: Data(body.utf8))
+        } catch {
+            throw JobRefusal.invalidPayload("the V1 body is not a notification")
+        }
+        let reader = try service.reader(publisher, bundleId: notification.bid)
+        // V1 bodies are not signed; the shared secret they carry is the only sign they are
+        // Apple's. The API checks it at the door and queues the body without it; a body that
+        // still carries one (queued another way) is checked here.
+        if let password = notification.password {
+            let secrets = try service.configuration.sharedSecrets(publisher: publisher.id, bundleId: reader.gateway.app.bundleId)
+            guard ConstantTime.matchesAny(password, secrets) else {
+                throw JobRefusal.notPossible(code: "invalidNotification", "the V1 notification's password is not the app's shared secret")
+            }
+        }
+        let digest = SHA256.hash(data: Data(body.utf8)).map { String(format: "%02x", $0) }.joined()
+        var result = Result(
+            publisher: publisher.id, notificationType: notification.notificationType, subtype: nil, notificationId: "v1:" + digest,
+            duplicate: false)
+        if try await service.store.wasApplied(publisher: publisher.id, notification: result.notificationId) {
+            result.duplicate = true
+            return result
+        }
+        guard let receipt = notification.unifiedReceipt?.latestReceipt else {
+            throw JobRefusal.notPossible(code: "invalidNotification", "the V1 notification carries no latest_receipt")
+        }
+        var evidence: AppleEvidence
+        do {
+            evidence = try await reader.receipt(receipt)
+        } catch let error as AppStoreError where !error.isRetryable {
+            throw JobRefusal.notPossible(
+                code: "invalidNotification", "Apple does not vouch for the V1 notification's receipt: \(error.message)")
+        }
+        if ["REFUND", "REVOKE"].contains(notification.notificationType), let hint = notification.originalTransactionId,
+            !evidence.facts.contains(where: { $0.originalTransactionId == hint })
+        {
+            // The refunded purchase is not in the receipt: a consumable, finished and gone from
+            // it. Found by Get Transaction Info (a `refund` job, as V2 refunds), else in the ledger.
+            result.originalTransactionId = hint
+            try await refundMissingFromReceipt(hint, reader: reader, to: &result, publisher: publisher, job: job)
+            try await service.store.markApplied(publisher: publisher.id, notification: result.notificationId)
+            return result
+        }
+        // The subscription the notification is about: the unsigned hint, checked against Apple's answer.
+        let latest = evidence.facts.filter { $0.kind == .autoRenewable }.max { $0.purchaseDate < $1.purchaseDate }
+        let original =
+            notification.originalTransactionId.flatMap { hint in evidence.facts.contains { $0.originalTransactionId == hint } ? hint : nil }
+            ?? latest?.originalTransactionId
+        if let original { evidence.facts.removeAll { $0.originalTransactionId != original } }
+        result.originalTransactionId = original
+        try await apply(evidence, to: &result, publisher: publisher, appAccountToken: nil, job: job)
+        if let original, let newest = evidence.latestReceipt, result.customer != nil {
+            try await service.store.keepReceipt(newest, publisher: publisher.id, originalTransactionIds: [original])
+        }
+        try await service.store.markApplied(publisher: publisher.id, notification: result.notificationId)
+        return result
+    }
+
+    /// A V1 REFUND or REVOKE whose purchase the receipt no longer holds. With an App Store
+    /// Server API key, a `refund` job learns the refund from Get Transaction Info (verified,
+    /// as for V2). Without one, the purchase is looked up in what its holders were credited
+    /// with, and refunded as of now: the notification's password is the only proof V1 has.
+    func refundMissingFromReceipt(
+        _ transactionId: String, reader: AppleReader, to result: inout Result, publisher: Publisher, job: JobContext
+    ) async throws {
+        if reader.gateway.hasServerAPI {
+            let refund = JobPayloads.Refund(
+                publisher: publisher.id, transactionId: transactionId, originalTransactionId: transactionId,
+                bundleId: reader.gateway.app.bundleId, signedTransaction: nil)
+            result.refundJobId =
+                try await service.jobQueue.enqueue(
+                    try EnqueueRequest(refund, queue: job.queue, idempotencyKey: "refund:\(publisher.id):\(result.notificationId)")
+                ).id
+            return
+        }
+        let holders = try await service.store.holders(publisher: publisher.id, originalTransactionId: transactionId)
+        guard let customer = holders.first else {
+            result.message = "no customer holds purchase \(transactionId)"
+            return
+        }
+        result.customer = customer
+        let engine = EntitlementEngine(publisher: publisher)
+        let decision = try await service.withLocks(publisher: publisher.id, originalTransactionIds: [transactionId], job: job) {
+            tokens, moment in
+            var first: EntitlementDecision?
+            for holder in holders {
+                let decision = try await service.change(
+                    publisher: publisher, customer: holder, fence: tokens[transactionId], now: moment.now, clockOffset: moment.offset,
+                    job: job
+                ) { state in engine.refund(transactionId: transactionId, at: moment.now, in: &state) }
+                first = first ?? decision
+            }
+            return first
+        }
+        result.accessGranted = decision?.accessGranted
+        result.entitlements = decision?.entitlements
+    }
+
+    // MARK: Applying
+
+    /// Applies to the customers holding the purchase (its owner, and those sharing it under
+    /// the `share` policy); a purchase nobody holds yet waits for its receipt job (or is
+    /// claimed by its appAccountToken when that names customers).
+    func apply(
+        _ evidence: AppleEvidence, to result: inout Result, publisher: Publisher, appAccountToken: String?, job: JobContext
+    ) async throws {
+        guard let original = evidence.facts.first?.originalTransactionId else {
+            result.message = "the notification names no purchase"
+            return
+        }
+        var holders = try await service.store.holders(publisher: publisher.id, originalTransactionId: original)
+        if holders.isEmpty, publisher.customerIdentity == .appAccountToken, let token = appAccountToken {
+            holders = [try await service.store.claim(publisher: publisher.id, originalTransactionId: original, for: token)]
+        }
+        guard let customer = holders.first else {
+            result.message = "no customer holds this purchase yet; its receipt job will apply it"
+            return
+        }
+        result.customer = customer
+        let decisions = try await service.withLocks(publisher: publisher.id, originalTransactionIds: [original], job: job) {
+            tokens, moment in
+            var first: [String: EntitlementDecision] = [:]
+            for (index, holder) in holders.enumerated() {
+                let decisions = try await service.apply(
+                    evidence, publisher: publisher, customer: holder, fence: tokens[original], now: moment.now, clockOffset: moment.offset,
+                    job: job)
+                if index == 0 { first = decisions }
+            }
+            // A refund or its reversal in Apple's answer (V1 REFUND, CANCEL) reaches former holders' history too.
+            try await service.amendFormerHolders(
+                evidence.facts, publisher: publisher, originalTransactionId: original, current: holders, fence: tokens[original],
+                moment: moment, job: job)
+            return first
+        }
+        let newest = evidence.facts.max { $0.purchaseDate < $1.purchaseDate }
+        let decision = newest.flatMap { decisions[$0.transactionId] }
+        result.accessGranted = decision?.accessGranted
+        result.entitlements = decision?.entitlements
+        result.subscription = decision?.subscription
+    }
+}

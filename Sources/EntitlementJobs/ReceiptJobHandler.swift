@@ -1,0 +1,326 @@
+import AppStore
+import EntitleCore
+import Entitlements
+import Foundation
+import JobQueue
+
+/// `receipt`: proves a purchase with Apple (a signed transaction, a transaction id, or an
+/// app receipt), settles who owns it, and applies it to the customer. A purchase Apple does
+/// not vouch for, or the catalog does not sell, is a result with a `reason`, not a failure.
+package struct ReceiptJobHandler: EntitlementJobHandler {
+    let service: EntitlementService
+
+    package init(service: EntitlementService) { self.service = service }
+
+    /// The job result clients read.
+    package struct Result: Sendable, Hashable, Codable {
+        package struct Credits: Sendable, Hashable, Codable {
+            package var added: Int
+            package var balance: Int
+        }
+
+        package struct Transfer: Sendable, Hashable, Codable {
+            package var jobId: String
+            package var from: String
+            package var to: String
+        }
+
+        package var publisher: String
+        package var customer: String
+        package var transactionId: String?
+        package var originalTransactionId: String?
+        package var productId: String?
+        package var accessGranted: Bool
+        package var offerId: String?
+        package var entitlements: [String]
+        package var subscription: SubscriptionRecord?
+        package var reason: String?
+        package var message: String?
+        package var credits: Credits
+        package var transfer: Transfer?
+        /// Under the `share` policy: the customer who held the purchase first.
+        package var sharedWith: String?
+        /// The coupon the app sent, and whether Apple's transaction shows it was used.
+        package var coupon: Coupon?
+        /// What the purchase cost (Apple's signed price, else what the app reported).
+        package var price: String?
+        package var currency: String?
+    }
+
+    package struct Coupon: Sendable, Hashable, Codable {
+        package var code: String
+        /// Whether the code names a campaign of the publisher.
+        package var known: Bool
+        /// The code names a campaign of this offer, and the transaction carries its App Store
+        /// offer code (or, for campaigns of introductory offers, an introductory offer) of
+        /// the kind the campaign grants.
+        package var applied: Bool
+        /// What the campaign grants, when it was applied.
+        package var grants: Grants?
+        package var message: String?
+    }
+
+    /// A campaign's grant: a free period or an introductory price, for `billingCycles` cycles.
+    package struct Grants: Sendable, Hashable, Codable {
+        package var freePeriod: String?
+        package var introductoryPrice: String?
+        package var currency: String?
+        package var billingCycles: Int
+    }
+
+    /// Checks a coupon against the publisher's campaigns and Apple's transaction. A coupon
+    /// never refuses a purchase Apple vouches for: the purchase is processed at the price Apple
+    /// charged, and the coupon is only reported, an unknown one as unknown.
+    static func coupon(_ code: String?, publisher: Publisher, offer: Offer, fact: PurchaseFact) -> Coupon? {
+        guard let code else { return nil }
+        guard let campaign = publisher.couponCampaigns.first(where: { $0.code == code }) else {
+            return Coupon(
+                code: code, known: false, applied: false,
+                message:
+                    "unknown coupon \(code): \(publisher.id) has no such campaign; the purchase was processed at the price Apple charged")
+        }
+        guard campaign.offerId == offer.offerId else {
+            return Coupon(
+                code: code, known: true, applied: false, message: "coupon \(code) is for offer \(campaign.offerId), not \(offer.offerId)")
+        }
+        let used = campaign.appleOfferCode.map { fact.offerIdentifier == $0 } ?? fact.isIntroductoryOffer
+        guard used else {
+            return Coupon(code: code, known: true, applied: false, message: "Apple's transaction shows no use of coupon \(code)")
+        }
+        // Apple says how the offer discounts, when it says: it must be the kind promised.
+        let expected =
+            campaign.freePeriod != nil ? ["FREE_TRIAL"] : campaign.introductoryPrice != nil ? ["PAY_AS_YOU_GO", "PAY_UP_FRONT"] : []
+        if let kind = fact.offerDiscountType, !expected.isEmpty, !expected.contains(kind) {
+            return Coupon(
+                code: code, known: true, applied: false,
+                message: "Apple's transaction shows a \(kind) offer, not what coupon \(code) grants")
+        }
+        let grants = Grants(
+            freePeriod: campaign.freePeriod, introductoryPrice: campaign.introductoryPrice, currency: campaign.currency,
+            billingCycles: campaign.billingCycles ?? 1)
+        return Coupon(code: code, known: true, applied: true, grants: grants, message: nil)
+    }
+
+    /// A receipt Apple calls malformed (21002) although it decoded here is retried this many
+    /// times at most: Apple's hiccups pass, a receipt mangled on its way here does not.
+    static let malformedReceiptAttempts = 3
+
+    func run(_ job: JobContext) async throws -> Result {
+        try await ReceiptTimings.measure(.total) { try await prove(job) }
+    }
+
+    func prove(_ job: JobContext) async throws -> Result {
+        let payload = try JobPayloads.decode(JobPayloads.Receipt.self, job.payload)
+        let roads = [payload.signedTransaction, payload.appReceipt, payload.appReceipt == nil ? payload.transactionId : nil]
+        guard roads.compactMap({ $0 }).count == 1 else {
+            throw JobRefusal.invalidPayload("give exactly one of signedTransaction, transactionId and appReceipt")
+        }
+        guard !payload.customer.isEmpty, payload.customer.utf8.count <= 256 else {
+            throw JobRefusal.invalidPayload("customer must be 1 to 256 bytes")
+        }
+        let publisher = try service.publisher(payload.publisher)
+        let offset = try await ReceiptTimings.measure(.apple) { try await service.configuration.clock.offset() }
+        let now = Date().addingTimeInterval(offset)
+
+        func refused(_ reason: EntitlementDecision.Refusal, _ message: String, fact: PurchaseFact? = nil) async throws -> Result {
+            let state = try await service.store.load(publisher: publisher.id, customer: payload.customer).state
+            return Result(
+                publisher: publisher.id, customer: payload.customer, transactionId: fact?.transactionId ?? payload.transactionId,
+                originalTransactionId: fact?.originalTransactionId, productId: fact?.productId, accessGranted: false,
+                offerId: fact.flatMap { publisher.offer(forProduct: $0.productId)?.offerId }, entitlements: state.entitlements(at: now),
+                subscription: nil, reason: reason.rawValue, message: message, credits: .init(added: 0, balance: state.credits.balance))
+        }
+
+        // 1. What Apple vouches for.
+        var evidence = AppleEvidence()
+        let primaryId: String
+        let reader: AppleReader
+        do {
+            if let jws = payload.signedTransaction {
+                (reader, evidence.facts) = try await ReceiptTimings.measure(.verify) { try await verify(jws, publisher: publisher) }
+                primaryId = evidence.facts[0].transactionId
+            } else if let receipt = payload.appReceipt {
+                reader = try service.reader(publisher, bundleId: payload.bundleId)
+                evidence = try await ReceiptTimings.measure(.apple) { try await reader.receipt(receipt) }
+                guard let id = payload.transactionId ?? evidence.facts.max(by: { $0.purchaseDate < $1.purchaseDate })?.transactionId else {
+                    return try await refused(.invalidReceipt, "the receipt holds no purchase")
+                }
+                primaryId = id
+            } else {
+                reader = try service.reader(publisher, bundleId: payload.bundleId)
+                let fact = try await ReceiptTimings.measure(.apple) { try await reader.transaction(id: payload.transactionId ?? "") }
+                evidence.facts = [fact]
+                primaryId = fact.transactionId
+            }
+            if payload.appReceipt == nil, let fact = evidence.facts.first, fact.kind == .autoRenewable, reader.gateway.hasServerAPI {
+                // The subscription's state now: latest transaction and renewal info.
+                let status = try await ReceiptTimings.measure(.apple) {
+                    try await reader.subscription(originalTransactionId: fact.originalTransactionId, environment: fact.environment)
+                }
+                evidence.merge(status)
+            }
+        } catch let error as AppStoreError where !error.isRetryable {
+            let reason: EntitlementDecision.Refusal = error.code == .invalidAppIdentifier ? .wrongBundle : .invalidReceipt
+            return try await refused(reason, error.message)
+        } catch let error as AppStoreError where error.apiErrorCode == 21002 && job.attempt >= Self.malformedReceiptAttempts {
+            return try await refused(
+                .invalidReceipt,
+                "Apple calls the receipt malformed (verifyReceipt status 21002) after \(job.attempt) attempts; send the receipt as the app got it (base64, URL-encoded in a query)"
+            )
+        }
+        if evidence.subscriptionExpired, !evidence.facts.contains(where: { $0.transactionId == primaryId }) {
+            return try await expired(payload: payload, publisher: publisher, job: job, refused: refused)
+        }
+        guard var primary = evidence.facts.first(where: { $0.transactionId == primaryId }) else {
+            return try await refused(.invalidReceipt, "transaction \(primaryId) is not in the receipt")
+        }
+        if primary.price == nil, let reported = payload.price.flatMap(PurchaseFact.price(reported:)) {
+            // Receipts carry no price: the one the app reported is kept for the ledger.
+            primary.price = reported
+            primary.currency = payload.currency.flatMap(PurchaseFact.currency(reported:))
+            if let index = evidence.facts.firstIndex(where: { $0.transactionId == primaryId }) { evidence.facts[index] = primary }
+        }
+        guard let offer = publisher.offer(forProduct: primary.productId) else {
+            return try await refused(.unknownProduct, "no offer of \(publisher.id) sells \(primary.productId)", fact: primary)
+        }
+        if let offerId = payload.offerId, offerId != offer.offerId {
+            return try await refused(
+                .offerMismatch, "product \(primary.productId) buys offer \(offer.offerId), not \(offerId)", fact: primary)
+        }
+        // Apple's binding of a purchase to an account outranks every transfer policy.
+        guard AppAccountToken.allows(primary.appAccountToken, for: payload.customer, publisher: publisher) else {
+            return try await refused(
+                .appAccountTokenMismatch, "the purchase was made for another account: its appAccountToken is not \(payload.customer)'s",
+                fact: primary)
+        }
+        evidence.facts.removeAll { !AppAccountToken.allows($0.appAccountToken, for: payload.customer, publisher: publisher) }
+
+        // 2. Who owns it, then apply, one job at a time per original transaction.
+        let locked = evidence
+        return try await ReceiptTimings.measure(.store) {
+            try await store(locked, primary: primary, offer: offer, payload: payload, publisher: publisher, job: job, refused: refused)
+        }
+    }
+
+    func store(
+        _ verified: AppleEvidence, primary: PurchaseFact, offer: Offer, payload: JobPayloads.Receipt, publisher: Publisher,
+        job: JobContext, refused: (EntitlementDecision.Refusal, String, PurchaseFact?) async throws -> Result
+    ) async throws -> Result {
+        var evidence = verified
+        let originals = Set(evidence.facts.map(\.originalTransactionId))
+        return try await service.withLocks(publisher: publisher.id, originalTransactionIds: originals, job: job) { tokens, moment in
+            let (now, offset) = (moment.now, moment.offset)
+            let owners = try await service.store.claim(publisher: publisher.id, originalTransactionIds: originals, for: payload.customer)
+            let conflicts = owners.filter { $0.value != payload.customer }
+            // Written by this job's earlier run (`requestTransfers`): one that does not decode is a bug.
+            let memo = try await job.memo("transfer").map { try JSONDecoder().decode(Result.Transfer.self, from: Data($0.utf8)) }
+
+            // A consumable's credits were delivered to whoever holds it: they never move nor
+            // double, whatever the policy (one effect per Apple transaction).
+            let consumables = Set(evidence.facts.filter { $0.kind == .consumable }.map(\.originalTransactionId))
+            let credited = conflicts.filter { consumables.contains($0.key) }
+            let contested = conflicts.filter { !consumables.contains($0.key) }
+            evidence.facts.removeAll { credited[$0.originalTransactionId] != nil }
+            if credited[primary.originalTransactionId] != nil {
+                return try await refused(
+                    .ownedByAnotherCustomer, "this consumable was credited to another customer; its credits are delivered once", primary)
+            }
+
+            var sharedWith: String?
+            switch publisher.transferPolicy {
+            case .keep:
+                evidence.facts.removeAll { contested[$0.originalTransactionId] != nil }
+                if contested[primary.originalTransactionId] != nil {
+                    return try await refused(
+                        .ownedByAnotherCustomer, "another customer holds this purchase and \(publisher.id) keeps purchases with them",
+                        primary)
+                }
+            case .share:
+                sharedWith = contested[primary.originalTransactionId]
+                for id in contested.keys.sorted() {
+                    try await service.store.addSharer(payload.customer, publisher: publisher.id, originalTransactionId: id)
+                }
+            case .transfer:
+                if !contested.isEmpty { try await requestTransfers(contested, publisher: publisher, to: payload.customer, job: job) }
+            }
+
+            let fence = tokens[primary.originalTransactionId]
+            let decisions = try await service.apply(
+                evidence, publisher: publisher, customer: payload.customer, fence: fence, now: now, clockOffset: offset, job: job)
+            if payload.appReceipt != nil, let receipt = evidence.latestReceipt {
+                try await service.store.keepReceipt(receipt, publisher: publisher.id, originalTransactionIds: originals)
+            }
+            let decision = decisions[primary.transactionId]
+            let expiredMessage =
+                evidence.subscriptionExpired && decision?.accessGranted != true
+                ? "Apple says the receipt is valid but the subscription has expired (verifyReceipt status 21006)" : nil
+            return Result(
+                publisher: publisher.id, customer: payload.customer, transactionId: primary.transactionId,
+                originalTransactionId: primary.originalTransactionId, productId: primary.productId,
+                accessGranted: decision?.accessGranted ?? false, offerId: offer.offerId, entitlements: decision?.entitlements ?? [],
+                subscription: decision?.subscription, reason: decision?.reason?.rawValue, message: expiredMessage,
+                credits: .init(added: decisions.values.reduce(0) { $0 + $1.creditsAdded }, balance: decision?.creditBalance ?? 0),
+                transfer: memo, sharedWith: sharedWith,
+                coupon: Self.coupon(payload.couponCode, publisher: publisher, offer: offer, fact: primary), price: primary.price,
+                currency: primary.currency)
+        }
+    }
+
+    /// verifyReceipt answered a bare 21006: the receipt is valid, its subscription has
+    /// expired, and no transaction is named. The subscription the app named (its
+    /// `transactionId`), when the customer holds it, is recorded as expired now; the answer
+    /// says so either way.
+    func expired(
+        payload: JobPayloads.Receipt, publisher: Publisher, job: JobContext,
+        refused: (EntitlementDecision.Refusal, String, PurchaseFact?) async throws -> Result
+    ) async throws -> Result {
+        let message = "Apple says the receipt is valid but the subscription has expired (verifyReceipt status 21006)"
+        let state = try await service.store.load(publisher: publisher.id, customer: payload.customer).state
+        guard let id = payload.transactionId, let known = state.transactions[id], known.kind == .autoRenewable,
+            state.subscriptions[known.originalTransactionId] != nil
+        else { return try await refused(.expired, message, nil) }
+        let original = known.originalTransactionId
+        let engine = EntitlementEngine(publisher: publisher)
+        let decision = try await service.withLocks(publisher: publisher.id, originalTransactionIds: [original], job: job) {
+            tokens, moment in
+            try await service.change(
+                publisher: publisher, customer: payload.customer, fence: tokens[original], now: moment.now, clockOffset: moment.offset,
+                job: job
+            ) { state in engine.expire(originalTransactionId: original, at: moment.now, in: &state) }
+        }
+        return Result(
+            publisher: publisher.id, customer: payload.customer, transactionId: id, originalTransactionId: original,
+            productId: known.productId, accessGranted: false, offerId: decision.offerId, entitlements: decision.entitlements,
+            subscription: decision.subscription, reason: EntitlementDecision.Refusal.expired.rawValue, message: message,
+            credits: .init(added: 0, balance: decision.creditBalance))
+    }
+
+    /// Verifies a signed transaction with the verifier of whichever app it is for (the
+    /// configuration's one loop over the publisher's apps, which the API uses too).
+    func verify(_ jws: String, publisher: Publisher) async throws -> (AppleReader, [PurchaseFact]) {
+        let (transaction, gateway) = try await service.configuration.verified(publisher: publisher, what: "transaction") {
+            verifier throws(AppStoreError) in try await verifier.verifyTransaction(jws)
+        }
+        let reader = AppleReader(gateway: gateway, publisher: publisher)
+        return (reader, [try reader.fact(transaction)])
+    }
+
+    /// Asks for each purchase another customer holds to be transferred (as `transfer`
+    /// jobs), then waits its turn: the job runs again once they are done.
+    func requestTransfers(_ conflicts: [String: String], publisher: Publisher, to customer: String, job: JobContext) async throws {
+        for (originalTransactionId, owner) in conflicts.sorted(by: { $0.key < $1.key }) {
+            let transfer = JobPayloads.Transfer(
+                publisher: publisher.id, originalTransactionId: originalTransactionId, to: customer, from: owner)
+            let enqueued = try await service.jobQueue.enqueue(
+                try EnqueueRequest(transfer, queue: job.queue, idempotencyKey: "transfer:\(job.id):\(originalTransactionId)"))
+            let memo = Result.Transfer(jobId: enqueued.id, from: owner, to: customer)
+            try await job.setMemo("transfer", try JobPayloads.encode(memo))
+            if let record = try await service.jobQueue.job(id: enqueued.id, queue: job.queue), record.status == .failed {
+                throw JobRefusal.notPossible(
+                    code: "transferFailed", "transfer job \(enqueued.id) failed: \(record.lastError ?? "no reason recorded")")
+            }
+        }
+        throw JobFailure.deferred(
+            "transferring", "waiting for the transfer of a purchase another customer holds", after: .milliseconds(200))
+    }
+}

@@ -1,0 +1,81 @@
+import AppStore
+import EntitleCore
+import Entitlements
+import Foundation
+import JobQueue
+
+/// `refund`: learns from Apple whether a transaction is refunded or revoked (or a refund
+/// reversed) and applies it to the customer holding it: access ends at the refund date, a
+/// consumable's credits are clawed back (the balance may go negative), a reversal restores
+/// both. Apple's word comes from a signed transaction (re-verified), the App Store Server
+/// API, or the latest receipt kept for the purchase.
+package struct RefundJobHandler: EntitlementJobHandler {
+    let service: EntitlementService
+
+    package init(service: EntitlementService) { self.service = service }
+
+    package struct Result: Sendable, Hashable, Codable {
+        package var publisher: String
+        package var customer: String?
+        package var transactionId: String
+        package var originalTransactionId: String?
+        package var refunded: Bool
+        package var revocationDate: Date?
+        package var entitlements: [String]
+        package var creditBalance: Int?
+        package var changed: Bool
+        package var message: String?
+    }
+
+    func run(_ job: JobContext) async throws -> Result {
+        let payload = try JobPayloads.decode(JobPayloads.Refund.self, job.payload)
+        let publisher = try service.publisher(payload.publisher)
+        let reader = try service.reader(publisher, bundleId: payload.bundleId)
+        let fact: PurchaseFact
+        if let signed = payload.signedTransaction {
+            fact = try await reader.signedTransaction(signed)
+        } else if reader.gateway.hasServerAPI {
+            fact = try await reader.transaction(id: payload.transactionId)
+        } else if let original = payload.originalTransactionId,
+            let receipt = try await service.store.receipt(publisher: publisher.id, originalTransactionId: original)
+        {
+            guard let found = try await reader.receipt(receipt).facts.first(where: { $0.transactionId == payload.transactionId }) else {
+                throw JobRefusal.notPossible(
+                    code: "unknownTransaction", "Apple's receipt does not hold transaction \(payload.transactionId)")
+            }
+            fact = found
+        } else {
+            throw JobRefusal.notPossible(
+                code: "noEvidence",
+                "no signed transaction, App Store Server API key or kept receipt to learn about \(payload.transactionId)")
+        }
+        guard fact.transactionId == payload.transactionId else {
+            throw JobRefusal.invalidPayload("the signed transaction is \(fact.transactionId), not \(payload.transactionId)")
+        }
+        let id = fact.originalTransactionId
+        let holders = try await service.store.holders(publisher: publisher.id, originalTransactionId: id)
+        guard let customer = holders.first else {
+            return Result(
+                publisher: publisher.id, customer: nil, transactionId: fact.transactionId, originalTransactionId: id,
+                refunded: fact.revocationDate != nil, revocationDate: fact.revocationDate, entitlements: [], creditBalance: nil,
+                changed: false, message: "no customer holds this purchase yet")
+        }
+        return try await service.withLocks(publisher: publisher.id, originalTransactionIds: [id], job: job) { tokens, moment in
+            let (now, offset) = (moment.now, moment.offset)
+            var decision: EntitlementDecision?
+            // The owner's answer is the result; those sharing the purchase lose or regain it too.
+            for holder in holders {
+                let applied = try await service.apply(
+                    AppleEvidence(facts: [fact]), publisher: publisher, customer: holder, fence: tokens[id], now: now, clockOffset: offset,
+                    job: job)[fact.transactionId]
+                decision = decision ?? applied
+            }
+            try await service.amendFormerHolders(
+                [fact], publisher: publisher, originalTransactionId: id, current: holders, fence: tokens[id], moment: moment, job: job)
+            return Result(
+                publisher: publisher.id, customer: customer, transactionId: fact.transactionId, originalTransactionId: id,
+                refunded: fact.revocationDate != nil, revocationDate: fact.revocationDate, entitlements: decision?.entitlements ?? [],
+                creditBalance: decision?.creditBalance, changed: decision?.changed ?? false, message: nil)
+        }
+    }
+}

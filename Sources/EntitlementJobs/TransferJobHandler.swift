@@ -1,0 +1,92 @@
+import AppStore
+import DurationUnits
+import EntitleCore
+import Entitlements
+import Foundation
+import JobQueue
+
+/// `transfer`: moves a purchase (an original transaction) from the customer holding it to
+/// another, as the publisher's policy allows: the new owner's access starts now, the
+/// previous owner's ends now. Each step is idempotent, so a rerun after a crash completes it.
+package struct TransferJobHandler: EntitlementJobHandler {
+    let service: EntitlementService
+
+    package init(service: EntitlementService) { self.service = service }
+
+    package struct Result: Sendable, Hashable, Codable {
+        package var publisher: String
+        package var originalTransactionId: String
+        package var previousOwner: String
+        package var newOwner: String
+        package var transferredAt: Date
+        package var entitlements: [String]
+    }
+
+    func run(_ job: JobContext) async throws -> Result {
+        let payload = try JobPayloads.decode(JobPayloads.Transfer.self, job.payload)
+        guard !payload.to.isEmpty, payload.to.utf8.count <= 256 else { throw JobRefusal.invalidPayload("to must be 1 to 256 bytes") }
+        let publisher = try service.publisher(payload.publisher)
+        guard publisher.transferPolicy != .keep else {
+            throw JobRefusal.notPossible(code: "transferRefused", "publisher \(publisher.id) keeps purchases with their first owner")
+        }
+        let id = payload.originalTransactionId
+        return try await service.withLocks(publisher: publisher.id, originalTransactionIds: [id], job: job) { tokens, moment in
+            let (now, offset) = (moment.now, moment.offset)
+            let owner = try await service.store.owner(publisher: publisher.id, originalTransactionId: id)
+            // After a crash between the owner change and the release, the owner is already
+            // the new one: the requester's `from` names whom to release.
+            guard let previous = owner == payload.to ? payload.from : owner else {
+                throw JobRefusal.notPossible(code: "notHeld", "no customer of \(publisher.id) holds \(id)")
+            }
+            guard previous != payload.to else {
+                throw JobRefusal.notPossible(code: "alreadyHeld", "\(payload.to) already holds \(id)")
+            }
+            let held = try await service.store.load(publisher: publisher.id, customer: previous).state
+            let facts = held.transactions.values.filter { $0.originalTransactionId == id }
+            guard !facts.isEmpty else { throw JobRefusal.notPossible(code: "notHeld", "\(previous) holds nothing of \(id)") }
+            // Apple's binding of a purchase to an account outranks the transfer policy.
+            guard facts.allSatisfy({ AppAccountToken.allows($0.appAccountToken, for: payload.to, publisher: publisher) }) else {
+                throw JobRefusal.notPossible(
+                    code: "appAccountTokenMismatch", "\(id) was bought for another account: its appAccountToken is not \(payload.to)'s")
+            }
+            guard facts.contains(where: { $0.kind != .consumable }) else {
+                throw JobRefusal.notPossible(
+                    code: "notTransferable", "\(id) is a consumable credited to \(previous): credits are delivered once and never move")
+            }
+            // The moment of transfer is kept from the first run (in the job's record), so a
+            // rerun after a crash changes nothing, however often the purchase went back and forth.
+            let kept = try await job.memo("transferredAt", keepingFirst: String(AppleTimestamp(now).milliseconds))
+            let transferredAt = Int64(kept).map { AppleTimestamp(milliseconds: $0).date } ?? now
+
+            let events = service.changeEvents(publisher, now: now, clockOffset: offset)
+            let latest = facts.max { $0.purchaseDate < $1.purchaseDate }
+            let event = try events.webhook(
+                ChangeEvents.Event(
+                    id: "\(publisher.id):\(id):transfer:\(previous):\(payload.to)", type: "transfer", publisher: publisher.id,
+                    customer: payload.to, occurredAt: transferredAt, transactionId: latest?.transactionId, originalTransactionId: id,
+                    productId: latest?.productId, offerId: latest.flatMap { publisher.offer(forProduct: $0.productId)?.offerId },
+                    expiresDate: latest?.expiresDate, entitlements: [], from: previous, to: payload.to))
+            // What Apple last said of the subscription's renewal (billing retry, a grace period)
+            // moves with it: the new holder keeps the grace the previous one had.
+            var evidence = AppleEvidence(facts: Array(facts))
+            if let record = held.subscriptions[id] {
+                evidence.renewals[id] = RenewalFact(
+                    originalTransactionId: id, autoRenew: record.autoRenew ?? false, autoRenewProductId: record.autoRenewProductId,
+                    isInBillingRetry: record.isInBillingRetry ?? (record.status == .billingRetry || record.status == .gracePeriod),
+                    gracePeriodExpiresDate: record.gracePeriodExpiresDate, signedDate: record.asOf)
+            }
+            let decisions = try await service.apply(
+                evidence, publisher: publisher, customer: payload.to, fence: tokens[id], now: now,
+                clockOffset: offset, accessFrom: transferredAt, extraFollowUps: publisher.webhook == nil ? [] : [event], job: job)
+            try await service.store.setOwner(publisher: publisher.id, originalTransactionId: id, to: payload.to)
+            try await service.store.addFormerHolder(previous, publisher: publisher.id, originalTransactionId: id)
+            try await service.change(publisher: publisher, customer: previous, fence: tokens[id], now: now, clockOffset: offset, job: job) {
+                $0.release(originalTransactionId: id, at: transferredAt)
+            }
+            return Result(
+                publisher: publisher.id, originalTransactionId: id, previousOwner: previous, newOwner: payload.to,
+                transferredAt: transferredAt,
+                entitlements: decisions.values.first?.entitlements ?? [])
+        }
+    }
+}
