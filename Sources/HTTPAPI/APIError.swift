@@ -18,7 +18,7 @@ package struct APIError: Error, Sendable, HTTPResponseError {
     }
 
     package func response(from request: Request, context: some RequestContext) throws -> Response {
-        var response = try JSONBody.response(["error": code, "message": message], status: status)
+        var response = try JSONBody.response(encoding: ["error": code, "message": message], status: status)
         response.headers.append(contentsOf: headers)
         return response
     }
@@ -43,20 +43,12 @@ enum JSONBody {
             body: ResponseBody(byteBuffer: ByteBuffer(string: "{\"jobId\":\"\(id)\"}")))
     }
 
-    /// A typed document, encoded as `response` writes objects.
+    /// A document, keys sorted, slashes unescaped.
     static func response(encoding value: some Encodable, status: HTTPResponse.Status = .ok) throws -> Response {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         return Response(
             status: status, headers: [.contentType: "application/json; charset=utf-8"],
             body: ResponseBody(byteBuffer: ByteBuffer(bytes: try encoder.encode(value))))
-    }
-
-    /// Throws for an object that is not JSON (a bug, answered as a 500 and logged, not as `{}`).
-    static func response(_ object: Any, status: HTTPResponse.Status = .ok) throws -> Response {
-        let data = try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
-        return Response(
-            status: status, headers: [.contentType: "application/json; charset=utf-8"],
-            body: ResponseBody(byteBuffer: ByteBuffer(bytes: data)))
     }
 }

@@ -20,10 +20,10 @@ extension EntitleAPI {
             let at = try await dateParameter(request, "at")
             let (state, _) = try await store.load(publisher: publisher.id, customer: customer)
             let access = CustomerDocument.access(state, offer: offer, at: at)
-            return try JSONBody.response([
-                "customerEmail": customer, "offerId": offer.offerId, "accessGranted": access.granted,
-                "grantType": access.granted ? "purchase" : NSNull(), "expiresAt": Self.unixSeconds(access.granted ? access.expiresAt : nil),
-            ])
+            return try JSONBody.response(
+                encoding: CleengAccessItem(
+                    customerEmail: customer, offerId: offer.offerId, accessGranted: access.granted,
+                    expiresAt: access.granted ? access.expiresAt : nil))
         }
 
         routes.add(.get, "/cleeng/entitlements/{customerEmail}") { request, context in
@@ -31,13 +31,10 @@ extension EntitleAPI {
             let customer = try cleengCustomer(context, publisher: publisher)
             let at = try await dateParameter(request, "at")
             let (state, _) = try await store.load(publisher: publisher.id, customer: customer)
-            let items = CustomerDocument.offers(state, at: at).map { item -> [String: Any] in
-                [
-                    "offerId": item.offerId, "accessGranted": item.granted, "grantType": item.granted ? "purchase" : NSNull(),
-                    "expiresAt": Self.unixSeconds(item.expiresAt),
-                ]
+            let items = CustomerDocument.offers(state, at: at).map { item in
+                CleengAccessItem(offerId: item.offerId, accessGranted: item.granted, expiresAt: item.expiresAt)
             }
-            return try JSONBody.response(["customerEmail": customer, "items": items])
+            return try JSONBody.response(encoding: CleengEntitlementsReply(customerEmail: customer, items: items))
         }
 
         routes.add(.get, "/cleeng/accessible-tags/{customerEmail}") { request, context in
@@ -45,7 +42,7 @@ extension EntitleAPI {
             let customer = try cleengCustomer(context, publisher: publisher)
             let at = try await dateParameter(request, "at")
             let (state, _) = try await store.load(publisher: publisher.id, customer: customer)
-            return try JSONBody.response(["customerEmail": customer, "tags": state.entitlements(at: at)])
+            return try JSONBody.response(encoding: CleengTagsReply(customerEmail: customer, tags: state.entitlements(at: at)))
         }
     }
 
@@ -56,9 +53,4 @@ extension EntitleAPI {
         return customer
     }
 
-    /// UNIX seconds (Cleeng's `expiresAt`); `null` for never.
-    static func unixSeconds(_ date: Date?) -> Any {
-        guard let date, date.timeIntervalSince1970.isFinite, abs(date.timeIntervalSince1970) < 1e12 else { return NSNull() }
-        return Int64(date.timeIntervalSince1970.rounded(.down))
-    }
 }

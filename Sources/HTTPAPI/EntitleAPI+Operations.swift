@@ -29,7 +29,7 @@ extension EntitleAPI {
         // Every tenant's counters: operators only.
         routes.add(.get, "/v1/queues") { request, context in
             try requireAdmin(request, context)
-            return try JSONBody.response(["queues": try await queueDocuments()])
+            return try JSONBody.response(encoding: ["queues": try await queueStats()])
         }
 
         // The same counters as /v1/queues: operators (and their Prometheus) only.
@@ -47,15 +47,16 @@ extension EntitleAPI {
                 body: ResponseBody(byteBuffer: ByteBuffer(bytes: await metrics())))
         }
 
-        routes.add(.get, "/healthz") { _, _ in try JSONBody.response(["status": "ok"]) }
+        routes.add(.get, "/healthz") { _, _ in try JSONBody.response(encoding: ["status": "ok"]) }
 
         // Ready when Redis answers: a load balancer sends nothing to an instance that cannot enqueue.
         routes.add(.get, "/readyz") { _, _ in
             do {
                 _ = try await jobQueue.redis.send(["PING"])
-                return try JSONBody.response(["status": "ready"])
+                return try JSONBody.response(encoding: ["status": "ready"])
             } catch {
-                return try JSONBody.response(["status": "unavailable", "message": "Redis does not answer"], status: .serviceUnavailable)
+                return try JSONBody.response(
+                    encoding: ["status": "unavailable", "message": "Redis does not answer"], status: .serviceUnavailable)
             }
         }
 
@@ -82,7 +83,7 @@ extension EntitleAPI {
                 let count =
                     action == "retry"
                     ? try await jobQueue.retryDead(queue: queue, ids: ids) : try await jobQueue.purgeDead(queue: queue, ids: ids)
-                return try JSONBody.response([action == "retry" ? "retried" : "purged": count])
+                return try JSONBody.response(encoding: [action == "retry" ? "retried" : "purged": count])
             }
         }
         routes.add(.get, "/v1/admin/publishers/{publisherId}/customers/{id}") { request, context in
@@ -97,14 +98,10 @@ extension EntitleAPI {
         }
     }
 
-    func queueDocuments() async throws -> [[String: Any]] {
-        var documents: [[String: Any]] = []
-        for queue in try await jobQueue.knownQueues() {
-            let stats = try await jobQueue.stats(queue: queue)
-            let data = try JSONEncoder().encode(stats)
-            if let object = try JSONSerialization.jsonObject(with: data) as? [String: Any] { documents.append(object) }
-        }
-        return documents
+    func queueStats() async throws -> [QueueStats] {
+        var all: [QueueStats] = []
+        for queue in try await jobQueue.knownQueues() { all.append(try await jobQueue.stats(queue: queue)) }
+        return all
     }
 
     /// Reads every queue's stats, which sets their gauges (depth, age, consumers) for the scrape.

@@ -91,7 +91,7 @@ extension EntitleAPI {
                 appReceipt: try receipt.required("receiptData", maxLength: configuration.maxBodyBytes), bundleId: nil,
                 offerId: offerId, couponCode: try input.string("couponCode", maxLength: 64))
             let id = try await submit(purchase, conflictIsError: false)
-            return try JSONBody.response(["message": "OK", "jobId": id])
+            return try JSONBody.response(encoding: ["message": "OK", "jobId": id])
         }
 
         // Cloud Softphone's in-app purchase web service: GET, form or JSON in; waits for the verdict.

@@ -42,10 +42,10 @@ extension EntitleAPI {
             let at = try await dateParameter(request, "at")
             let (state, _) = try await store.load(publisher: publisher.id, customer: customer)
             let access = CustomerDocument.access(state, offer: offer, at: at)
-            return try JSONBody.response([
-                "customer": customer, "offerId": offer.offerId, "accessGranted": access.granted,
-                "expiresAt": access.expiresAt.map { $0.formatted(.iso8601) as Any } ?? NSNull(),
-            ])
+            return try JSONBody.response(
+                encoding: OfferAccessReply(
+                    customer: customer, offerId: offer.offerId, accessGranted: access.granted,
+                    expiresAt: access.expiresAt.map { $0.formatted(.iso8601) }))
         }
     }
 

@@ -14,11 +14,11 @@ import Testing
     static let jobs = 20_000
     static let workers = 3
 
-    @Test(.timeLimit(.minutes(5))) func sigkilledWorkersLoseNothingAndEffectsHappenOnce() async throws {
+    @Test(.timeLimit(.minutes(10))) func sigkilledWorkersLoseNothingAndEffectsHappenOnce() async throws {
         try await crashRun(try await CLI("crash"))
     }
 
-    @Test(.timeLimit(.minutes(6))) func onAClusterWithItsPrimaryKilledToo() async throws {
+    @Test(.timeLimit(.minutes(10))) func onAClusterWithItsPrimaryKilledToo() async throws {
         let cluster = try await LocalRedisCluster.start()
         do {
             // WAIT for a replica: the killed primary cannot take acknowledged writes with it.
@@ -100,7 +100,7 @@ import Testing
                 print("crash test: jobs ran again \(String(format: "%.1f", recovery)) s after kill -9 of the queue's primary")
             }
         }
-        try await eventually("every job to succeed", timeout: .seconds(120)) { try await succeeded(cli) == Self.jobs }
+        try await eventually("every job to succeed", reaches: Self.jobs) { try await succeeded(cli) }
         // Recovery needs a live worker's reaper: wait for it before stopping them.
         var slowest = 0.0
         for recovery in recoveries { slowest = max(slowest, try await recovery.value) }

@@ -10,9 +10,7 @@ import Testing
         let h = try await QueueHarness("run")
         let ids = try await h.queue.enqueue(batch: (0..<300).map { _ in h.request(payload: #"{"effect":"count"}"#) }).map(\.id)
         try await h.whileRunning(h.worker(concurrency: 8)) {
-            try await eventually("300 jobs to succeed", timeout: .seconds(120)) {
-                try await h.queue.stats(queue: h.name).total("succeeded") == 300
-            }
+            try await eventually("300 jobs to succeed", reaches: 300) { try await h.queue.stats(queue: h.name).total("succeeded") }
         }
         let effects = try await h.redis.send(["HGETALL", h.keys.effects("count")]).fieldValues
         #expect(effects["applied"] == "300")

@@ -68,6 +68,26 @@ public func eventually(
     }
 }
 
+/// Waits for a count to reach `target`, failing only when it stops moving for `stall`: a slow
+/// machine is not a fault, a count that no longer grows (jobs lost or stuck) is.
+public func eventually(
+    _ what: String, reaches target: Int, stall: Duration = .seconds(60), _ measure: () async throws -> Int
+) async throws {
+    var last = Int.min
+    var movedAt = ContinuousClock.now
+    while true {
+        let value = try await measure()
+        if value >= target { return }
+        if value != last {
+            last = value
+            movedAt = ContinuousClock.now
+        } else if ContinuousClock.now - movedAt >= stall {
+            throw TimedOut(what: "\(what) (stuck at \(value) of \(target) for \(stall))")
+        }
+        try await Task.sleep(for: .milliseconds(50))
+    }
+}
+
 public struct TimedOut: Error, CustomStringConvertible {
     public let what: String
     public init(what: String) { self.what = what }
