@@ -22,6 +22,8 @@ package struct EntitlementService: Sendable {
 
     /// Locks whose release failed (Redis unreachable at that moment); each expires with its lease.
     static let lockReleaseFailures = Counter(label: "entitle_lock_release_failures_total")
+    /// Follow-up jobs in an outbox whose payload did not decode (a bug: `ChangeEvents` writes them).
+    static let unreadableFollowUps = Counter(label: "entitle_unreadable_follow_ups_total")
 
     package init(configuration: EntitleConfiguration, jobQueue: JobQueue, logger: Logger) {
         self.configuration = configuration
@@ -172,11 +174,18 @@ package struct EntitlementService: Sendable {
                 })
         }
         _ = try await jobQueue.enqueue(batch: requests)
-        // Renewal checks' payloads were written by `ChangeEvents`: one that does not decode is a bug, not input.
-        let checks = try outbox.filter { $0.type == .renewalCheck }.compactMap { followUp in
-            try followUp.dueMs.map { due in
+        // Renewal checks' payloads were written by `ChangeEvents`; one that does not decode is
+        // logged, counted and left out of the index (the check job itself was enqueued), and
+        // the outbox is cleared all the same, so it cannot stop this customer's later jobs.
+        var checks: [(publisher: String, originalTransactionId: String, dueMs: Int64)] = []
+        for followUp in outbox where followUp.type == .renewalCheck {
+            guard let due = followUp.dueMs else { continue }
+            do {
                 let payload = try JobPayloads.decode(JobPayloads.RenewalCheck.self, followUp.payload)
-                return (publisher: payload.publisher, originalTransactionId: payload.originalTransactionId, dueMs: due)
+                checks.append((payload.publisher, payload.originalTransactionId, due))
+            } catch {
+                Self.unreadableFollowUps.increment()
+                job.logger.error("a renewal check in the outbox does not decode; not indexed", metadata: ["followUp": "\(followUp.id)"])
             }
         }
         try await store.scheduleRenewalChecks(checks)

@@ -212,8 +212,16 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
             let (now, offset) = (moment.now, moment.offset)
             let owners = try await service.store.claim(publisher: publisher.id, originalTransactionIds: originals, for: payload.customer)
             let conflicts = owners.filter { $0.value != payload.customer }
-            // Written by this job's earlier run (`requestTransfers`): one that does not decode is a bug.
-            let memo = try await job.memo("transfer").map { try JSONDecoder().decode(Result.Transfer.self, from: Data($0.utf8)) }
+            // Written by this job's earlier run (`requestTransfers`); one that does not decode is
+            // said in the log and left out of the result, as it changes no decision.
+            var memo: Result.Transfer?
+            if let text = try await job.memo("transfer", legacyField: "transfer") {
+                do {
+                    memo = try JSONDecoder().decode(Result.Transfer.self, from: Data(text.utf8))
+                } catch {
+                    job.logger.warning("this job's transfer memo does not decode; the result will not name the transfer")
+                }
+            }
 
             // A consumable's credits were delivered to whoever holds it: they never move nor
             // double, whatever the policy (one effect per Apple transaction).

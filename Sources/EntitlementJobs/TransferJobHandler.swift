@@ -55,7 +55,8 @@ package struct TransferJobHandler: EntitlementJobHandler {
             }
             // The moment of transfer is kept from the first run (in the job's record), so a
             // rerun after a crash changes nothing, however often the purchase went back and forth.
-            let kept = try await job.memo("transferredAt", keepingFirst: String(AppleTimestamp(now).milliseconds))
+            let kept = try await job.memo(
+                "transferredAt", keepingFirst: String(AppleTimestamp(now).milliseconds), legacyField: "transferredAt")
             let transferredAt = Int64(kept).map { AppleTimestamp(milliseconds: $0).date } ?? now
 
             let events = service.changeEvents(publisher, now: now, clockOffset: offset)

@@ -79,7 +79,7 @@ extension EntitleAPI {
                 let queue = try RequestInput.path(context, "queue")
                 let input = try await RequestInput.json(request, limit: 64 << 10)
                 try input.allow(["ids"])
-                let ids = try input.strings("ids", count: 1...1000)
+                let ids = try input.strings("ids", count: 1...1000, message: "ids must be a list of 1 to 1000 job ids")
                 let count =
                     action == "retry"
                     ? try await jobQueue.retryDead(queue: queue, ids: ids) : try await jobQueue.purgeDead(queue: queue, ids: ids)

@@ -106,6 +106,7 @@ extension EntitleAPI {
                 let type = request.headers[.contentType]?.lowercased() ?? ""
                 var values: [String: JSONValue]
                 if type.contains("json") {
+                    guard !body.isEmpty else { throw APIError.badRequest("the body is not a JSON object") }
                     values = try RequestInput.jsonObject(body)
                 } else {
                     values = RequestInput.form(Substring(decoding: body, as: UTF8.self))

@@ -68,16 +68,12 @@ struct RequestInput {
         return RequestInput(object)
     }
 
-    /// A list of strings; `nil` when absent, 400 when another type or not `count` long.
-    func strings(_ name: String, count: ClosedRange<Int>, maxLength: Int = 256) throws -> [String]? {
-        guard let value = values[name], value != .null else { return nil }
-        guard case .array(let items) = value, count.contains(items.count) else {
-            throw APIError.badRequest("\(name) must be a list of \(count.lowerBound) to \(count.upperBound) strings")
-        }
+    /// A list of `count` strings; `nil` when absent, 400 with `message` for anything else.
+    func strings(_ name: String, count: ClosedRange<Int>, message: String) throws -> [String]? {
+        guard let value = values[name] else { return nil }
+        guard case .array(let items) = value, count.contains(items.count) else { throw APIError.badRequest(message) }
         return try items.map { item in
-            guard let text = item.string, text.utf8.count <= maxLength else {
-                throw APIError.badRequest("\(name) must be a list of strings of at most \(maxLength) bytes")
-            }
+            guard let text = item.string else { throw APIError.badRequest(message) }
             return text
         }
     }

@@ -38,8 +38,12 @@ public struct JobContext: Sendable {
 
     /// A note this job left itself on an earlier run (`setMemo`), kept with the job's record
     /// until the record expires: what a rerun after a crash must not decide again.
-    public func memo(_ name: String) async throws -> String? {
-        try await redis.send(["HGET", keys.job(id), Self.memoField(name)]).string
+    /// `legacyField`: the job-hash field where an earlier version kept this note, read when
+    /// there is no memo (a job rerun across an upgrade).
+    public func memo(_ name: String, legacyField: String? = nil) async throws -> String? {
+        var commands = [["HGET", keys.job(id), Self.memoField(name)]]
+        if let legacyField { commands.append(["HGET", keys.job(id), legacyField]) }
+        return try await redis.pipeline(commands).lazy.compactMap(\.string).first
     }
 
     /// Keeps a note for this job's later runs, replacing an earlier one.
@@ -48,10 +52,10 @@ public struct JobContext: Sendable {
     }
 
     /// Keeps `value` unless a note is already there; the note as kept (the first run's).
-    public func memo(_ name: String, keepingFirst value: String) async throws -> String {
-        let replies = try await redis.pipeline([
-            ["HSETNX", keys.job(id), Self.memoField(name), value], ["HGET", keys.job(id), Self.memoField(name)],
-        ])
+    public func memo(_ name: String, keepingFirst value: String, legacyField: String? = nil) async throws -> String {
+        if let kept = try await memo(name, legacyField: legacyField) { return kept }
+        let field = Self.memoField(name)
+        let replies = try await redis.pipeline([["HSETNX", keys.job(id), field, value], ["HGET", keys.job(id), field]])
         return replies.last?.string ?? value
     }
 

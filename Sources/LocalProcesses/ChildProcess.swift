@@ -7,13 +7,13 @@ import Synchronization
 /// Not Foundation's `Process`: that passes on the spawning thread's blocked signals (a
 /// child started from a Swift concurrency thread would ignore SIGTERM), and its child
 /// monitoring got in the way of swift-service-lifecycle's signal handling.
-public final class ChildProcess: Sendable {
-    public let pid: pid_t
-    public let outputPath: String
-    public let errorPath: String
+package final class ChildProcess: Sendable {
+    package let pid: pid_t
+    package let outputPath: String
+    package let errorPath: String
     private let exitStatus = Mutex<Int32?>(nil)
 
-    public init(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws {
+    package init(_ executable: String, _ arguments: [String], environment: [String: String] = [:]) throws {
         let base = FileManager.default.temporaryDirectory.appendingPathComponent("entitle-child-\(UUID().uuidString.prefix(8))").path
         outputPath = base + ".out"
         errorPath = base + ".err"
@@ -51,10 +51,10 @@ public final class ChildProcess: Sendable {
         self.pid = pid
     }
 
-    public func signal(_ signal: Int32) { kill(pid, signal) }
+    package func signal(_ signal: Int32) { kill(pid, signal) }
 
     /// Whether the process has not exited yet (reaps it when it has).
-    public var isRunning: Bool {
+    package var isRunning: Bool {
         exitStatus.withLock { status in
             if status != nil { return false }
             var raw: Int32 = 0
@@ -66,7 +66,7 @@ public final class ChildProcess: Sendable {
     }
 
     /// Waits for the process to exit and returns its exit status (128+N for signal N).
-    public func wait(timeout: Duration = .seconds(60)) async throws -> Int32 {
+    package func wait(timeout: Duration = .seconds(60)) async throws -> Int32 {
         let deadline = ContinuousClock.now + timeout
         while true {
             if !isRunning, let status = exitStatus.withLock({ $0 }) { return status }
@@ -79,7 +79,7 @@ public final class ChildProcess: Sendable {
     }
 
     /// Runs to completion and returns (exit status, standard output, standard error).
-    public static func run(
+    package static func run(
         _ executable: String, _ arguments: [String], environment: [String: String] = [:],
         timeout: Duration = .seconds(60)
     ) async throws -> (status: Int32, output: String, errors: String) {
@@ -89,9 +89,9 @@ public final class ChildProcess: Sendable {
     }
 
     /// What the process wrote to standard output so far.
-    public var output: String { (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "" }
+    package var output: String { (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "" }
     /// What the process wrote to standard error (its logs) so far.
-    public var errors: String { (try? String(contentsOfFile: errorPath, encoding: .utf8)) ?? "" }
+    package var errors: String { (try? String(contentsOfFile: errorPath, encoding: .utf8)) ?? "" }
 
     deinit {
         try? FileManager.default.removeItem(atPath: outputPath)
@@ -99,8 +99,8 @@ public final class ChildProcess: Sendable {
     }
 }
 
-public struct SpawnError: Error, CustomStringConvertible {
-    public let message: String
-    public init(message: String) { self.message = message }
-    public var description: String { message }
+package struct SpawnError: Error, CustomStringConvertible {
+    package let message: String
+    package init(message: String) { self.message = message }
+    package var description: String { message }
 }

@@ -5,16 +5,16 @@ import RedisClient
 /// A private `redis-server` on a free loopback port, for `entitle run` and for tests.
 ///
 /// Not for production: production points `ENTITLE_REDIS_URL` at its own Redis.
-public final class LocalRedisServer: Sendable {
-    public let port: Int
-    public let directory: URL
+package final class LocalRedisServer: Sendable {
+    package let port: Int
+    package let directory: URL
     private let process: ChildProcess
 
-    public var url: String { "redis://127.0.0.1:\(port)" }
+    package var url: String { "redis://127.0.0.1:\(port)" }
 
     /// Starts redis-server and returns once it answers PING.
     /// - Parameter appendOnly: AOF on, as production runs it (the demo); off for tests.
-    public init(appendOnly: Bool = false, executable: String? = nil, logger: Logger) async throws {
+    package init(appendOnly: Bool = false, executable: String? = nil, logger: Logger) async throws {
         let binary = executable ?? Self.findExecutable()
         guard let binary else {
             throw RedisError(.connectionFailed, "redis-server not found on PATH (apt-get install redis-server)")
@@ -51,7 +51,7 @@ public final class LocalRedisServer: Sendable {
 
     /// Stops the server by `SHUTDOWN` (which writes the AOF out) and waits at most 5 s for
     /// it to exit; SIGKILL is the last resort.
-    public func stop() async {
+    package func stop() async {
         defer { FatalSignalGuard.unregister(process.pid) }
         guard process.isRunning else { return }
         let connection = RedisConnection(
@@ -68,7 +68,7 @@ public final class LocalRedisServer: Sendable {
         try? FileManager.default.removeItem(at: directory)
     }
 
-    public var processIdentifier: Int32 { process.pid }
+    package var processIdentifier: Int32 { process.pid }
 
     static func findExecutable() -> String? {
         let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
@@ -78,7 +78,7 @@ public final class LocalRedisServer: Sendable {
     }
 
     /// Asks the kernel for a free TCP port on 127.0.0.1.
-    public static func freePort() throws -> Int {
+    package static func freePort() throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw RedisError(.connectionFailed, "socket() failed") }
         defer { close(fd) }

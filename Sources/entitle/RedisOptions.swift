@@ -71,7 +71,9 @@ enum JSONOutput {
     /// One JSON document on a line, keys sorted.
     static func line(_ object: Any) throws -> String {
         String(
-            decoding: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]), as: UTF8.self)
+            decoding: try JSONSerialization.data(
+                withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes, .fragmentsAllowed]),
+            as: UTF8.self)
     }
 
     /// A typed document on a line, keys sorted.
