@@ -18,8 +18,12 @@ public struct AppStoreServerAPIClient: Sendable {
         public var issuerId: String
         public var bundleId: String
         public var environment: AppStoreEnvironment = .production
-        public var productionURL = "https://api.storekit.itunes.apple.com"
-        public var sandboxURL = "https://api.storekit-sandbox.itunes.apple.com"
+        /// Apple's recommended hosts since 2026-05-05; the earlier `api.storekit.itunes.apple.com`
+        /// and `api.storekit-sandbox.itunes.apple.com` still work and can be set here.
+        public var productionURL = Self.recommendedProductionURL
+        public var sandboxURL = Self.recommendedSandboxURL
+        public static let recommendedProductionURL = "https://api.storekit.apple.com"
+        public static let recommendedSandboxURL = "https://api.storekit-sandbox.apple.com"
         /// Retry 4040010 and pre-release 401 answers against sandbox.
         public var sandboxFallback = true
         public var timeout: Duration = .seconds(30)

@@ -306,20 +306,26 @@ extension SimulatedAppStore {
         return record
     }
 
-    /// Apple refunds a transaction. A refunded subscription transaction that is the latest
-    /// ends the subscription; a consumable's refund is the publisher's to claw back.
+    /// Apple refunds a transaction: in full (`REFUND_FULL`, `revocationPercentage` 100000),
+    /// or a share of it (`REFUND_PRORATED`) when `percentage` is given, in Apple's unit:
+    /// milliunits of a percent, 1 to 99999 (50000 is 50 %, 33333 about a third). A refunded
+    /// subscription transaction that is the latest ends the subscription; a consumable's
+    /// refund is the publisher's to claw back.
     public func refund(_ transactionId: String, reason: Int = 0, percentage: Int? = nil) async throws -> TransactionSnapshot {
         try await processDue()
         var record = try transaction(transactionId)
         guard !record.isRevoked else { throw SimulatorError(.conflict, "transaction \(transactionId) is already refunded or revoked") }
         guard reason == 0 || reason == 1 else { throw SimulatorError(.invalidRequest, "reason must be 0 (other) or 1 (app issue)") }
-        if let percentage, !(1...999).contains(percentage) {
-            throw SimulatorError(.invalidRequest, "percentage is in thousandths: 1 to 999 for a prorated refund")
+        if let percentage, !(1...99_999).contains(percentage) {
+            throw SimulatorError(
+                .invalidRequest,
+                "percentage is Apple's revocationPercentage, in milliunits of a percent: 1 to 99999 for a prorated refund (50000 is 50 %); leave it out for a full refund"
+            )
         }
         record.transaction.revocationDate = AppleTimestamp(clock.now)
         record.transaction.revocationReason = RevocationReason(rawValue: reason)
         record.transaction.revocationType = percentage == nil ? .refundFull : .refundProrated
-        record.transaction.revocationPercentage = percentage
+        record.transaction.revocationPercentage = percentage ?? 100_000
         store(record)
         let isSubscription = record.transaction.type == .autoRenewable
         endSubscription(ifLatest: record)
@@ -369,6 +375,7 @@ extension SimulatedAppStore {
         record.transaction.revocationDate = AppleTimestamp(clock.now)
         record.transaction.revocationReason = .other
         record.transaction.revocationType = .familyRevoke
+        record.transaction.revocationPercentage = 100_000
         store(record)
         endSubscription(ifLatest: record)
         let uuid = try await notify(.revoke, nil, v1: "REVOKE", transactionId: transactionId)

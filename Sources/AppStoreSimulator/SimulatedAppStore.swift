@@ -100,9 +100,13 @@ public actor SimulatedAppStore {
 
         var event: (NotificationType, NotificationSubtype?, String?)
         if product.type == .autoRenewable, let groupId = product.subscriptionGroup, let period = product.period {
-            let previous = subscriptions(of: account).first {
+            // The live one when there is one (a migrated subscription leaves its old chain expired).
+            let inGroup = subscriptions(of: account).filter {
                 $0.groupId == groupId && $0.bundleId == app.bundleId && $0.environment == environment
             }
+            let previous =
+                inGroup.first { $0.state != .expired && $0.state != .revoked }
+                ?? inGroup.max { $0.originalPurchaseDate < $1.originalPurchaseDate }
             if let previous, previous.state != .expired, previous.state != .revoked {
                 throw SimulatorError(
                     .conflict,

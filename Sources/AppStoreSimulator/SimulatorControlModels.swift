@@ -77,7 +77,8 @@ public struct LifecycleRequest: Codable, Sendable, Hashable {
     public var productId: String?
     /// refund: 0 (other) or 1 (an issue with the app).
     public var reason: Int?
-    /// refund: the share refunded in thousandths, for a prorated refund.
+    /// refund: the share refunded for a prorated refund, as Apple's `revocationPercentage`:
+    /// milliunits of a percent, 1 to 99999 (50000 is 50 %). Absent: a full refund.
     public var percentage: Int?
     /// price-increase: the new price in the subscription's currency.
     public var price: Double?

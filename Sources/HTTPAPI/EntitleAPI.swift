@@ -101,6 +101,7 @@ public struct EntitleAPI: Sendable {
         registerReading(on: table)
         registerNotifications(on: table)
         registerOperations(on: table)
+        registerCredits(on: table)
         registerDashboard(on: table)
     }
 

@@ -35,6 +35,12 @@ public struct ChangeEvents: Sendable {
         /// Transfers: who held the purchase and who holds it now.
         public var from: String?
         public var to: String?
+        /// Refunds: Apple's `revocationType` and `revocationPercentage` (milliunits of a
+        /// percent, 50000 is 50 %); on a clawback's `credit` event, the share it took.
+        public var revocationType: String?
+        public var revocationPercentage: Int?
+        /// A clawback's `credit` event: credits the refund could not take (already spent).
+        public var shortfall: Int?
     }
 
     public func followUps(before: CustomerEntitlements, after: CustomerEntitlements) -> [FollowUpJob] {
@@ -69,7 +75,10 @@ public struct ChangeEvents: Sendable {
                 events.append(event(renews ? "renewal" : "purchase", fact.transactionId, fact, at: fact.purchaseDate))
             }
             if fact.revocationDate != nil, old?.revocationDate == nil {
-                events.append(event("refund", fact.transactionId, fact, at: fact.revocationDate ?? now))
+                var refund = event("refund", fact.transactionId, fact, at: fact.revocationDate ?? now)
+                refund.revocationType = fact.revocationType
+                refund.revocationPercentage = fact.revocationPercentage
+                events.append(refund)
             } else if fact.revocationDate == nil, old?.revocationDate != nil {
                 events.append(event("refund_reversed", fact.transactionId, fact, at: fact.signedDate ?? now))
             }
@@ -79,6 +88,8 @@ public struct ChangeEvents: Sendable {
                 "credit", "\(entry.transactionId):\(entry.kind.rawValue):\(index)", after.transactions[entry.transactionId], at: entry.at)
             credit.amount = entry.amount
             credit.balance = after.credits.balance
+            credit.revocationPercentage = entry.kind == .clawback ? entry.percentage : nil
+            credit.shortfall = entry.shortfall
             events.append(credit)
         }
         for (id, subscription) in after.subscriptions.sorted(by: { $0.key < $1.key })

@@ -8,11 +8,14 @@ import Foundation
 public enum CustomerDocument {
     public static func object(_ state: CustomerEntitlements, at date: Date) -> [String: Any] {
         let subscriptions = state.subscriptions(at: date).map { subscription -> [String: Any] in
-            [
+            var object: [String: Any] = [
                 "originalTransactionId": subscription.originalTransactionId, "offerId": subscription.offerId,
                 "productId": subscription.productId, "status": subscription.status.rawValue,
                 "expiresDate": milliseconds(subscription.expiresDate), "autoRenew": subscription.autoRenew ?? NSNull(),
             ]
+            if let previous = subscription.previousOriginalTransactionId { object["previousOriginalTransactionId"] = previous }
+            if let plan = subscription.billingPlan { object["billingPlan"] = Self.plan(plan) }
+            return object
         }
         let ledger = state.credits.entries.filter { $0.at <= date }.map { entry -> [String: Any] in
             var object: [String: Any] = [
@@ -23,6 +26,9 @@ public enum CustomerDocument {
                 object["price"] = price
                 object["currency"] = entry.currency ?? NSNull()
             }
+            if let percentage = entry.percentage { object["percentage"] = percentage }
+            if let shortfall = entry.shortfall { object["shortfall"] = shortfall }
+            if let reference = entry.reference { object["reference"] = reference }
             return object
         }
         return [
@@ -51,6 +57,26 @@ public enum CustomerDocument {
             let granted = periods.contains { $0.covers(date) }
             return (offerId, granted, ends.contains { $0 == nil } ? nil : ends.compactMap { $0 }.max())
         }
+    }
+
+    /// A billing plan as readers see it: the plan, period N of M, the commitment's end and
+    /// prices, and whether (and into what) the commitment renews.
+    static func plan(_ plan: BillingPlan) -> [String: Any] {
+        var object: [String: Any] = ["type": plan.type]
+        func set(_ key: String, _ value: Any?) { if let value { object[key] = value } }
+        set("period", plan.period)
+        set("periods", plan.periods)
+        set("commitmentExpiresDate", plan.commitmentExpiresDate.map { AppleTimestamp($0).milliseconds })
+        set("commitmentPrice", plan.commitmentPrice)
+        set("monthlyPrice", plan.monthlyPrice)
+        set("currency", plan.currency)
+        set("commitmentRenews", plan.commitmentRenews)
+        set("commitmentRenewalProductId", plan.commitmentRenewalProductId)
+        set("commitmentRenewalBillingPlanType", plan.commitmentRenewalBillingPlanType)
+        set("commitmentRenewalDate", plan.commitmentRenewalDate.map { AppleTimestamp($0).milliseconds })
+        set("commitmentRenewalPrice", plan.commitmentRenewalPrice)
+        set("renewalBillingPlanType", plan.renewalBillingPlanType)
+        return object
     }
 
     static func milliseconds(_ date: Date?) -> Any { date.map { AppleTimestamp($0).milliseconds } ?? NSNull() }

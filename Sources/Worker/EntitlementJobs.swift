@@ -2,7 +2,7 @@ import JobQueue
 
 /// The entitlement job types and how the worker runs them.
 public enum EntitlementJobs {
-    public static let types = ["receipt", "transfer", "refund", "renewal-check", "notification", "webhook"]
+    public static let types = ["receipt", "transfer", "refund", "renewal-check", "notification", "webhook", "spend"]
 
     /// `registry` with every entitlement job type added.
     public static func register(in registry: inout JobHandlerRegistry, service: EntitlementService) {
@@ -16,6 +16,7 @@ public enum EntitlementJobs {
                 handler: RenewalCheckJobHandler(service: service),
                 retryPolicy: RetryPolicy(base: .seconds(5), cap: .seconds(3600), maxAttempts: 20)))
         registry.register("notification", JobRegistration(handler: NotificationJobHandler(service: service), retryPolicy: apple))
+        registry.register("spend", JobRegistration(handler: SpendJobHandler(service: service), retryPolicy: apple))
         // Publishers' endpoints go down for hours: back off to an hour, for about a day.
         registry.register(
             "webhook",

@@ -209,6 +209,7 @@ public struct ReceiptJobHandler: EntitlementJobHandler {
         let originals = Set(evidence.facts.map(\.originalTransactionId))
         return try await service.withLocks(publisher: publisher.id, originalTransactionIds: originals, job: job) { tokens, moment in
             let (now, offset) = (moment.now, moment.offset)
+            try await service.store.carryMigrations(of: evidence.facts, publisher: publisher.id)
             let sorted = originals.sorted()
             var commands = sorted.flatMap { id in
                 [
