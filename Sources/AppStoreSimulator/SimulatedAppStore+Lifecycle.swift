@@ -35,7 +35,9 @@ extension SimulatedAppStore {
         case .active:
             let declinedIncrease = subscription.priceIncrease.map { $0.requiresConsent && $0.consented != true } ?? false
             let atLimit = subscription.environment == .sandbox && subscription.renewals >= sandboxRenewalLimit
-            if !subscription.autoRenew || declinedIncrease || atLimit {
+            // A commitment whose renewal is off ends after its last month.
+            let commitmentEnds = subscription.commitment.map { $0.period >= $0.periods && !$0.renews } ?? false
+            if !subscription.autoRenew || declinedIncrease || atLimit || commitmentEnds {
                 subscription.state = .expired
                 subscription.autoRenew = false
                 subscription.expirationIntent = declinedIncrease ? .declinedPriceIncrease : atLimit ? .other : .customerCancelled
@@ -45,7 +47,8 @@ extension SimulatedAppStore {
             } else if subscription.paymentFails {
                 subscription.expirationIntent = .billingError
                 subscription.billingRetryEnds = date.addingTimeInterval(SubscriptionPeriod.days(60, environment: subscription.environment))
-                if let days = catalog.app(subscription.bundleId)?.gracePeriodDays {
+                // No billing grace period for a monthly commitment: access ends at the failure.
+                if let days = catalog.app(subscription.bundleId)?.gracePeriodDays, subscription.commitment == nil {
                     subscription.state = .gracePeriod
                     subscription.gracePeriodExpires = date.addingTimeInterval(
                         SubscriptionPeriod.days(days, environment: subscription.environment))
@@ -84,6 +87,16 @@ extension SimulatedAppStore {
     {
         guard let product = catalog.product(subscription.autoRenewProductId), let period = product.period else {
             throw SimulatorError(.notFound, "subscription \(subscription.originalTransactionId) has no product to renew")
+        }
+        if var commitment = subscription.commitment, reason == .renewal {
+            // The next month of the commitment, or month 1 of a renewed commitment.
+            if commitment.period >= commitment.periods {
+                commitment.period = 1
+                commitment.expiresDate = period.end(from: date, environment: subscription.environment)
+            } else {
+                commitment.period += 1
+            }
+            subscription.commitment = commitment
         }
         var transaction = JWSTransaction()
         transaction.transactionId = newTransactionId()
@@ -147,10 +160,20 @@ extension SimulatedAppStore {
         guard subscription.state != .expired, subscription.state != .revoked else {
             throw SimulatorError(.conflict, "the subscription has ended; buy it again")
         }
-        guard subscription.autoRenew != enabled else {
-            throw SimulatorError(.conflict, "auto-renew is already \(enabled ? "on" : "off")")
+        if var commitment = subscription.commitment {
+            // Turning off a commitment's renewal ends the commitment at its end, not the
+            // months still to bill: the subscription's own auto-renew stays on.
+            guard commitment.renews != enabled else {
+                throw SimulatorError(.conflict, "the commitment's renewal is already \(enabled ? "on" : "off")")
+            }
+            commitment.renews = enabled
+            subscription.commitment = commitment
+        } else {
+            guard subscription.autoRenew != enabled else {
+                throw SimulatorError(.conflict, "auto-renew is already \(enabled ? "on" : "off")")
+            }
+            subscription.autoRenew = enabled
         }
-        subscription.autoRenew = enabled
         if enabled, subscription.priceIncrease?.consented == false { subscription.priceIncrease?.consented = nil }
         save(subscription)
         let uuid = try await notify(

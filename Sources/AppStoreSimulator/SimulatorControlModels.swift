@@ -22,6 +22,9 @@ public struct PurchaseRequest: Codable, Sendable, Hashable {
     public var appleAccount: String?
     /// Acquired through Family Sharing (`inAppOwnershipType` FAMILY_SHARED).
     public var familyShared: Bool?
+    /// `MONTHLY`: a yearly subscription bought as a monthly plan with a 12-month
+    /// commitment, billed month by month (`BILLED_UPFRONT`, the default, bills the year).
+    public var billingPlanType: BillingPlanType?
 
     public init(bundleId: String, productId: String) {
         self.bundleId = bundleId
