@@ -448,7 +448,7 @@ extension SimulatedAppStore {
             transactionId: transactionId, originalTransactionId: record.transaction.originalTransactionId ?? transactionId,
             productId: record.transaction.productId ?? "", revoked: record.isRevoked,
             signedTransaction: try signedTransaction(transactionId),
-            consumption: record.consumption, notifications: notifications)
+            consumption: record.consumption, finishedDate: record.finishedAt.map(AppleTimestamp.init), notifications: notifications)
     }
 
     /// The current state of a subscription (`GET /simulator/subscriptions/{id}`).

@@ -71,6 +71,8 @@ public struct TransactionSnapshot: Codable, Sendable, Hashable {
     public var revoked: Bool
     public var signedTransaction: String
     public var consumption: ConsumptionRequest?
+    /// When the publisher's server called Finish Transaction for it (ms since 1970).
+    public var finishedDate: AppleTimestamp?
     public var notifications: [String]
 }
 
