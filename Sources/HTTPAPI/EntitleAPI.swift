@@ -102,6 +102,7 @@ public struct EntitleAPI: Sendable {
         registerNotifications(on: table)
         registerOperations(on: table)
         registerCredits(on: table)
+        registerAppAccountToken(on: table)
         registerDashboard(on: table)
     }
 

@@ -2,7 +2,7 @@ import JobQueue
 
 /// The entitlement job types and how the worker runs them.
 public enum EntitlementJobs {
-    public static let types = ["receipt", "transfer", "refund", "renewal-check", "notification", "webhook", "spend"]
+    public static let types = ["receipt", "transfer", "refund", "renewal-check", "notification", "webhook", "spend", "app-account-token"]
 
     /// `registry` with every entitlement job type added.
     public static func register(in registry: inout JobHandlerRegistry, service: EntitlementService) {
@@ -17,6 +17,7 @@ public enum EntitlementJobs {
                 retryPolicy: RetryPolicy(base: .seconds(5), cap: .seconds(3600), maxAttempts: 20)))
         registry.register("notification", JobRegistration(handler: NotificationJobHandler(service: service), retryPolicy: apple))
         registry.register("spend", JobRegistration(handler: SpendJobHandler(service: service), retryPolicy: apple))
+        registry.register("app-account-token", JobRegistration(handler: AppAccountTokenJobHandler(service: service), retryPolicy: apple))
         // Publishers' endpoints go down for hours: back off to an hour, for about a day.
         registry.register(
             "webhook",

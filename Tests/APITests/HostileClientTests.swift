@@ -125,6 +125,8 @@ import Testing
                 body: try json(["originalTransactionId": transactionId, "to": "bob smith@example.com"])),
             "POST /v1/customers/{id}/credits/spend": Probe(
                 method: "POST", path: "/v1/customers/ann%40example.com/credits/spend", body: try json(["amount": 0, "reference": "r1"])),
+            "PUT /v1/purchases/{originalTransactionId}/appAccountToken": Probe(
+                method: "PUT", path: "/v1/purchases/\(transactionId)/appAccountToken", body: try json(["appAccountToken": "not a uuid"])),
             "GET /v1/queues": Probe(method: "GET", path: "/v1/queues"),
             "GET /metrics": Probe(method: "GET", path: "/metrics"),
             "GET /healthz": Probe(method: "GET", path: "/healthz"),

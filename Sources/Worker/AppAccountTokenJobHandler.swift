@@ -1,0 +1,81 @@
+import AppStore
+import Entitlements
+import Foundation
+import JobQueue
+
+extension JobPayloads {
+    /// `app-account-token`: tell Apple which customer a purchase belongs to (Set App Account
+    /// Token), so its later transactions and notifications carry the token.
+    public struct AppAccountToken: Sendable, Hashable, Codable {
+        public var publisher: String
+        public var originalTransactionId: String
+        /// A UUID: the customer's `appAccountToken`.
+        public var appAccountToken: String
+        /// Which app, when the publisher has several.
+        public var bundleId: String?
+
+        public init(publisher: String, originalTransactionId: String, appAccountToken: String, bundleId: String? = nil) {
+            self.publisher = publisher
+            self.originalTransactionId = originalTransactionId
+            self.appAccountToken = appAccountToken
+            self.bundleId = bundleId
+        }
+    }
+}
+
+/// `app-account-token`: calls Set App Account Token for a purchase made outside the app
+/// (an offer code, a purchase before sign-in). The environment is the one Entitle knows
+/// the purchase from; unknown, production first, then sandbox when production does not know
+/// the id (4040005). Apple's refusals (4000183, 4000185, 4000187, 4040005) fail the job with
+/// Apple's code; its retryable errors retry it.
+public struct AppAccountTokenJobHandler: EntitlementJobHandler {
+    let service: EntitlementService
+
+    public init(service: EntitlementService) { self.service = service }
+
+    public struct Result: Sendable, Hashable, Codable {
+        public var publisher: String
+        public var originalTransactionId: String
+        public var appAccountToken: String
+        /// Where Apple took it: `Production` or `Sandbox`.
+        public var environment: String
+    }
+
+    func run(_ job: JobContext) async throws -> Result {
+        let payload = try JobPayloads.decode(JobPayloads.AppAccountToken.self, job.payload)
+        let publisher = try service.publisher(payload.publisher)
+        guard let token = UUID(uuidString: payload.appAccountToken)?.uuidString.lowercased() else {
+            throw JobRefusal.invalidPayload("appAccountToken must be a UUID")
+        }
+        let id = payload.originalTransactionId
+        guard (1...32).contains(id.count), id.allSatisfy({ $0.isASCII && $0.isNumber }) else {
+            throw JobRefusal.invalidPayload("originalTransactionId must be the App Store's digits")
+        }
+        let gateway = try service.reader(publisher, bundleId: payload.bundleId).gateway
+        guard gateway.hasServerAPI else {
+            throw JobRefusal.notPossible(code: "noServerAPI", "app \(gateway.app.bundleId) has no App Store Server API key")
+        }
+        var environments: [String] = []
+        if let holder = try await service.store.holders(publisher: publisher.id, originalTransactionId: id).first {
+            let state = try await service.store.load(publisher: publisher.id, customer: holder).state
+            if let known = state.transactions.values.first(where: { $0.originalTransactionId == id }) { environments = [known.environment] }
+        }
+        if environments.isEmpty { environments = ["Production", "Sandbox"].filter { gateway.app.environments.contains($0) } }
+        for (index, environment) in environments.enumerated() {
+            guard let client = gateway.serverAPI(for: environment) else { continue }
+            let failure: AppStoreError
+            do {
+                try await client.setAppAccountToken(originalTransactionId: id, appAccountToken: token)
+                return Result(publisher: publisher.id, originalTransactionId: id, appAccountToken: token, environment: environment)
+            } catch {
+                failure = error
+            }
+            if failure.apiErrorCode == AppleErrorCode.originalTransactionIdNotFound, index < environments.count - 1 { continue }
+            if failure.isRetryable { throw failure }
+            throw JobRefusal.notPossible(
+                code: "apple" + (failure.apiErrorCode.map { String($0) } ?? failure.code.rawValue), failure.message)
+        }
+        throw JobRefusal.notPossible(
+            code: "noServerAPI", "app \(gateway.app.bundleId) has no App Store Server API client for \(environments)")
+    }
+}
