@@ -44,6 +44,9 @@ public struct ReceiptJobHandler: EntitlementJobHandler {
         /// What the purchase cost (Apple's signed price, else what the app reported).
         public var price: String?
         public var currency: String?
+        /// For an app with `finishTransactions`: whether Apple took Finish Transaction for
+        /// the consumable whose credits were granted.
+        public var finished: Bool?
     }
 
     public struct Coupon: Sendable, Hashable, Codable {
@@ -196,8 +199,28 @@ public struct ReceiptJobHandler: EntitlementJobHandler {
 
         // 2. Who owns it, then apply, one job at a time per original transaction.
         let locked = evidence
-        return try await ReceiptTimings.measure(.store) {
+        var result = try await ReceiptTimings.measure(.store) {
             try await store(locked, primary: primary, offer: offer, payload: payload, publisher: publisher, job: job, refused: refused)
+        }
+        if primary.kind == .consumable, result.reason == nil, reader.gateway.app.finishTransactions == true {
+            result.finished = await finish(primary, gateway: reader.gateway, job: job)
+        }
+        return result
+    }
+
+    /// Finish Transaction for a consumable whose credits this customer holds, when the app
+    /// asks for it (`finishTransactions`): the app need not see it again. Each run of the job
+    /// asks again (Apple takes a repeat), so a crash before it loses nothing. A failure is
+    /// reported, never a reason to fail the job: the credits are granted.
+    func finish(_ fact: PurchaseFact, gateway: AppleGateway, job: JobContext) async -> Bool {
+        guard let client = gateway.serverAPI(for: fact.environment) else { return false }
+        do {
+            try await client.finishTransaction(transactionId: fact.transactionId)
+            return true
+        } catch {
+            job.logger.warning(
+                "Finish Transaction failed", metadata: ["transactionId": "\(fact.transactionId)", "error": "\(error.message)"])
+            return false
         }
     }
 
