@@ -58,9 +58,7 @@ extension SimulatedAppStore {
         appTransaction.originalPurchaseDate = first
         appTransaction.receiptCreationDate = AppleTimestamp(clock.now)
         appTransaction.originalPlatform = "iOS"
-        // One per account and app, stable (Apple: it survives redownloads and refunds).
-        let digest = (record.account + "/" + bundleId).utf8.reduce(UInt64(5381)) { $0 &* 33 &+ UInt64($1) }
-        appTransaction.appTransactionId = "70" + String(digest % 1_000_000_000_000_000)
+        appTransaction.appTransactionId = Self.appTransactionId(account: record.account, bundleId: bundleId)
         appTransaction.signedDate = AppleTimestamp(clock.now)
         var response = AppTransactionInfoResponse()
         do {
@@ -69,6 +67,13 @@ extension SimulatedAppStore {
             throw .generalInternal
         }
         return response
+    }
+
+    /// The account's app transaction id for an app: one per account and app, stable (Apple:
+    /// it survives redownloads, refunds and storefront changes).
+    static func appTransactionId(account: String, bundleId: String) -> String {
+        let digest = (account + "/" + bundleId).utf8.reduce(UInt64(5381)) { $0 &* 33 &+ UInt64($1) }
+        return "70" + String(digest % 1_000_000_000_000_000)
     }
 
     /// Finish Transaction: recorded on the transaction (`finishedDate` in its snapshot).

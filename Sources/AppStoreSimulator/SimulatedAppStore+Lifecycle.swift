@@ -114,6 +114,7 @@ extension SimulatedAppStore {
         transaction.storefrontId = transactions[subscription.latestTransactionId]?.transaction.storefrontId
         transaction.transactionReason = reason
         transaction.currency = subscription.currency
+        transaction.appTransactionId = Self.appTransactionId(account: subscription.account, bundleId: subscription.bundleId)
         let regular = product.price(in: subscription.storefront)?.milliunits ?? 0
         let record = fillSubscriptionPeriod(
             SimulatedTransaction(transaction: transaction, account: subscription.account, orderId: Self.newOrderId()),

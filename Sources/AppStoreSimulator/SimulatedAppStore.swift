@@ -103,6 +103,7 @@ public actor SimulatedAppStore {
         transaction.transactionReason = .purchase
         transaction.currency = price.currency
         transaction.price = price.milliunits * Int64(quantity)
+        transaction.appTransactionId = Self.appTransactionId(account: account, bundleId: app.bundleId)
         var record = SimulatedTransaction(transaction: transaction, account: account, orderId: Self.newOrderId())
 
         var event: (NotificationType, NotificationSubtype?, String?)
@@ -305,6 +306,7 @@ public actor SimulatedAppStore {
             info.offerPeriod = offer.period.description
         }
         info.appAccountToken = subscription.appAccountToken
+        info.appTransactionId = Self.appTransactionId(account: subscription.account, bundleId: subscription.bundleId)
         if let commitment = subscription.commitment {
             info.renewalBillingPlanType = .monthly
             info.renewalPrice = commitment.monthlyPrice

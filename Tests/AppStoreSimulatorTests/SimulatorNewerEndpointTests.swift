@@ -54,6 +54,8 @@ import Testing
                 try #require(try await api.getAppTransactionInfo(transactionId: second.transactionId).signedAppTransactionInfo))
             #expect(a.bundleId == SimulatorHarness.bundleId && a.receiptType == .sandbox)
             #expect(a.appTransactionId != nil && a.appTransactionId == b.appTransactionId)
+            // Every transaction of the account carries the same id (Apple: appTransactionId, API 1.15).
+            #expect(try await sim.verifier.verifyTransaction(first.signedTransaction).appTransactionId == a.appTransactionId)
             let other = try await sim.purchase("com.entitle.demo.credits.100")
             let c = try await sim.verifier.verifyAppTransaction(
                 try #require(try await api.getAppTransactionInfo(transactionId: other.transactionId).signedAppTransactionInfo))
