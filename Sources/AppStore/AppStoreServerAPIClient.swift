@@ -19,8 +19,12 @@ public struct AppStoreServerAPIClient: Sendable {
         public var issuerId: String
         public var bundleId: String
         public var environment: AppStoreEnvironment = .production
-        public var productionURL = "https://api.storekit.itunes.apple.com"
-        public var sandboxURL = "https://api.storekit-sandbox.itunes.apple.com"
+        /// Apple's recommended hosts since 2026-05-05; the earlier `api.storekit.itunes.apple.com`
+        /// and `api.storekit-sandbox.itunes.apple.com` still work and can be set here.
+        public var productionURL = Self.recommendedProductionURL
+        public var sandboxURL = Self.recommendedSandboxURL
+        public static let recommendedProductionURL = "https://api.storekit.apple.com"
+        public static let recommendedSandboxURL = "https://api.storekit-sandbox.apple.com"
         /// Retry 4040010 and pre-release 401 answers against sandbox.
         public var sandboxFallback = true
         public var timeout: Duration = .seconds(30)
@@ -130,6 +134,33 @@ public struct AppStoreServerAPIClient: Sendable {
         async throws(AppStoreError) -> ExtendRenewalDateResponse
     {
         try await call(.PUT, "/inApps/v1/subscriptions/extend/\(try Self.pathComponent(originalTransactionId))", body: request)
+    }
+
+    /// Set App Account Token (API 1.16): binds a purchase made outside the app (an offer
+    /// code, a purchase before sign-in) to the customer whose `appAccountToken` the publisher
+    /// knows; later transactions and notifications carry it. The id must be an original
+    /// transaction id of a purchase that is not family-shared (Apple's 4000187, 4000185); a
+    /// token that is not a UUID is refused here, before Apple would (4000183).
+    public func setAppAccountToken(originalTransactionId: String, appAccountToken: String) async throws(AppStoreError) {
+        guard let uuid = UUID(uuidString: appAccountToken) else {
+            throw AppStoreError(
+                .invalidFormat, "the app account token must be a UUID (Apple's error \(AppleErrorCode.invalidAppAccountTokenUUID))")
+        }
+        let _: Empty = try await call(
+            .PUT, "/inApps/v1/transactions/\(try Self.pathComponent(originalTransactionId))/appAccountToken",
+            body: UpdateAppAccountTokenRequest(appAccountToken: uuid.uuidString.lowercased()))
+    }
+
+    /// Get App Transaction Info (API 1.17): the customer's signed app transaction, by any of
+    /// their transaction ids, original transaction ids or app transaction id.
+    public func getAppTransactionInfo(transactionId: String) async throws(AppStoreError) -> AppTransactionInfoResponse {
+        try await call(.GET, "/inApps/v1/transactions/appTransactions/\(try Self.pathComponent(transactionId))")
+    }
+
+    /// Finish Transaction (API 1.20): tells Apple the publisher's server has delivered the
+    /// transaction's content, so the app need not see it again.
+    public func finishTransaction(transactionId: String) async throws(AppStoreError) {
+        let _: Empty = try await call(.POST, "/inApps/v1/transactions/\(try Self.pathComponent(transactionId))/finish")
     }
 
     /// Request a Test Notification.

@@ -1,6 +1,8 @@
 /// The app's own purchase record, decoded from a verified signed app transaction
 /// (Apple's `AppTransaction`).
 public struct AppTransaction: SignedPayload, Codable, Hashable {
+    public init() {}
+
     /// The environment; Apple calls it `receiptType` here.
     public var receiptType: AppStoreEnvironment?
     public var appAppleId: Int64?

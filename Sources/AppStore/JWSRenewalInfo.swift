@@ -24,6 +24,10 @@ public struct JWSRenewalInfo: SignedPayload, Codable, Hashable {
     public var eligibleWinBackOfferIds: [String]?
     public var appAccountToken: String?
     public var appTransactionId: String?
+    /// The billing plan the next renewal uses (`BILLED_UPFRONT`, `MONTHLY`).
+    public var renewalBillingPlanType: BillingPlanType?
+    /// Whether and how a 12-month commitment renews when it ends.
+    public var commitmentInfo: RenewalCommitmentInfo?
 
     public var payloadEnvironment: AppStoreEnvironment? { environment }
     public var payloadBundleId: String? { nil }

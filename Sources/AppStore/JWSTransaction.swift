@@ -21,7 +21,8 @@ public struct JWSTransaction: SignedPayload, Codable, Hashable {
     public var revocationReason: RevocationReason?
     public var revocationDate: AppleTimestamp?
     public var revocationType: RevocationType?
-    /// Per mille of the amount refunded, times 100 (50000 is 50 %).
+    /// The share of the purchase refunded or revoked, in milliunits of a percent
+    /// (0 to 100000: 50000 is 50 %, 67932 is 67.932 %); absent once a refund is reversed.
     public var revocationPercentage: Int?
     public var isUpgraded: Bool?
     public var offerType: OfferType?
@@ -37,6 +38,12 @@ public struct JWSTransaction: SignedPayload, Codable, Hashable {
     /// Price in milliunits of `currency`.
     public var price: Int64?
     public var appTransactionId: String?
+    /// The subscription's original transaction id before it was migrated (`MIGRATION`).
+    public var previousOriginalTransactionId: String?
+    /// `BILLED_UPFRONT` or `MONTHLY` (a monthly plan with a 12-month commitment).
+    public var billingPlanType: BillingPlanType?
+    /// Where a monthly commitment plan stands (period N of M, its end, its total price).
+    public var commitmentInfo: TransactionCommitmentInfo?
 
     public var payloadEnvironment: AppStoreEnvironment? { environment }
     public var payloadBundleId: String? { bundleId }

@@ -26,6 +26,8 @@ public struct NotificationType: AppleOpenEnumeration {
     public static let rescindConsent = Self(rawValue: "RESCIND_CONSENT")
     public static let metadataUpdate = Self(rawValue: "METADATA_UPDATE")
     public static let migration = Self(rawValue: "MIGRATION")
+    /// Apple's changelog spells `MIGRATION` this way; both are read as a migration.
+    public static let migrate = Self(rawValue: "MIGRATE")
     public static let priceChange = Self(rawValue: "PRICE_CHANGE")
 }
 
@@ -50,6 +52,8 @@ public struct NotificationSubtype: AppleOpenEnumeration {
     public static let summary = Self(rawValue: "SUMMARY")
     public static let failure = Self(rawValue: "FAILURE")
     public static let unreported = Self(rawValue: "UNREPORTED")
+    public static let activeTokenReminder = Self(rawValue: "ACTIVE_TOKEN_REMINDER")
+    public static let created = Self(rawValue: "CREATED")
 }
 
 /// Why Apple asks for consumption information.

@@ -67,6 +67,9 @@ public struct ExternalPurchaseToken: Codable, Sendable, Hashable {
     public var tokenCreationDate: AppleTimestamp?
     public var appAppleId: Int64?
     public var bundleId: String?
+    /// Custom link tokens only: `SERVICES` or `ACQUISITION`, and when the token expires.
+    public var tokenType: String?
+    public var tokenExpirationDate: AppleTimestamp?
 
     /// Apple marks sandbox tokens by an id starting with `SANDBOX`.
     public var environment: AppStoreEnvironment {

@@ -65,3 +65,11 @@ public struct ExtendRenewalDateRequest: Codable, Sendable, Hashable {
         self.requestIdentifier = requestIdentifier
     }
 }
+
+/// Set App Account Token's body (Apple's `UpdateAppAccountTokenRequest`).
+public struct UpdateAppAccountTokenRequest: Codable, Sendable, Hashable {
+    /// A UUID; Apple refuses anything else (4000183).
+    public var appAccountToken: String
+
+    public init(appAccountToken: String) { self.appAccountToken = appAccountToken }
+}

@@ -7,6 +7,14 @@ public struct TransactionInfoResponse: Codable, Sendable, Hashable {
     public var signedTransactionInfo: String?
 }
 
+/// Get App Transaction Info (API 1.17): the customer's signed app transaction.
+public struct AppTransactionInfoResponse: Codable, Sendable, Hashable {
+    public init() {}
+
+    /// Still signed: verify with ``SignedDataVerifier/verifyAppTransaction(_:)``.
+    public var signedAppTransactionInfo: String?
+}
+
 /// One page of Get Transaction History (v2).
 public struct HistoryResponse: Codable, Sendable, Hashable {
     public init() {}

@@ -43,6 +43,8 @@ public struct OfferDiscountType: AppleOpenEnumeration {
     public static let freeTrial = Self(rawValue: "FREE_TRIAL")
     public static let payAsYouGo = Self(rawValue: "PAY_AS_YOU_GO")
     public static let payUpFront = Self(rawValue: "PAY_UP_FRONT")
+    /// A one-time offer code on a consumable, non-consumable or non-renewing subscription.
+    public static let oneTime = Self(rawValue: "ONE_TIME")
 }
 
 /// Why Apple refunded or revoked a transaction.

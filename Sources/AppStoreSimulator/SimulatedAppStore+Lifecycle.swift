@@ -35,7 +35,9 @@ extension SimulatedAppStore {
         case .active:
             let declinedIncrease = subscription.priceIncrease.map { $0.requiresConsent && $0.consented != true } ?? false
             let atLimit = subscription.environment == .sandbox && subscription.renewals >= sandboxRenewalLimit
-            if !subscription.autoRenew || declinedIncrease || atLimit {
+            // A commitment whose renewal is off ends after its last month.
+            let commitmentEnds = subscription.commitment.map { $0.period >= $0.periods && !$0.renews } ?? false
+            if !subscription.autoRenew || declinedIncrease || atLimit || commitmentEnds {
                 subscription.state = .expired
                 subscription.autoRenew = false
                 subscription.expirationIntent = declinedIncrease ? .declinedPriceIncrease : atLimit ? .other : .customerCancelled
@@ -45,7 +47,8 @@ extension SimulatedAppStore {
             } else if subscription.paymentFails {
                 subscription.expirationIntent = .billingError
                 subscription.billingRetryEnds = date.addingTimeInterval(SubscriptionPeriod.days(60, environment: subscription.environment))
-                if let days = catalog.app(subscription.bundleId)?.gracePeriodDays {
+                // No billing grace period for a monthly commitment: access ends at the failure.
+                if let days = catalog.app(subscription.bundleId)?.gracePeriodDays, subscription.commitment == nil {
                     subscription.state = .gracePeriod
                     subscription.gracePeriodExpires = date.addingTimeInterval(
                         SubscriptionPeriod.days(days, environment: subscription.environment))
@@ -85,6 +88,16 @@ extension SimulatedAppStore {
         guard let product = catalog.product(subscription.autoRenewProductId), let period = product.period else {
             throw SimulatorError(.notFound, "subscription \(subscription.originalTransactionId) has no product to renew")
         }
+        if var commitment = subscription.commitment, reason == .renewal {
+            // The next month of the commitment, or month 1 of a renewed commitment.
+            if commitment.period >= commitment.periods {
+                commitment.period = 1
+                commitment.expiresDate = period.end(from: date, environment: subscription.environment)
+            } else {
+                commitment.period += 1
+            }
+            subscription.commitment = commitment
+        }
         var transaction = JWSTransaction()
         transaction.transactionId = newTransactionId()
         transaction.originalTransactionId = subscription.originalTransactionId
@@ -101,6 +114,7 @@ extension SimulatedAppStore {
         transaction.storefrontId = transactions[subscription.latestTransactionId]?.transaction.storefrontId
         transaction.transactionReason = reason
         transaction.currency = subscription.currency
+        transaction.appTransactionId = Self.appTransactionId(account: subscription.account, bundleId: subscription.bundleId)
         let regular = product.price(in: subscription.storefront)?.milliunits ?? 0
         let record = fillSubscriptionPeriod(
             SimulatedTransaction(transaction: transaction, account: subscription.account, orderId: Self.newOrderId()),
@@ -147,10 +161,20 @@ extension SimulatedAppStore {
         guard subscription.state != .expired, subscription.state != .revoked else {
             throw SimulatorError(.conflict, "the subscription has ended; buy it again")
         }
-        guard subscription.autoRenew != enabled else {
-            throw SimulatorError(.conflict, "auto-renew is already \(enabled ? "on" : "off")")
+        if var commitment = subscription.commitment {
+            // Turning off a commitment's renewal ends the commitment at its end, not the
+            // months still to bill: the subscription's own auto-renew stays on.
+            guard commitment.renews != enabled else {
+                throw SimulatorError(.conflict, "the commitment's renewal is already \(enabled ? "on" : "off")")
+            }
+            commitment.renews = enabled
+            subscription.commitment = commitment
+        } else {
+            guard subscription.autoRenew != enabled else {
+                throw SimulatorError(.conflict, "auto-renew is already \(enabled ? "on" : "off")")
+            }
+            subscription.autoRenew = enabled
         }
-        subscription.autoRenew = enabled
         if enabled, subscription.priceIncrease?.consented == false { subscription.priceIncrease?.consented = nil }
         save(subscription)
         let uuid = try await notify(
@@ -306,20 +330,26 @@ extension SimulatedAppStore {
         return record
     }
 
-    /// Apple refunds a transaction. A refunded subscription transaction that is the latest
-    /// ends the subscription; a consumable's refund is the publisher's to claw back.
+    /// Apple refunds a transaction: in full (`REFUND_FULL`, `revocationPercentage` 100000),
+    /// or a share of it (`REFUND_PRORATED`) when `percentage` is given, in Apple's unit:
+    /// milliunits of a percent, 1 to 99999 (50000 is 50 %, 33333 about a third). A refunded
+    /// subscription transaction that is the latest ends the subscription; a consumable's
+    /// refund is the publisher's to claw back.
     public func refund(_ transactionId: String, reason: Int = 0, percentage: Int? = nil) async throws -> TransactionSnapshot {
         try await processDue()
         var record = try transaction(transactionId)
         guard !record.isRevoked else { throw SimulatorError(.conflict, "transaction \(transactionId) is already refunded or revoked") }
         guard reason == 0 || reason == 1 else { throw SimulatorError(.invalidRequest, "reason must be 0 (other) or 1 (app issue)") }
-        if let percentage, !(1...999).contains(percentage) {
-            throw SimulatorError(.invalidRequest, "percentage is in thousandths: 1 to 999 for a prorated refund")
+        if let percentage, !(1...99_999).contains(percentage) {
+            throw SimulatorError(
+                .invalidRequest,
+                "percentage is Apple's revocationPercentage, in milliunits of a percent: 1 to 99999 for a prorated refund (50000 is 50 %); leave it out for a full refund"
+            )
         }
         record.transaction.revocationDate = AppleTimestamp(clock.now)
         record.transaction.revocationReason = RevocationReason(rawValue: reason)
         record.transaction.revocationType = percentage == nil ? .refundFull : .refundProrated
-        record.transaction.revocationPercentage = percentage
+        record.transaction.revocationPercentage = percentage ?? 100_000
         store(record)
         let isSubscription = record.transaction.type == .autoRenewable
         endSubscription(ifLatest: record)
@@ -369,6 +399,7 @@ extension SimulatedAppStore {
         record.transaction.revocationDate = AppleTimestamp(clock.now)
         record.transaction.revocationReason = .other
         record.transaction.revocationType = .familyRevoke
+        record.transaction.revocationPercentage = 100_000
         store(record)
         endSubscription(ifLatest: record)
         let uuid = try await notify(.revoke, nil, v1: "REVOKE", transactionId: transactionId)
@@ -418,7 +449,7 @@ extension SimulatedAppStore {
             transactionId: transactionId, originalTransactionId: record.transaction.originalTransactionId ?? transactionId,
             productId: record.transaction.productId ?? "", revoked: record.isRevoked,
             signedTransaction: try signedTransaction(transactionId),
-            consumption: record.consumption, notifications: notifications)
+            consumption: record.consumption, finishedDate: record.finishedAt.map(AppleTimestamp.init), notifications: notifications)
     }
 
     /// The current state of a subscription (`GET /simulator/subscriptions/{id}`).

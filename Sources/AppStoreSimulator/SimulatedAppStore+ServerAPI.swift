@@ -7,7 +7,7 @@ import Foundation
 extension SimulatedAppStore {
     static let pageSize = 20
 
-    private func scoped(
+    func scoped(
         _ transactionId: String, _ environment: AppStoreEnvironment, _ bundleId: String
     ) throws(AppleAPIError)
         -> SimulatedTransaction
@@ -18,12 +18,12 @@ extension SimulatedAppStore {
         return record
     }
 
-    private func sign(_ id: String) throws(AppleAPIError) -> String {
+    func sign(_ id: String) throws(AppleAPIError) -> String {
         do { return try signedTransaction(id) } catch { throw .generalInternal }
     }
 
     /// Every transaction of the account that made `record`, for the same app and environment.
-    private func accountHistory(of record: SimulatedTransaction) -> [SimulatedTransaction] {
+    func accountHistory(of record: SimulatedTransaction) -> [SimulatedTransaction] {
         (accountTransactions[record.account] ?? []).compactMap { transactions[$0] }.filter {
             $0.environment == record.environment && $0.transaction.bundleId == record.transaction.bundleId
         }

@@ -71,6 +71,13 @@ public actor SimulatedAppStore {
         }
         let storefront = request.storefront ?? "USA"
         guard let price = product.price(in: storefront) else { throw SimulatorError(.invalidRequest, "no price") }
+        let monthly = request.billingPlanType == .monthly
+        if let plan = request.billingPlanType, plan != .monthly, plan != .billedUpfront {
+            throw SimulatorError(.invalidRequest, "billingPlanType must be MONTHLY or BILLED_UPFRONT")
+        }
+        guard !monthly || (product.type == .autoRenewable && product.period == SubscriptionPeriod(count: 1, unit: .year)) else {
+            throw SimulatorError(.invalidRequest, "a MONTHLY plan with a 12-month commitment is sold for yearly subscriptions only")
+        }
         guard request.familyShared != true || product.familyShareable == true else {
             throw SimulatorError(.invalidRequest, "\(product.productId) is not family shareable")
         }
@@ -96,13 +103,18 @@ public actor SimulatedAppStore {
         transaction.transactionReason = .purchase
         transaction.currency = price.currency
         transaction.price = price.milliunits * Int64(quantity)
+        transaction.appTransactionId = Self.appTransactionId(account: account, bundleId: app.bundleId)
         var record = SimulatedTransaction(transaction: transaction, account: account, orderId: Self.newOrderId())
 
         var event: (NotificationType, NotificationSubtype?, String?)
         if product.type == .autoRenewable, let groupId = product.subscriptionGroup, let period = product.period {
-            let previous = subscriptions(of: account).first {
+            // The live one when there is one (a migrated subscription leaves its old chain expired).
+            let inGroup = subscriptions(of: account).filter {
                 $0.groupId == groupId && $0.bundleId == app.bundleId && $0.environment == environment
             }
+            let previous =
+                inGroup.first { $0.state != .expired && $0.state != .revoked }
+                ?? inGroup.max { $0.originalPurchaseDate < $1.originalPurchaseDate }
             if let previous, previous.state != .expired, previous.state != .revoked {
                 throw SimulatorError(
                     .conflict,
@@ -110,7 +122,10 @@ public actor SimulatedAppStore {
                 )
             }
             var offer: SimulatedSubscription.RunningOffer?
-            if let code = request.offerCode {
+            if monthly {
+                // A commitment plan is billed at its own price, without offers.
+                guard request.offerCode == nil else { throw SimulatorError(.invalidRequest, "a MONTHLY plan takes no offer code") }
+            } else if let code = request.offerCode {
                 guard let codeOffer = product.offerCodes?.first(where: { $0.id == code }) else {
                     throw SimulatorError(.invalidRequest, "\(product.productId) has no offer code \(code)")
                 }
@@ -132,6 +147,10 @@ public actor SimulatedAppStore {
             subscription.offer = offer
             subscription.transactionIds = previous?.transactionIds ?? []
             record.transaction = transaction
+            if monthly {
+                subscription.commitment = SimulatedSubscription.Commitment(
+                    expiresDate: period.end(from: now, environment: environment), monthlyPrice: Self.monthlyPrice(yearly: price.milliunits))
+            }
             record = fillSubscriptionPeriod(record, subscription: &subscription, start: now, period: period, regularPrice: price.milliunits)
             save(subscription)
             event = (.subscribed, previous == nil ? .initialBuy : .resubscribe, previous == nil ? "INITIAL_BUY" : "INTERACTIVE_RENEWAL")
@@ -167,6 +186,19 @@ public actor SimulatedAppStore {
         transaction.subscriptionGroupIdentifier = subscription.groupId
         var end = period.end(from: start, environment: subscription.environment)
         var price = subscription.priceIncrease.flatMap { $0.consented != false ? $0.price : nil } ?? regularPrice
+        if let commitment = subscription.commitment {
+            // Month by month; each transaction says which period of the commitment it pays.
+            end = SubscriptionPeriod(count: 1, unit: .month).end(from: start, environment: subscription.environment)
+            price = commitment.monthlyPrice
+            transaction.billingPlanType = .monthly
+            var info = TransactionCommitmentInfo()
+            info.billingPeriodNumber = commitment.period
+            info.totalBillingPeriods = commitment.periods
+            info.commitmentExpiresDate = AppleTimestamp(commitment.expiresDate)
+            let (total, overflow) = commitment.monthlyPrice.multipliedReportingOverflow(by: Int64(commitment.periods))
+            info.commitmentPrice = overflow ? nil : total
+            transaction.commitmentInfo = info
+        }
         if var offer = subscription.offer, offer.remainingPeriods > 0 {
             transaction.offerType = offer.offerType
             transaction.offerDiscountType = offer.discountType
@@ -274,8 +306,26 @@ public actor SimulatedAppStore {
             info.offerPeriod = offer.period.description
         }
         info.appAccountToken = subscription.appAccountToken
+        info.appTransactionId = Self.appTransactionId(account: subscription.account, bundleId: subscription.bundleId)
+        if let commitment = subscription.commitment {
+            info.renewalBillingPlanType = .monthly
+            info.renewalPrice = commitment.monthlyPrice
+            var renewal = RenewalCommitmentInfo()
+            renewal.commitmentAutoRenewProductId = subscription.autoRenewProductId
+            renewal.commitmentAutoRenewStatus = commitment.renews ? .on : .off
+            renewal.commitmentRenewalBillingPlanType = .monthly
+            renewal.commitmentRenewalDate = AppleTimestamp(commitment.expiresDate)
+            renewal.commitmentRenewalPrice = commitment.monthlyPrice
+            info.commitmentInfo = renewal
+        }
         info.signedDate = AppleTimestamp(clock.now)
         return info
+    }
+
+    /// A yearly price as a monthly commitment price: a twelfth, up to the next whole cent.
+    static func monthlyPrice(yearly: Int64) -> Int64 {
+        let twelfth = yearly / 12 + (yearly % 12 == 0 ? 0 : 1)
+        return (twelfth + 9) / 10 * 10
     }
 
     func signedRenewalInfo(_ subscription: SimulatedSubscription) throws -> String {

@@ -29,6 +29,19 @@ struct SimulatedSubscription: Sendable {
         var price: Int64
     }
 
+    /// A yearly product bought as a monthly plan with a 12-month commitment (API 1.21).
+    struct Commitment: Sendable {
+        /// The billing period the latest transaction paid for, 1 to `periods`.
+        var period = 1
+        var periods = 12
+        /// When the whole commitment ends.
+        var expiresDate: Date
+        var monthlyPrice: Int64
+        /// Whether the commitment renews when it ends (the customer can turn it off; monthly
+        /// billing goes on to the end either way).
+        var renews = true
+    }
+
     /// A price increase announced for the next renewals.
     struct PriceIncrease: Sendable {
         var price: Int64
@@ -56,6 +69,7 @@ struct SimulatedSubscription: Sendable {
     var billingRetryEnds: Date?
     var expirationIntent: ExpirationIntent?
     var offer: RunningOffer?
+    var commitment: Commitment?
     var priceIncrease: PriceIncrease?
     var appAccountToken: String?
     var storefront: String

@@ -14,6 +14,8 @@ struct SimulatedTransaction: Sendable {
     var consumption: ConsumptionRequest?
     /// Set when a consumption request is outstanding.
     var consumptionRequested = false
+    /// When the publisher's server called Finish Transaction for it.
+    var finishedAt: Date?
 
     var id: String { transaction.transactionId ?? "" }
     var environment: AppStoreEnvironment { transaction.environment ?? .sandbox }

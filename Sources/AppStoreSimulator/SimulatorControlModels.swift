@@ -22,6 +22,9 @@ public struct PurchaseRequest: Codable, Sendable, Hashable {
     public var appleAccount: String?
     /// Acquired through Family Sharing (`inAppOwnershipType` FAMILY_SHARED).
     public var familyShared: Bool?
+    /// `MONTHLY`: a yearly subscription bought as a monthly plan with a 12-month
+    /// commitment, billed month by month (`BILLED_UPFRONT`, the default, bills the year).
+    public var billingPlanType: BillingPlanType?
 
     public init(bundleId: String, productId: String) {
         self.bundleId = bundleId
@@ -68,6 +71,8 @@ public struct TransactionSnapshot: Codable, Sendable, Hashable {
     public var revoked: Bool
     public var signedTransaction: String
     public var consumption: ConsumptionRequest?
+    /// When the publisher's server called Finish Transaction for it (ms since 1970).
+    public var finishedDate: AppleTimestamp?
     public var notifications: [String]
 }
 
@@ -77,7 +82,8 @@ public struct LifecycleRequest: Codable, Sendable, Hashable {
     public var productId: String?
     /// refund: 0 (other) or 1 (an issue with the app).
     public var reason: Int?
-    /// refund: the share refunded in thousandths, for a prorated refund.
+    /// refund: the share refunded for a prorated refund, as Apple's `revocationPercentage`:
+    /// milliunits of a percent, 1 to 99999 (50000 is 50 %). Absent: a full refund.
     public var percentage: Int?
     /// price-increase: the new price in the subscription's currency.
     public var price: Double?

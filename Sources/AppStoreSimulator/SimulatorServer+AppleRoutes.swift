@@ -84,6 +84,24 @@ extension SimulatorServer {
                 return Empty()
             }
         }
+        group.put("v1/transactions/:id/appAccountToken") { request, context in
+            try await self.apple(request) { bundleId throws(AppleAPIError) -> Empty in
+                let body = try await Self.appleBody(UpdateAppAccountTokenRequest.self, request)
+                try await store.setAppAccountToken(context.parameters.get("id") ?? "", environment: environment, bundleId: bundleId, body)
+                return Empty()
+            }
+        }
+        group.get("v1/transactions/appTransactions/:id") { request, context in
+            try await self.apple(request) { bundleId throws(AppleAPIError) in
+                try await store.appTransactionInfo(try Self.id(context), environment: environment, bundleId: bundleId)
+            }
+        }
+        group.post("v1/transactions/:id/finish") { request, context in
+            try await self.apple(request) { bundleId throws(AppleAPIError) -> Empty in
+                try await store.finishTransaction(try Self.id(context), environment: environment, bundleId: bundleId)
+                return Empty()
+            }
+        }
         group.put("v1/subscriptions/extend/:id") { request, context in
             try await self.apple(request) { bundleId throws(AppleAPIError) in
                 let body = try await Self.appleBody(ExtendRenewalDateRequest.self, request)

@@ -83,6 +83,7 @@ extension SimulatorServer {
                 let snapshot: SubscriptionSnapshot
                 switch try context.parameters.require("event") {
                 case "renew": snapshot = try await store.renew(id)
+                case "migrate": snapshot = try await store.migrate(id)
                 case "auto-renew-off": snapshot = try await store.setAutoRenew(id, enabled: false)
                 case "auto-renew-on": snapshot = try await store.setAutoRenew(id, enabled: true)
                 case "billing-failure": snapshot = try await store.failBilling(id)

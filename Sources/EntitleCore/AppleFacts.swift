@@ -26,7 +26,40 @@ package enum AppleFacts {
             appAccountToken: transaction.appAccountToken, offerIdentifier: transaction.offerIdentifier,
             isIntroductoryOffer: transaction.offerType == .introductory, isFamilyShared: transaction.inAppOwnershipType == .familyShared,
             signedDate: transaction.signedDate?.date, price: transaction.price.flatMap(PurchaseFact.price(milliunits:)),
-            currency: transaction.price == nil ? nil : transaction.currency, offerDiscountType: transaction.offerDiscountType?.rawValue)
+            currency: transaction.price == nil ? nil : transaction.currency, offerDiscountType: transaction.offerDiscountType?.rawValue,
+            revocationType: transaction.revocationDate == nil ? nil : transaction.revocationType?.rawValue,
+            revocationPercentage: transaction.revocationDate == nil ? nil : transaction.revocationPercentage,
+            previousOriginalTransactionId: transaction.previousOriginalTransactionId.flatMap {
+                $0.isEmpty || $0 == transaction.originalTransactionId ? nil : $0
+            }, billingPlan: plan(transaction))
+    }
+
+    /// A transaction's billing plan, when it says one (`billingPlanType`, `commitmentInfo`).
+    static func plan(_ transaction: JWSTransaction) -> BillingPlan? {
+        guard transaction.billingPlanType != nil || transaction.commitmentInfo != nil else { return nil }
+        var plan = BillingPlan(type: transaction.billingPlanType?.rawValue ?? BillingPlanType.monthly.rawValue)
+        let commitment = transaction.commitmentInfo
+        plan.period = commitment?.billingPeriodNumber
+        plan.periods = commitment?.totalBillingPeriods
+        plan.commitmentExpiresDate = commitment?.commitmentExpiresDate?.date
+        plan.commitmentPrice = commitment?.commitmentPrice.flatMap(PurchaseFact.price(milliunits:))
+        plan.monthlyPrice = transaction.price.flatMap(PurchaseFact.price(milliunits:))
+        plan.currency = transaction.currency
+        return plan
+    }
+
+    /// What a renewal info says of a commitment, when it says anything.
+    static func plan(_ info: JWSRenewalInfo) -> BillingPlan? {
+        guard info.renewalBillingPlanType != nil || info.commitmentInfo != nil else { return nil }
+        var plan = BillingPlan(type: info.renewalBillingPlanType?.rawValue ?? BillingPlanType.monthly.rawValue)
+        let commitment = info.commitmentInfo
+        plan.renewalBillingPlanType = info.renewalBillingPlanType?.rawValue
+        plan.commitmentRenews = commitment?.commitmentAutoRenewStatus.map { $0 == .on }
+        plan.commitmentRenewalProductId = commitment?.commitmentAutoRenewProductId
+        plan.commitmentRenewalBillingPlanType = commitment?.commitmentRenewalBillingPlanType?.rawValue
+        plan.commitmentRenewalDate = commitment?.commitmentRenewalDate?.date
+        plan.commitmentRenewalPrice = commitment?.commitmentRenewalPrice.flatMap(PurchaseFact.price(milliunits:))
+        return plan
     }
 
     /// From verified StoreKit 2 renewal info.
@@ -36,7 +69,7 @@ package enum AppleFacts {
             originalTransactionId: originalTransactionId, autoRenew: info.autoRenewStatus == .on,
             autoRenewProductId: info.autoRenewProductId,
             isInBillingRetry: info.isInBillingRetryPeriod ?? false, gracePeriodExpiresDate: info.gracePeriodExpiresDate?.date,
-            signedDate: info.signedDate?.date)
+            signedDate: info.signedDate?.date, billingPlan: plan(info))
     }
 
     /// From one purchase of a locally verified app receipt. Receipts do not say the product

@@ -11,8 +11,9 @@ package struct AppleGateway: Sendable {
     /// The shared secret verifyReceipt is called with (V1 notifications are checked against
     /// `EntitleConfiguration.sharedSecrets`, which follows rotations).
     package let sharedSecret: Secret?
-    let production: AppStoreServerAPIClient?
-    let sandbox: AppStoreServerAPIClient?
+    /// The App Store Server API clients, per environment the app is sold in (with a key).
+    package let production: AppStoreServerAPIClient?
+    package let sandbox: AppStoreServerAPIClient?
 
     package init(
         app: Publisher.App, signedData: SignedDataVerifier, receipts: VerifyReceiptClient, sharedSecret: Secret?,

@@ -46,11 +46,18 @@ package struct ChangeEvents: Sendable {
         /// Transfers: who held the purchase and who holds it now.
         package var from: String?
         package var to: String?
+        /// Refunds: Apple's `revocationType` and `revocationPercentage` (milliunits of a
+        /// percent, 50000 is 50 %); on a clawback's `credit` event, the share it took.
+        package var revocationType: String?
+        package var revocationPercentage: Int?
+        /// A clawback's `credit` event: credits the refund could not take (already spent).
+        package var shortfall: Int?
 
         package init(
             id: String, type: String, publisher: String, customer: String, occurredAt: Date, transactionId: String? = nil,
             originalTransactionId: String? = nil, productId: String? = nil, offerId: String? = nil, expiresDate: Date? = nil,
-            entitlements: [String], amount: Int? = nil, balance: Int? = nil, from: String? = nil, to: String? = nil
+            entitlements: [String], amount: Int? = nil, balance: Int? = nil, from: String? = nil, to: String? = nil,
+            revocationType: String? = nil, revocationPercentage: Int? = nil, shortfall: Int? = nil
         ) {
             self.id = id
             self.type = type
@@ -67,6 +74,9 @@ package struct ChangeEvents: Sendable {
             self.balance = balance
             self.from = from
             self.to = to
+            self.revocationType = revocationType
+            self.revocationPercentage = revocationPercentage
+            self.shortfall = shortfall
         }
     }
 
@@ -81,7 +91,7 @@ package struct ChangeEvents: Sendable {
             JobPayloads.Webhook(publisher: publisher.id, event: JobPayloads.encode(event), eventId: event.id))
     }
 
-    func events(before: CustomerEntitlements, after: CustomerEntitlements) -> [Event] {
+    package func events(before: CustomerEntitlements, after: CustomerEntitlements) -> [Event] {
         guard publisher.webhook != nil else { return [] }
         let entitlements = after.entitlements(at: now)
         func event(_ type: String, _ key: String, _ fact: PurchaseFact?, at date: Date) -> Event {
@@ -101,7 +111,10 @@ package struct ChangeEvents: Sendable {
                 events.append(event(renews ? "renewal" : "purchase", fact.transactionId, fact, at: fact.purchaseDate))
             }
             if fact.revocationDate != nil, old?.revocationDate == nil {
-                events.append(event("refund", fact.transactionId, fact, at: fact.revocationDate ?? now))
+                var refund = event("refund", fact.transactionId, fact, at: fact.revocationDate ?? now)
+                refund.revocationType = fact.revocationType
+                refund.revocationPercentage = fact.revocationPercentage
+                events.append(refund)
             } else if fact.revocationDate == nil, old?.revocationDate != nil {
                 events.append(event("refund_reversed", fact.transactionId, fact, at: fact.signedDate ?? now))
             }
@@ -111,6 +124,8 @@ package struct ChangeEvents: Sendable {
                 "credit", "\(entry.transactionId):\(entry.kind.rawValue):\(index)", after.transactions[entry.transactionId], at: entry.at)
             credit.amount = entry.amount
             credit.balance = after.credits.balance
+            credit.revocationPercentage = entry.kind == .clawback ? entry.percentage : nil
+            credit.shortfall = entry.shortfall
             events.append(credit)
         }
         for (id, subscription) in after.subscriptions.sorted(by: { $0.key < $1.key })

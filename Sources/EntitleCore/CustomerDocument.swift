@@ -14,8 +14,13 @@ package struct CustomerDocument: Encodable, Sendable {
         var status: String
         var expiresDate: Int64?
         var autoRenew: Bool?
+        /// A migrated subscription: the chain it came from.
+        var previousOriginalTransactionId: String?
+        var billingPlan: Plan?
 
-        private enum CodingKeys: String, CodingKey { case originalTransactionId, offerId, productId, status, expiresDate, autoRenew }
+        private enum CodingKeys: String, CodingKey {
+            case originalTransactionId, offerId, productId, status, expiresDate, autoRenew, previousOriginalTransactionId, billingPlan
+        }
 
         // `null`s are written, not left out: readers see every field of every subscription.
         package func encode(to encoder: any Encoder) throws {
@@ -26,6 +31,42 @@ package struct CustomerDocument: Encodable, Sendable {
             try container.encode(status, forKey: .status)
             try container.encode(expiresDate, forKey: .expiresDate)
             try container.encode(autoRenew, forKey: .autoRenew)
+            try container.encodeIfPresent(previousOriginalTransactionId, forKey: .previousOriginalTransactionId)
+            try container.encodeIfPresent(billingPlan, forKey: .billingPlan)
+        }
+    }
+
+    /// A billing plan as readers see it: the plan, period N of M, the commitment's end and
+    /// prices, and whether (and into what) the commitment renews; absent fields left out.
+    package struct Plan: Encodable, Sendable {
+        var type: String
+        var period: Int?
+        var periods: Int?
+        var commitmentExpiresDate: Int64?
+        var commitmentPrice: String?
+        var monthlyPrice: String?
+        var currency: String?
+        var commitmentRenews: Bool?
+        var commitmentRenewalProductId: String?
+        var commitmentRenewalBillingPlanType: String?
+        var commitmentRenewalDate: Int64?
+        var commitmentRenewalPrice: String?
+        var renewalBillingPlanType: String?
+
+        init(_ plan: BillingPlan) {
+            type = plan.type
+            period = plan.period
+            periods = plan.periods
+            commitmentExpiresDate = CustomerDocument.milliseconds(plan.commitmentExpiresDate)
+            commitmentPrice = plan.commitmentPrice
+            monthlyPrice = plan.monthlyPrice
+            currency = plan.currency
+            commitmentRenews = plan.commitmentRenews
+            commitmentRenewalProductId = plan.commitmentRenewalProductId
+            commitmentRenewalBillingPlanType = plan.commitmentRenewalBillingPlanType
+            commitmentRenewalDate = CustomerDocument.milliseconds(plan.commitmentRenewalDate)
+            commitmentRenewalPrice = plan.commitmentRenewalPrice
+            renewalBillingPlanType = plan.renewalBillingPlanType
         }
     }
 
@@ -38,8 +79,15 @@ package struct CustomerDocument: Encodable, Sendable {
         /// With `currency` (written, `null` when unknown) when the purchase's price is known.
         var price: String?
         var currency: String?
+        /// A clawback: the refunded share (milliunits of a percent) and the credits it could
+        /// not take; a spend: the publisher's reference for it.
+        var percentage: Int?
+        var shortfall: Int?
+        var reference: String?
 
-        private enum CodingKeys: String, CodingKey { case kind, transactionId, offerId, amount, at, price, currency }
+        private enum CodingKeys: String, CodingKey {
+            case kind, transactionId, offerId, amount, at, price, currency, percentage, shortfall, reference
+        }
 
         package func encode(to encoder: any Encoder) throws {
             var container = encoder.container(keyedBy: CodingKeys.self)
@@ -52,6 +100,9 @@ package struct CustomerDocument: Encodable, Sendable {
                 try container.encode(price, forKey: .price)
                 try container.encode(currency, forKey: .currency)
             }
+            try container.encodeIfPresent(percentage, forKey: .percentage)
+            try container.encodeIfPresent(shortfall, forKey: .shortfall)
+            try container.encodeIfPresent(reference, forKey: .reference)
         }
     }
 
@@ -76,12 +127,15 @@ package struct CustomerDocument: Encodable, Sendable {
             Subscription(
                 originalTransactionId: subscription.originalTransactionId, offerId: subscription.offerId,
                 productId: subscription.productId, status: subscription.status.rawValue,
-                expiresDate: Self.milliseconds(subscription.expiresDate), autoRenew: subscription.autoRenew)
+                expiresDate: Self.milliseconds(subscription.expiresDate), autoRenew: subscription.autoRenew,
+                previousOriginalTransactionId: subscription.previousOriginalTransactionId,
+                billingPlan: subscription.billingPlan.map(Plan.init))
         }
         let ledger = state.credits.entries.filter { $0.at <= date }.map { entry in
             LedgerEntry(
                 kind: entry.kind.rawValue, transactionId: entry.transactionId, offerId: entry.offerId, amount: entry.amount,
-                at: Self.milliseconds(entry.at), price: entry.price, currency: entry.currency)
+                at: Self.milliseconds(entry.at), price: entry.price, currency: entry.currency, percentage: entry.percentage,
+                shortfall: entry.shortfall, reference: entry.reference)
         }
         credits = Credits(balance: state.credits.balance(at: date), ledger: ledger)
     }

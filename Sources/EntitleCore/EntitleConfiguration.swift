@@ -172,6 +172,16 @@ package struct EntitleConfiguration: Sendable {
             return DevelopmentBootstrap(simulatorURL: url, httpClient: httpClient)
         }
 
+        /// An App Store Server API base URL an operator set (Apple's earlier hosts, a proxy):
+        /// https, no path; `nil` when the variable is unset.
+        func apiHost(_ variable: String) throws -> String? {
+            guard let text = environment[variable], !text.isEmpty else { return nil }
+            let url = text.hasSuffix("/") ? String(text.dropLast()) : text
+            guard let parsed = URL(string: url), parsed.scheme == "https", parsed.host != nil, parsed.path.isEmpty, parsed.query == nil
+            else { throw WorkerError(.invalidConfiguration, "\(variable) \(text) is not an https URL without a path") }
+            return url
+        }
+
         func missing(_ variable: String, for name: String) throws -> Secret {
             throw WorkerError(.invalidConfiguration, "\(name): the environment variable \(variable) is not set")
         }
@@ -194,6 +204,9 @@ package struct EntitleConfiguration: Sendable {
                 if case .development(let url) = mode {
                     configuration.productionURL = url
                     configuration.sandboxURL = url + "/sandbox"
+                } else {
+                    configuration.productionURL = try apiHost("ENTITLE_APPSTORE_API_URL") ?? configuration.productionURL
+                    configuration.sandboxURL = try apiHost("ENTITLE_APPSTORE_SANDBOX_API_URL") ?? configuration.sandboxURL
                 }
                 do {
                     return try AppStoreServerAPIClient(configuration: configuration, privateKeyPEM: pem, httpClient: httpClient)

@@ -9,6 +9,10 @@ package enum EntitlementJobType: String, CaseIterable, Codable, Sendable {
     case renewalCheck = "renewal-check"
     case notification
     case webhook
+    /// The publisher's app used credits (`POST /v1/customers/{id}/credits/spend`).
+    case spend
+    /// Tells Apple which customer a purchase belongs to (Set App Account Token).
+    case appAccountToken = "app-account-token"
 }
 
 /// A job's payload that names its job type and encodes itself (`JobPayloads`).

@@ -214,6 +214,25 @@ package struct EntitlementStore: Sendable {
         return [owner] + sharers
     }
 
+    /// A migrated subscription (its transactions name a `previousOriginalTransactionId`)
+    /// goes to whoever holds the chain it came from, with those sharing it, whatever the
+    /// transfer policy: it is the same subscription under a new id, not another customer's
+    /// purchase. A new id someone already holds keeps its holder.
+    package func carryMigrations(of facts: [PurchaseFact], publisher: String) async throws {
+        var moves: [String: String] = [:]
+        for fact in facts {
+            if let previous = fact.previousOriginalTransactionId, previous != fact.originalTransactionId {
+                moves[fact.originalTransactionId] = previous
+            }
+        }
+        for (new, previous) in moves.sorted(by: { $0.key < $1.key }) {
+            let from = try await holders(publisher: publisher, originalTransactionId: previous)
+            guard let owner = from.first else { continue }
+            guard try await claim(publisher: publisher, originalTransactionId: new, for: owner) == owner else { continue }
+            for sharer in from.dropFirst() { try await addSharer(sharer, publisher: publisher, originalTransactionId: new) }
+        }
+    }
+
     // MARK: Receipts
 
     func receiptKey(_ publisher: String, _ originalTransactionId: String) -> String { keys.receipt(publisher, originalTransactionId) }

@@ -18,6 +18,8 @@ package enum EntitlementJobs {
                         handler: RenewalCheckJobHandler(service: service),
                         retryPolicy: RetryPolicy(base: .seconds(5), cap: .seconds(3600), maxAttempts: 20))
                 case .notification: JobRegistration(handler: NotificationJobHandler(service: service), retryPolicy: apple)
+                case .spend: JobRegistration(handler: SpendJobHandler(service: service), retryPolicy: apple)
+                case .appAccountToken: JobRegistration(handler: AppAccountTokenJobHandler(service: service), retryPolicy: apple)
                 case .webhook:
                     // Publishers' endpoints go down for hours: back off to an hour, for about a day.
                     JobRegistration(

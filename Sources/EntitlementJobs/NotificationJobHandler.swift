@@ -228,6 +228,7 @@ package struct NotificationJobHandler: EntitlementJobHandler {
             result.message = "the notification names no purchase"
             return
         }
+        try await service.store.carryMigrations(of: evidence.facts, publisher: publisher.id)
         var holders = try await service.store.holders(publisher: publisher.id, originalTransactionId: original)
         if holders.isEmpty, publisher.customerIdentity == .appAccountToken, let token = appAccountToken {
             holders = [try await service.store.claim(publisher: publisher.id, originalTransactionId: original, for: token)]

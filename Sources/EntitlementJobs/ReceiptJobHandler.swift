@@ -45,6 +45,9 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
         /// What the purchase cost (Apple's signed price, else what the app reported).
         package var price: String?
         package var currency: String?
+        /// For an app with `finishTransactions`: whether Apple took Finish Transaction for
+        /// the consumable whose credits were granted.
+        package var finished: Bool?
     }
 
     package struct Coupon: Sendable, Hashable, Codable {
@@ -197,8 +200,28 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
 
         // 2. Who owns it, then apply, one job at a time per original transaction.
         let locked = evidence
-        return try await ReceiptTimings.measure(.store) {
+        var result = try await ReceiptTimings.measure(.store) {
             try await store(locked, primary: primary, offer: offer, payload: payload, publisher: publisher, job: job, refused: refused)
+        }
+        if primary.kind == .consumable, result.reason == nil, reader.gateway.app.finishTransactions == true {
+            result.finished = await finish(primary, gateway: reader.gateway, job: job)
+        }
+        return result
+    }
+
+    /// Finish Transaction for a consumable whose credits this customer holds, when the app
+    /// asks for it (`finishTransactions`): the app need not see it again. Each run of the job
+    /// asks again (Apple takes a repeat), so a crash before it loses nothing. A failure is
+    /// reported, never a reason to fail the job: the credits are granted.
+    func finish(_ fact: PurchaseFact, gateway: AppleGateway, job: JobContext) async -> Bool {
+        guard let client = gateway.serverAPI(for: fact.environment) else { return false }
+        do {
+            try await client.finishTransaction(transactionId: fact.transactionId)
+            return true
+        } catch {
+            job.logger.warning(
+                "Finish Transaction failed", metadata: ["transactionId": "\(fact.transactionId)", "error": "\(error.message)"])
+            return false
         }
     }
 
@@ -210,6 +233,7 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
         let originals = Set(evidence.facts.map(\.originalTransactionId))
         return try await service.withLocks(publisher: publisher.id, originalTransactionIds: originals, job: job) { tokens, moment in
             let (now, offset) = (moment.now, moment.offset)
+            try await service.store.carryMigrations(of: evidence.facts, publisher: publisher.id)
             let owners = try await service.store.claim(publisher: publisher.id, originalTransactionIds: originals, for: payload.customer)
             let conflicts = owners.filter { $0.value != payload.customer }
             // Written by this job's earlier run (`requestTransfers`); one that does not decode is

@@ -6,8 +6,8 @@ import JobQueue
 
 /// `refund`: learns from Apple whether a transaction is refunded or revoked (or a refund
 /// reversed) and applies it to the customer holding it: access ends at the refund date, a
-/// consumable's credits are clawed back (the balance may go negative), a reversal restores
-/// both. Apple's word comes from a signed transaction (re-verified), the App Store Server
+/// consumable's refunded share of credits is clawed back (no more than the balance holds;
+/// the rest is a recorded shortfall), a reversal gives back exactly what was taken. Apple's word comes from a signed transaction (re-verified), the App Store Server
 /// API, or the latest receipt kept for the purchase.
 package struct RefundJobHandler: EntitlementJobHandler {
     let service: EntitlementService
@@ -21,6 +21,14 @@ package struct RefundJobHandler: EntitlementJobHandler {
         package var originalTransactionId: String?
         package var refunded: Bool
         package var revocationDate: Date?
+        /// Apple's `revocationType` (`REFUND_FULL`, `REFUND_PRORATED`, `FAMILY_REVOKE`).
+        package var revocationType: String?
+        /// Apple's `revocationPercentage`: milliunits of a percent (50000 is 50 %).
+        package var revocationPercentage: Int?
+        /// Credits taken back (negative: given back by a reversal) and those the refund
+        /// could not take because they were spent.
+        package var creditsClawedBack: Int?
+        package var creditShortfall: Int?
         package var entitlements: [String]
         package var creditBalance: Int?
         package var changed: Bool
@@ -53,12 +61,14 @@ package struct RefundJobHandler: EntitlementJobHandler {
             throw JobRefusal.invalidPayload("the signed transaction is \(fact.transactionId), not \(payload.transactionId)")
         }
         let id = fact.originalTransactionId
+        try await service.store.carryMigrations(of: [fact], publisher: publisher.id)
         let holders = try await service.store.holders(publisher: publisher.id, originalTransactionId: id)
         guard let customer = holders.first else {
             return Result(
                 publisher: publisher.id, customer: nil, transactionId: fact.transactionId, originalTransactionId: id,
-                refunded: fact.revocationDate != nil, revocationDate: fact.revocationDate, entitlements: [], creditBalance: nil,
-                changed: false, message: "no customer holds this purchase yet")
+                refunded: fact.revocationDate != nil, revocationDate: fact.revocationDate, revocationType: fact.revocationType,
+                revocationPercentage: fact.revocationPercentage, entitlements: [], creditBalance: nil, changed: false,
+                message: "no customer holds this purchase yet")
         }
         return try await service.withLocks(publisher: publisher.id, originalTransactionIds: [id], job: job) { tokens, moment in
             let (now, offset) = (moment.now, moment.offset)
@@ -74,7 +84,10 @@ package struct RefundJobHandler: EntitlementJobHandler {
                 [fact], publisher: publisher, originalTransactionId: id, current: holders, fence: tokens[id], moment: moment, job: job)
             return Result(
                 publisher: publisher.id, customer: customer, transactionId: fact.transactionId, originalTransactionId: id,
-                refunded: fact.revocationDate != nil, revocationDate: fact.revocationDate, entitlements: decision?.entitlements ?? [],
+                refunded: fact.revocationDate != nil, revocationDate: fact.revocationDate, revocationType: fact.revocationType,
+                revocationPercentage: fact.revocationPercentage,
+                creditsClawedBack: fact.kind == .consumable ? decision?.creditsClawedBack : nil,
+                creditShortfall: fact.kind == .consumable ? decision?.creditShortfall : nil, entitlements: decision?.entitlements ?? [],
                 creditBalance: decision?.creditBalance, changed: decision?.changed ?? false, message: nil)
         }
     }

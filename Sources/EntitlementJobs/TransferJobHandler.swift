@@ -74,7 +74,7 @@ package struct TransferJobHandler: EntitlementJobHandler {
                 evidence.renewals[id] = RenewalFact(
                     originalTransactionId: id, autoRenew: record.autoRenew ?? false, autoRenewProductId: record.autoRenewProductId,
                     isInBillingRetry: record.isInBillingRetry ?? (record.status == .billingRetry || record.status == .gracePeriod),
-                    gracePeriodExpiresDate: record.gracePeriodExpiresDate, signedDate: record.asOf)
+                    gracePeriodExpiresDate: record.gracePeriodExpiresDate, signedDate: record.asOf, billingPlan: record.billingPlan)
             }
             let decisions = try await service.apply(
                 evidence, publisher: publisher, customer: payload.to, fence: tokens[id], now: now,

@@ -1,12 +1,14 @@
 import Foundation
 
 /// A customer's credits (calling minutes, tokens): every change keyed, so a replayed job,
-/// a duplicate notification or a resubmitted receipt changes nothing. The balance may go
-/// negative when credits already spent are refunded.
+/// a duplicate notification or a resubmitted receipt changes nothing. A refund takes back
+/// no more than the balance holds; what it could not take is recorded as a shortfall.
 public struct CreditLedger: Sendable, Hashable, Codable {
     public struct Entry: Sendable, Hashable, Codable {
         public enum Kind: String, Sendable, Hashable, Codable {
             case purchase, clawback, reinstatement
+            /// Credits the publisher's app used (`POST /v1/customers/{id}/credits/spend`).
+            case spend
         }
 
         public var kind: Kind
@@ -17,6 +19,13 @@ public struct CreditLedger: Sendable, Hashable, Codable {
         /// What the purchase cost (`PurchaseFact.price`), on purchase entries.
         public var price: String?
         public var currency: String?
+        /// Clawbacks: the share refunded, in milliunits of a percent (100000 for a full refund).
+        public var percentage: Int?
+        /// Clawbacks: credits the refund should have taken but the balance no longer held
+        /// (they were spent); Apple refunded them, the customer keeps having used them.
+        public var shortfall: Int?
+        /// Spends: the publisher's key for the use, so a repeat spends once.
+        public var reference: String?
     }
 
     public private(set) var entries: [Entry] = []
@@ -48,28 +57,68 @@ public struct CreditLedger: Sendable, Hashable, Codable {
         return amount
     }
 
-    /// Takes back what a refunded transaction credited, once per refund (a reversed refund
-    /// can be refunded again); returns the amount removed.
+    /// Takes back the refunded share of what a transaction credited, once per refund (a
+    /// reversed refund can be refunded again); returns the amount removed.
+    ///
+    /// The share is the credited amount times `share` (milliunits of a percent: 100000 is
+    /// all of it) rounded to the nearest credit, halves up: a third of 300 refunded at
+    /// 33333 is 99.999, so 100. Credits already spent cannot be taken: when the balance
+    /// holds fewer than the share, what is left is taken and the rest is recorded as the
+    /// entry's `shortfall`, so the balance never goes below zero by a refund.
     @discardableResult
-    mutating func clawBack(transactionId: String, at date: Date) -> Int {
+    mutating func clawBack(transactionId: String, share: Int = 100_000, at date: Date) -> Int {
         let clawedBack = entries.filter { $0.transactionId == transactionId && $0.kind == .clawback }.count
         let reinstated = entries.filter { $0.transactionId == transactionId && $0.kind == .reinstatement }.count
         guard clawedBack == reinstated, let credited = entries.first(where: { $0.kind == .purchase && $0.transactionId == transactionId })
         else { return 0 }
-        entries.append(Entry(kind: .clawback, transactionId: transactionId, offerId: credited.offerId, amount: -credited.amount, at: date))
-        return credited.amount
+        let due = max(0, Self.share(of: credited.amount, milliunits: share))
+        let taken = min(due, max(0, balance))
+        var entry = Entry(kind: .clawback, transactionId: transactionId, offerId: credited.offerId, amount: -taken, at: date)
+        entry.percentage = min(max(share, 0), 100_000)
+        entry.shortfall = due > taken ? due - taken : nil
+        entries.append(entry)
+        return taken
     }
 
-    /// Gives back what a clawback took when Apple reverses the refund; a later refund can
+    /// Gives back exactly what the last clawback of a transaction took, when Apple reverses
+    /// the refund (a shortfall was never taken, so it is not given); a later refund can
     /// claw back again. Returns the amount given back.
     @discardableResult
     mutating func reinstate(transactionId: String, at date: Date) -> Int {
-        let clawedBack = entries.filter { $0.transactionId == transactionId && $0.kind == .clawback }.count
+        let clawbacks = entries.filter { $0.transactionId == transactionId && $0.kind == .clawback }
         let reinstated = entries.filter { $0.transactionId == transactionId && $0.kind == .reinstatement }.count
-        guard clawedBack > reinstated, let credited = entries.first(where: { $0.kind == .purchase && $0.transactionId == transactionId })
+        guard clawbacks.count > reinstated, let taken = clawbacks.last.map({ -$0.amount }),
+            let credited = entries.first(where: { $0.kind == .purchase && $0.transactionId == transactionId })
         else { return 0 }
-        entries.append(
-            Entry(kind: .reinstatement, transactionId: transactionId, offerId: credited.offerId, amount: credited.amount, at: date))
-        return credited.amount
+        entries.append(Entry(kind: .reinstatement, transactionId: transactionId, offerId: credited.offerId, amount: taken, at: date))
+        return taken
+    }
+
+    /// What spending `amount` credits did.
+    public enum SpendOutcome: String, Sendable, Hashable, Codable {
+        case spent
+        /// This reference was spent before: nothing changed.
+        case repeated
+        /// The balance holds fewer credits than asked for: nothing changed.
+        case insufficientCredits
+    }
+
+    /// The publisher's app used credits (`reference` is its key for that use: once per key).
+    public mutating func spend(_ amount: Int, reference: String, at date: Date) -> SpendOutcome {
+        if entries.contains(where: { $0.kind == .spend && $0.reference == reference }) { return .repeated }
+        guard amount > 0, amount <= balance else { return .insufficientCredits }
+        var entry = Entry(kind: .spend, transactionId: "", offerId: "", amount: -amount, at: date)
+        entry.reference = reference
+        entries.append(entry)
+        return .spent
+    }
+
+    /// `amount × milliunits / 100000`, rounded to the nearest whole, halves up; never traps
+    /// (`milliunits` is clamped to 0...100000, so the result is at most `amount`).
+    public static func share(of amount: Int, milliunits: Int) -> Int {
+        let percentage = min(max(milliunits, 0), 100_000)
+        let whole = amount / 100_000
+        let rest = amount % 100_000
+        return whole * percentage + (rest * percentage + 50_000) / 100_000
     }
 }

@@ -114,6 +114,8 @@ public struct CustomerEntitlements: Sendable, Hashable, Codable {
             originalTransactionId: original, offerId: offerId, productId: latest.productId, status: status, expiresDate: latest.expiresDate,
             gracePeriodExpiresDate: graceEnd, autoRenew: current?.autoRenew, autoRenewProductId: current?.autoRenewProductId,
             latestTransactionId: latest.transactionId, isIntroductoryOffer: latest.isIntroductoryOffer,
-            offerIdentifier: latest.offerIdentifier, asOf: current?.asOf, isInBillingRetry: current?.isInBillingRetry)
+            offerIdentifier: latest.offerIdentifier, asOf: current?.asOf, isInBillingRetry: current?.isInBillingRetry,
+            previousOriginalTransactionId: known.compactMap(\.previousOriginalTransactionId).first,
+            billingPlan: current?.billingPlan ?? latest.billingPlan)
     }
 }

@@ -20,10 +20,28 @@ public struct EntitlementDecision: Sendable, Hashable, Codable {
     public var creditBalance: Int
     /// Whether anything changed (false for a replay): webhooks and change events fire only then.
     public var changed: Bool
+    /// Credits this application took back for a refund (positive) or gave back for a
+    /// reversed one (negative); 0 when none moved.
+    public var creditsClawedBack: Int = 0
+    /// Credits a refund should have taken but the balance no longer held (spent).
+    public var creditShortfall: Int = 0
 
     public static func refused(_ reason: Refusal, offerId: String? = nil, state: CustomerEntitlements, now: Date) -> Self {
         EntitlementDecision(
             accessGranted: false, offerId: offerId, entitlements: state.entitlements(at: now), subscription: nil, reason: reason,
             creditsAdded: 0, creditBalance: state.credits.balance, changed: false)
+    }
+
+    /// Records what the refund entries this application added to the ledger moved.
+    mutating func noteRefundCredits(before: CreditLedger, after: CreditLedger, transactionId: String) {
+        for entry in after.entries.dropFirst(before.entries.count) where entry.transactionId == transactionId {
+            switch entry.kind {
+            case .clawback:
+                creditsClawedBack -= entry.amount
+                creditShortfall += entry.shortfall ?? 0
+            case .reinstatement: creditsClawedBack -= entry.amount
+            case .purchase, .spend: break
+            }
+        }
     }
 }

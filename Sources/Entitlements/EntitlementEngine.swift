@@ -75,6 +75,7 @@ public struct EntitlementEngine: Sendable {
         var decision = EntitlementDecision(
             accessGranted: true, offerId: offer.offerId, entitlements: state.entitlements(at: now), subscription: subscription,
             reason: nil, creditsAdded: creditsAdded, creditBalance: state.credits.balance, changed: state != before)
+        decision.noteRefundCredits(before: before.credits, after: state.credits, transactionId: current.transactionId)
         if current.revocationDate != nil {
             decision.accessGranted = false
             decision.reason = .revoked
@@ -102,10 +103,12 @@ public struct EntitlementEngine: Sendable {
         fact.revocationDate = fact.revocationDate ?? date
         state.transactions[transactionId] = fact
         endTransaction(fact, at: fact.revocationDate ?? date, reason: familyRevocation ? .revoked : .refunded, in: &state)
-        return EntitlementDecision(
+        var decision = EntitlementDecision(
             accessGranted: false, offerId: publisher.offer(forProduct: fact.productId)?.offerId, entitlements: state.entitlements(at: date),
             subscription: state.subscriptions[fact.originalTransactionId], reason: .revoked, creditsAdded: 0,
             creditBalance: state.credits.balance, changed: state != before)
+        decision.noteRefundCredits(before: before.credits, after: state.credits, transactionId: transactionId)
+        return decision
     }
 
     /// A newer view of a transaction for a customer who held the purchase before (it was
@@ -218,8 +221,9 @@ public struct EntitlementEngine: Sendable {
             inBillingRetry = existing.isInBillingRetry
             graceEnd = existing.gracePeriodExpiresDate
         }
-        // A grace period Apple granted is a fact about that transaction, whenever it is learnt.
-        let grace = graceEnd.flatMap { $0 > expires ? $0 : nil }
+        // A grace period Apple granted is a fact about that transaction, whenever it is learnt;
+        // none applies to a monthly commitment (Apple: access ends at a failed renewal).
+        let grace = fact.billingPlan?.isMonthlyCommitment == true ? nil : graceEnd.flatMap { $0 > expires ? $0 : nil }
         record(fact, offer: offer, end: grace ?? expires, from: from, in: &state)
         supersedeReplacedProducts(of: original, in: &state)
 
@@ -234,7 +238,9 @@ public struct EntitlementEngine: Sendable {
             expiresDate: fact.expiresDate, gracePeriodExpiresDate: grace, autoRenew: renewal?.autoRenew ?? existing?.autoRenew,
             autoRenewProductId: renewal?.autoRenewProductId ?? existing?.autoRenewProductId,
             latestTransactionId: fact.transactionId, isIntroductoryOffer: fact.isIntroductoryOffer, offerIdentifier: fact.offerIdentifier,
-            asOf: [fact.signedDate, renewal?.signedDate, existing?.asOf].compactMap { $0 }.max(), isInBillingRetry: inBillingRetry)
+            asOf: [fact.signedDate, renewal?.signedDate, existing?.asOf].compactMap { $0 }.max(), isInBillingRetry: inBillingRetry,
+            previousOriginalTransactionId: fact.previousOriginalTransactionId ?? existing?.previousOriginalTransactionId,
+            billingPlan: fact.billingPlan?.renewing(renewal?.billingPlan ?? existing?.billingPlan))
         refreshStatus(of: original, in: &state, now: now)
     }
 
@@ -273,6 +279,7 @@ public struct EntitlementEngine: Sendable {
         if let asOf = record.asOf, let signed = renewal.signedDate, signed < asOf { return }
         record.autoRenew = renewal.autoRenew
         record.autoRenewProductId = renewal.autoRenewProductId
+        record.billingPlan = record.billingPlan?.renewing(renewal.billingPlan)
         record.asOf = renewal.signedDate ?? record.asOf
         state.subscriptions[renewal.originalTransactionId] = record
     }
@@ -301,7 +308,7 @@ public struct EntitlementEngine: Sendable {
             state.periods[index].endEarly(at: date, because: reason)
             cutGrace(of: fact, at: date, period: &state.periods[index])
         }
-        if fact.kind == .consumable { state.credits.clawBack(transactionId: fact.transactionId, at: date) }
+        if fact.kind == .consumable { state.credits.clawBack(transactionId: fact.transactionId, share: fact.refundedShare, at: date) }
         if var subscription = state.subscriptions[fact.originalTransactionId], subscription.latestTransactionId == fact.transactionId {
             subscription.status = .revoked
             // Apple ends the subscription: no billing retry, and a grace period ends here.

@@ -19,6 +19,9 @@ public struct Publisher: Sendable, Hashable, Codable {
         /// The environment variable holding the app-specific shared secret (verifyReceipt).
         public var sharedSecretVariable: String?
         public var apiKey: APIKey?
+        /// Call Apple's Finish Transaction once a consumable's credits are granted, so the app
+        /// does not see it again (off unless set; needs `apiKey`).
+        public var finishTransactions: Bool?
     }
 
     /// Subscription products of one App Store group, with their levels (1 is the highest).

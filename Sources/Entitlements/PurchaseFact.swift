@@ -16,6 +16,16 @@ public struct PurchaseFact: Sendable, Hashable, Codable {
     public var quantity: Int
     /// When Apple refunded or revoked it.
     public var revocationDate: Date?
+    /// `REFUND_FULL`, `REFUND_PRORATED` or `FAMILY_REVOKE`, with `revocationDate` (Apple
+    /// sends it since API 1.19; older data has none, which reads as a full refund).
+    public var revocationType: String?
+    /// The share refunded, in milliunits of a percent (50000 is 50 %), with `revocationDate`.
+    public var revocationPercentage: Int?
+    /// A migrated subscription's original transaction id before the migration (`MIGRATION`):
+    /// whoever held that chain holds this one.
+    public var previousOriginalTransactionId: String?
+    /// How Apple bills it (`billingPlanType`, `commitmentInfo`): subscriptions only.
+    public var billingPlan: BillingPlan?
     public var isUpgraded: Bool
     public var appAccountToken: String?
     /// The offer code or promotional offer id the customer used.
@@ -37,7 +47,8 @@ public struct PurchaseFact: Sendable, Hashable, Codable {
         environment: String, purchaseDate: Date, expiresDate: Date? = nil, quantity: Int = 1, revocationDate: Date? = nil,
         isUpgraded: Bool = false, appAccountToken: String? = nil, offerIdentifier: String? = nil, isIntroductoryOffer: Bool = false,
         isFamilyShared: Bool = false, signedDate: Date? = nil, price: String? = nil, currency: String? = nil,
-        offerDiscountType: String? = nil
+        offerDiscountType: String? = nil, revocationType: String? = nil, revocationPercentage: Int? = nil,
+        previousOriginalTransactionId: String? = nil, billingPlan: BillingPlan? = nil
     ) {
         self.transactionId = transactionId
         self.originalTransactionId = originalTransactionId
@@ -58,6 +69,21 @@ public struct PurchaseFact: Sendable, Hashable, Codable {
         self.price = price
         self.currency = currency
         self.offerDiscountType = offerDiscountType
+        self.revocationType = revocationType
+        self.revocationPercentage = revocationPercentage
+        self.previousOriginalTransactionId = previousOriginalTransactionId
+        self.billingPlan = billingPlan
+    }
+
+    /// Whether Apple refunded only a share of it (`REFUND_PRORATED`).
+    public var isProratedRefund: Bool { revocationDate != nil && revocationType == "REFUND_PRORATED" }
+
+    /// The share of the purchase its refund took, in milliunits of a percent: the prorated
+    /// percentage (clamped to 0...100000), else the whole (a full refund, a family
+    /// revocation, or data from before Apple said).
+    public var refundedShare: Int {
+        guard isProratedRefund, let percentage = revocationPercentage else { return 100_000 }
+        return min(max(percentage, 0), 100_000)
     }
 
     /// Apple's price in milliunits (1990 for 1.99) as decimal text; `nil` for a negative one.
@@ -95,10 +121,13 @@ public struct RenewalFact: Sendable, Hashable, Codable {
     public var isInBillingRetry: Bool
     public var gracePeriodExpiresDate: Date?
     public var signedDate: Date?
+    /// What the renewal info says of a commitment (`renewalBillingPlanType`,
+    /// `commitmentInfo`): only its renewal-side fields are set.
+    public var billingPlan: BillingPlan?
 
     public init(
         originalTransactionId: String, autoRenew: Bool, autoRenewProductId: String? = nil, isInBillingRetry: Bool = false,
-        gracePeriodExpiresDate: Date? = nil, signedDate: Date? = nil
+        gracePeriodExpiresDate: Date? = nil, signedDate: Date? = nil, billingPlan: BillingPlan? = nil
     ) {
         self.originalTransactionId = originalTransactionId
         self.autoRenew = autoRenew
@@ -106,5 +135,6 @@ public struct RenewalFact: Sendable, Hashable, Codable {
         self.isInBillingRetry = isInBillingRetry
         self.gracePeriodExpiresDate = gracePeriodExpiresDate
         self.signedDate = signedDate
+        self.billingPlan = billingPlan
     }
 }

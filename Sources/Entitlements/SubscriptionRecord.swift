@@ -33,4 +33,9 @@ public struct SubscriptionRecord: Sendable, Hashable, Codable {
     public var asOf: Date?
     /// Apple's last word on whether it is still trying to bill the renewal (renewal info).
     public var isInBillingRetry: Bool?
+    /// The original transaction id this subscription had before it was migrated.
+    public var previousOriginalTransactionId: String? = nil
+    /// The billing plan (a monthly 12-month commitment: period N of M, its end, its prices,
+    /// whether it renews), when Apple says.
+    public var billingPlan: BillingPlan? = nil
 }

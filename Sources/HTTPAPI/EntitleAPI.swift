@@ -101,6 +101,8 @@ package struct EntitleAPI: Sendable {
         registerReading(on: table)
         registerNotifications(on: table)
         registerOperations(on: table)
+        registerCredits(on: table)
+        registerAppAccountToken(on: table)
         registerDashboard(on: table)
     }
 

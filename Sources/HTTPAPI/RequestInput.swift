@@ -68,6 +68,18 @@ struct RequestInput {
         return RequestInput(object)
     }
 
+    /// A whole number in `range` (`5` or `5.0`; not `true`, not a string); 400 with `message` otherwise.
+    func integer(_ name: String, in range: ClosedRange<Int>, message: String) throws -> Int {
+        let whole: Int? =
+            switch values[name] {
+            case .integer(let value): Int(exactly: value)
+            case .number(let value): Int(exactly: value)
+            default: nil
+            }
+        guard let whole, range.contains(whole) else { throw APIError.badRequest(message) }
+        return whole
+    }
+
     /// A list of `count` strings; `nil` when absent, 400 with `message` for anything else.
     func strings(_ name: String, count: ClosedRange<Int>, message: String) throws -> [String]? {
         guard let value = values[name] else { return nil }

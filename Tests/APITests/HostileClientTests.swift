@@ -27,7 +27,8 @@ import Testing
             let receipt = try #require(bought["appReceipt"] as? String)
             let transactionId = try #require(bought["transactionId"] as? String)
             let job = try #require(
-                try await api.call(.POST, "/v1/purchases", json: ["customer": "ann@example.com", "transactionId": transactionId]).json["jobId"]
+                try await api.call(.POST, "/v1/purchases", json: ["customer": "ann@example.com", "transactionId": transactionId]).json[
+                    "jobId"]
                     as? String)
             let probes = try Self.probes(signed: signed, receipt: receipt, transactionId: transactionId, job: job)
             #expect(Set(probes.keys) == Set(api.routes), "the suite attacks every route the API serves")
@@ -50,7 +51,9 @@ import Testing
                     let reply = try await Self.send(probe, credential: kind, to: api)
                     tried += 1
                     if reply.status >= 500 { serverErrors.append("\(route) \(kind): \(reply.status)") }
-                    if String(reply.status) != expected { mismatches.append("\(route) as \(kind): \(reply.status), table says \(expected): \(reply.text.prefix(160))") }
+                    if String(reply.status) != expected {
+                        mismatches.append("\(route) as \(kind): \(reply.status), table says \(expected): \(reply.text.prefix(160))")
+                    }
                     if route == "GET /v1/customers/{id}/access/{offerId}" && kind == "otherTenant" {
                         #expect(reply.json["accessGranted"] as? Bool == false, "another publisher learns nothing of demo's customer")
                     }
@@ -70,9 +73,11 @@ import Testing
                         await Task.yield()
                         let reply = try await Self.send(variant, credential: credential, to: api)
                         tried += 1
-                        if reply.status >= 500 { serverErrors.append("\(route) \(variant.path.prefix(80)) \(variant.body?.prefix(60) ?? ""): \(reply.status)") }
+                        if reply.status >= 500 {
+                            serverErrors.append("\(route) \(variant.path.prefix(80)) \(variant.body?.prefix(60) ?? ""): \(reply.status)")
+                        }
                         // Some odd input is still valid (an emoji in an email's local part): it may write.
-                        if (200..<300).contains(reply.status) && probe.method == "POST" { batchAccepted += 1 }
+                        if (200..<300).contains(reply.status) && probe.method != "GET" { batchAccepted += 1 }
                     }
                     accepted += batchAccepted
                     if batchAccepted == 0 { #expect(try await api.keys() == batchBefore, "refused input to \(route) wrote nothing") }
@@ -81,17 +86,21 @@ import Testing
             }
             #expect(serverErrors.isEmpty, "\(serverErrors.prefix(20).joined(separator: "\n"))")
             print(
-                "hostile client: \(tried) requests, \(accepted) odd but valid ones accepted, \(serverErrors.count) server errors, 0 crashes (the process answered after every batch)")
+                "hostile client: \(tried) requests, \(accepted) odd but valid ones accepted, \(serverErrors.count) server errors, 0 crashes (the process answered after every batch)"
+            )
             #expect(tried > 1500)
         }
     }
 
     /// One request per route, about ann and demo.
     static func probes(signed: String, receipt: String, transactionId: String, job: String) throws -> [String: Probe] {
-        func json(_ object: [String: Any]) throws -> String { String(decoding: try JSONSerialization.data(withJSONObject: object), as: UTF8.self) }
+        func json(_ object: [String: Any]) throws -> String {
+            String(decoding: try JSONSerialization.data(withJSONObject: object), as: UTF8.self)
+        }
         let validate = "username=ann&receipt=not%20base64!&product=com.entitle.demo.credits.100"
         return [
-            "POST /v1/purchases": Probe(method: "POST", path: "/v1/purchases", body: try json(["customer": "ann@example.com", "signedTransaction": signed])),
+            "POST /v1/purchases": Probe(
+                method: "POST", path: "/v1/purchases", body: try json(["customer": "ann@example.com", "signedTransaction": signed])),
             "POST /apple/payment": Probe(
                 method: "POST", path: "/apple/payment",
                 body: try json([
@@ -101,16 +110,23 @@ import Testing
             "GET /cleeng/entitlements/{customerEmail}/{offerId}": Probe(
                 method: "GET", path: "/cleeng/entitlements/ann%40example.com/premium", cleeng: true),
             "GET /cleeng/entitlements/{customerEmail}": Probe(method: "GET", path: "/cleeng/entitlements/ann%40example.com", cleeng: true),
-            "GET /cleeng/accessible-tags/{customerEmail}": Probe(method: "GET", path: "/cleeng/accessible-tags/ann%40example.com", cleeng: true),
+            "GET /cleeng/accessible-tags/{customerEmail}": Probe(
+                method: "GET", path: "/cleeng/accessible-tags/ann%40example.com", cleeng: true),
             "GET /v1/validate": Probe(method: "GET", path: "/v1/validate?" + validate),
-            "POST /v1/validate": Probe(method: "POST", path: "/v1/validate", body: validate, contentType: "application/x-www-form-urlencoded"),
+            "POST /v1/validate": Probe(
+                method: "POST", path: "/v1/validate", body: validate, contentType: "application/x-www-form-urlencoded"),
             "GET /v1/jobs/{id}": Probe(method: "GET", path: "/v1/jobs/\(job)"),
             "GET /v1/customers/{id}/entitlements": Probe(method: "GET", path: "/v1/customers/ann%40example.com/entitlements"),
             "GET /v1/customers/{id}/access/{offerId}": Probe(method: "GET", path: "/v1/customers/ann%40example.com/access/premium"),
             "POST /v1/notifications/apple/{publisherId}": Probe(
                 method: "POST", path: "/v1/notifications/apple/demo", body: try json(["signedPayload": forged(signed)])),
             "POST /v1/transfers": Probe(
-                method: "POST", path: "/v1/transfers", body: try json(["originalTransactionId": transactionId, "to": "bob smith@example.com"])),
+                method: "POST", path: "/v1/transfers",
+                body: try json(["originalTransactionId": transactionId, "to": "bob smith@example.com"])),
+            "POST /v1/customers/{id}/credits/spend": Probe(
+                method: "POST", path: "/v1/customers/ann%40example.com/credits/spend", body: try json(["amount": 0, "reference": "r1"])),
+            "PUT /v1/purchases/{originalTransactionId}/appAccountToken": Probe(
+                method: "PUT", path: "/v1/purchases/\(transactionId)/appAccountToken", body: try json(["appAccountToken": "not a uuid"])),
             "GET /v1/queues": Probe(method: "GET", path: "/v1/queues"),
             "GET /metrics": Probe(method: "GET", path: "/metrics"),
             "GET /healthz": Probe(method: "GET", path: "/healthz"),
@@ -153,14 +169,15 @@ import Testing
             token = nil
         }
         return try await api.call(
-            probe.method == "POST" ? .POST : .GET, probe.path, token: token, headers: headers, body: probe.body, timeout: .seconds(30))
+            probe.method == "POST" ? .POST : probe.method == "PUT" ? .PUT : .GET, probe.path, token: token, headers: headers,
+            body: probe.body, timeout: .seconds(30))
     }
 
     /// What a hostile client sends instead of `probe`: broken and hostile bodies, odd path
     /// parameters, hostile query parameters.
     static func malformed(_ probe: Probe) -> [Probe] {
         var variants: [Probe] = []
-        if probe.method == "POST" {
+        if probe.method == "POST" || probe.method == "PUT" {
             let nested = String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000)
             let nestedObjects = String(repeating: #"{"a":"#, count: 50_000) + "1" + String(repeating: "}", count: 50_000)
             var bodies = [
@@ -179,7 +196,9 @@ import Testing
                     for value in hostile {
                         var changed = object
                         changed[key] = value
-                        if let data = try? JSONSerialization.data(withJSONObject: changed) { bodies.append(String(decoding: data, as: UTF8.self)) }
+                        if let data = try? JSONSerialization.data(withJSONObject: changed) {
+                            bodies.append(String(decoding: data, as: UTF8.self))
+                        }
                     }
                 }
                 var extra = object
@@ -189,7 +208,8 @@ import Testing
             if probe.contentType.contains("form") {
                 bodies += [
                     "username=&receipt=&product=", "username=%ZZ&receipt=%&product=%%", String(repeating: "a=b&", count: 50_000),
-                    "username=ann%00&receipt=AAAA&product=com.entitle.demo.credits.100&price=1e999&currency=" + String(repeating: "U", count: 1000),
+                    "username=ann%00&receipt=AAAA&product=com.entitle.demo.credits.100&price=1e999&currency="
+                        + String(repeating: "U", count: 1000),
                 ]
             }
             for body in bodies {

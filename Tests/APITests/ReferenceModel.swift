@@ -68,6 +68,8 @@ struct ReferenceModel {
     var purchases: [String: Purchase] = [:]
     var stints: [String: [Stint]] = [:]
     var ledger: [LedgerEntry] = []
+    /// What each consumable's last refund took (a reversal gives exactly that back).
+    var clawedBack: [String: Int] = [:]
 
     // MARK: What the walk does
 
@@ -83,7 +85,7 @@ struct ReferenceModel {
             if purchase.kind == .consumable, let transaction = transactions[original], let product = Self.products[purchase.productId] {
                 ledger.append(LedgerEntry(customer: customer, amount: product.credits, at: transaction.purchase))
                 if let revoked = transaction.revoked {
-                    ledger.append(LedgerEntry(customer: customer, amount: -product.credits, at: revoked))
+                    ledger.append(LedgerEntry(customer: customer, amount: -clawback(product.credits, from: customer), at: revoked))
                 }
             }
             return
@@ -108,10 +110,19 @@ struct ReferenceModel {
             let customer = owner(transaction.original), let product = Self.products[purchase.productId]
         else { return }
         if let revoked = transaction.revoked, !wasRevoked {
-            ledger.append(LedgerEntry(customer: customer, amount: -product.credits, at: revoked))
+            let taken = clawback(product.credits, from: customer)
+            ledger.append(LedgerEntry(customer: customer, amount: -taken, at: revoked))
+            clawedBack[transactionId] = taken
         } else if transaction.revoked == nil, wasRevoked {
-            ledger.append(LedgerEntry(customer: customer, amount: product.credits, at: date))
+            // A reversal gives back exactly what the refund took.
+            ledger.append(LedgerEntry(customer: customer, amount: clawedBack[transactionId] ?? product.credits, at: date))
         }
+    }
+
+    /// The walk refunds in full (the simulator's default refund): the share is all of a
+    /// purchase's credits, and a refund takes no more than the customer's balance holds.
+    func clawback(_ share: Int, from customer: String) -> Int {
+        min(share, max(0, ledger.filter { $0.customer == customer }.reduce(0) { $0 + $1.amount }))
     }
 
     // MARK: What Entitle should answer

@@ -164,6 +164,30 @@ import Testing
         }
     }
 
+    /// The refund control speaks Apple's unit: `revocationPercentage` in milliunits of a
+    /// percent, 1 to 99999 for a prorated refund; a full refund says 100000.
+    @Test func aProratedRefundIsInMilliunitsOfAPercent() async throws {
+        try await SimulatorHarness.run { sim in
+            let credits = try await sim.purchase("com.entitle.demo.credits.100")
+            for refused in [#"{"percentage":0}"#, #"{"percentage":100000}"#, #"{"percentage":-1}"#] {
+                #expect(try await sim.post("/simulator/transactions/\(credits.transactionId)/refund", refused).status == 400, "\(refused)")
+            }
+            let third = try await sim.transactionEvent(credits.transactionId, "refund", #"{"percentage":33333}"#)
+            let prorated = try await sim.verifier.verifyTransaction(third.signedTransaction)
+            #expect(prorated.revocationType == .refundProrated)
+            #expect(prorated.revocationPercentage == 33333)
+            let reversed = try await sim.transactionEvent(credits.transactionId, "refund-reversed")
+            let whole = try await sim.verifier.verifyTransaction(reversed.signedTransaction)
+            #expect(whole.revocationPercentage == nil && whole.revocationType == nil)
+            let full = try await sim.verifier.verifyTransaction(
+                try await sim.transactionEvent(credits.transactionId, "refund").signedTransaction)
+            #expect(full.revocationType == .refundFull && full.revocationPercentage == 100_000)
+            let nearlyAll = try await sim.purchase("com.entitle.demo.credits.100")
+            let last = try await sim.transactionEvent(nearlyAll.transactionId, "refund", #"{"percentage":99999}"#)
+            #expect(try await sim.verifier.verifyTransaction(last.signedTransaction).revocationPercentage == 99999)
+        }
+    }
+
     @Test func familySharingRevocation() async throws {
         try await SimulatorHarness.run { sim in
             let shared = try await sim.purchase(Self.monthly, #""familyShared":true"#)

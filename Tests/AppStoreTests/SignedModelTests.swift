@@ -121,6 +121,12 @@ import Testing
         #expect(transaction.offerDiscountType == .payAsYouGo)
         #expect(transaction.appTransactionId == "71134")
         #expect(transaction.offerPeriod == "P1Y")
+        // A monthly plan with a 12-month commitment (API 1.21).
+        #expect(transaction.billingPlanType == .monthly)
+        #expect(transaction.commitmentInfo?.billingPeriodNumber == 3)
+        #expect(transaction.commitmentInfo?.totalBillingPeriods == 12)
+        #expect(transaction.commitmentInfo?.commitmentExpiresDate?.milliseconds == 1_698_150_000_000)
+        #expect(transaction.commitmentInfo?.commitmentPrice == 119_880)
 
         let revoked = try await verifier.verifyTransaction(try signed("signedTransactionWithRevocation"))
         #expect(revoked.revocationType == .refundProrated)
@@ -150,6 +156,12 @@ import Testing
         #expect(renewal.appAccountToken == "7e3fb20b-4cdb-47cc-936d-99d65f608138")
         #expect(renewal.appTransactionId == "71134")
         #expect(renewal.offerPeriod == "P1Y")
+        #expect(renewal.renewalBillingPlanType == .monthly)
+        #expect(renewal.commitmentInfo?.commitmentAutoRenewProductId == "com.example.product.commitment")
+        #expect(renewal.commitmentInfo?.commitmentAutoRenewStatus == .on)
+        #expect(renewal.commitmentInfo?.commitmentRenewalBillingPlanType == .monthly)
+        #expect(renewal.commitmentInfo?.commitmentRenewalDate?.milliseconds == 1_698_149_500_000)
+        #expect(renewal.commitmentInfo?.commitmentRenewalPrice == 9990)
     }
 
     @Test func appTransaction() async throws {

@@ -84,3 +84,35 @@ import Testing
         #expect(throws: AppleFacts.Incomplete(field: "type")) { try AppleFacts.purchase(transaction) }
     }
 }
+
+/// Apple's own vector of a prorated refund (`revocationPercentage` 50000) reads as 50 %.
+@Suite struct ProratedRefundFactsTests {
+    @Test func applesProratedRefundVectorReadsAsHalf() async throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let model = try Data(
+            contentsOf: root.appending(path: "Tests/Vectors/appstore-library/swift/models/signedTransactionWithRevocation.json"))
+        let authority = try SigningAuthority()
+        var configuration = SignedDataVerifier.Configuration(bundleId: "com.example", roots: [authority.root])
+        configuration.allowedTestEnvironments = [.localTesting]
+        let transaction = try await SignedDataVerifier(configuration: configuration).verifyTransaction(
+            try authority.sign(payload: [UInt8](model)))
+        let fact = try AppleFacts.purchase(transaction)
+        #expect(fact.revocationType == "REFUND_PRORATED")
+        #expect(fact.revocationPercentage == 50000)
+        #expect(fact.isProratedRefund && fact.refundedShare == 50000)
+
+        // The same refund of 4 consumable items in the demo app: half their credits go.
+        let engine = try AppleFactsTests.engine()
+        var refunded = fact
+        (refunded.kind, refunded.productId, refunded.bundleId, refunded.environment, refunded.quantity) =
+            (.consumable, "com.entitle.demo.credits.100", "com.entitle.demo", "Sandbox", 4)
+        var bought = refunded
+        (bought.revocationDate, bought.revocationType, bought.revocationPercentage) = (nil, nil, nil)
+        bought.signedDate = fact.purchaseDate
+        refunded.signedDate = try #require(fact.revocationDate)
+        var state = CustomerEntitlements(publisher: "demo", customer: "caller@example.com")
+        #expect(engine.apply(bought, to: &state, now: fact.purchaseDate).creditsAdded == 400)
+        let decision = engine.apply(refunded, to: &state, now: try #require(fact.revocationDate))
+        #expect(decision.creditsClawedBack == 200 && decision.creditBalance == 200)
+    }
+}

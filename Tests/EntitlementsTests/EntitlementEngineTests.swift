@@ -29,7 +29,7 @@ import Testing
         // A duplicate submission, a replayed job: nothing changes.
         let again = engine.apply(purchase, to: &state, now: start.addingTimeInterval(60))
         #expect(again.creditsAdded == 0 && again.creditBalance == 300 && !again.changed)
-        // Spent credits refunded: the balance goes negative, and is reported.
+        // A refund takes back that purchase's credits, once.
         _ = engine.apply(fact("2", "com.entitle.demo.credits.100", .consumable, at: start), to: &state, now: start)
         let refund = engine.refund(transactionId: "1", at: start.addingTimeInterval(day), in: &state)
         #expect(refund.creditBalance == 100 && refund.changed)

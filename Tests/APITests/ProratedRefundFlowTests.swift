@@ -1,0 +1,104 @@
+import Foundation
+import RedisTestSupport
+import Testing
+
+/// Apple's prorated refunds (`revocationType`, `revocationPercentage` in milliunits of a
+/// percent) through the API, the worker and the simulator: the simulator refunds, its V2
+/// notification reaches the API, the `refund` job applies it.
+@Suite struct ProratedRefundFlowTests {
+    /// Refunds `transactionId` at the simulator (`body` its control body), forwards the
+    /// notification, and returns the `refund` job's result.
+    static func refund(
+        _ api: APIStack, _ transactionId: String, _ event: String = "refund", _ body: String = "{}"
+    ) async throws
+        -> [String: Any]
+    {
+        let answer = try await api.simulator("/simulator/transactions/\(transactionId)/\(event)", body)
+        let uuid = try #require((answer["notifications"] as? [String])?.first)
+        let notification = try await api.forward(try await api.sentNotification(uuid))
+        return try await api.result(try #require(notification["refundJobId"] as? String, "\(notification)"))
+    }
+
+    static func ledger(_ api: APIStack, _ customer: String) async throws -> (balance: Int?, entries: [[String: Any]]) {
+        let credits = try await api.customer(customer)["credits"] as? [String: Any]
+        return (credits?["balance"] as? Int, credits?["ledger"] as? [[String: Any]] ?? [])
+    }
+
+    /// `POST /v1/customers/{id}/credits/spend`, waited for: the job's result.
+    static func spend(_ api: APIStack, _ customer: String, _ amount: Int, reference: String) async throws -> [String: Any] {
+        let reply = try await api.call(
+            .POST, "/v1/customers/\(APIStack.escape(customer))/credits/spend", json: ["amount": amount, "reference": reference],
+            route: "POST /v1/customers/{id}/credits/spend")
+        try #require(reply.status == 202, "spend answered \(reply.status): \(reply.text)")
+        return try await api.result(try #require(reply.json["jobId"] as? String))
+    }
+
+    @Test(.timeLimit(.minutes(3))) func aConsumableOfThreeItemsRefundedAt33333LosesAThird() async throws {
+        try await APIStack.run("prorated-third", worker: true) { api in
+            let customer = "pat@example.com"
+            let bought = try await api.buy("credits.100", extra: ["quantity": 3])
+            let claimed = try await api.claim([
+                "customer": customer, "signedTransaction": try #require(bought["signedTransaction"] as? String),
+            ])
+            #expect((claimed["credits"] as? [String: Any])?["balance"] as? Int == 300, "\(claimed)")
+            let id = try #require(bought["transactionId"] as? String)
+
+            let result = try await Self.refund(api, id, "refund", #"{"percentage":33333}"#)
+            #expect(result["refunded"] as? Bool == true)
+            #expect(result["revocationType"] as? String == "REFUND_PRORATED", "\(result)")
+            #expect(result["revocationPercentage"] as? Int == 33333)
+            #expect(result["creditsClawedBack"] as? Int == 100 && result["creditShortfall"] as? Int == 0, "\(result)")
+            #expect(result["creditBalance"] as? Int == 200)
+            let (balance, entries) = try await Self.ledger(api, customer)
+            #expect(balance == 200)
+            #expect(entries.map { $0["amount"] as? Int } == [300, -100])
+            #expect(entries.last?["kind"] as? String == "clawback" && entries.last?["percentage"] as? Int == 33333)
+            #expect(entries.last?["shortfall"] == nil)
+        }
+    }
+
+    @Test(.timeLimit(.minutes(3))) func aHalfSpentConsumableRefundedInFullRecordsTheShortfall() async throws {
+        try await APIStack.run("prorated-shortfall", worker: true) { api in
+            let customer = "quinn@example.com"
+            let bought = try await api.buy("credits.100")
+            _ = try await api.claim(["customer": customer, "signedTransaction": try #require(bought["signedTransaction"] as? String)])
+            let spent = try await Self.spend(api, customer, 50, reference: "call-1")
+            #expect(spent["outcome"] as? String == "spent" && spent["creditBalance"] as? Int == 50, "\(spent)")
+            // The same use again spends nothing; more than is left spends nothing.
+            #expect(try await Self.spend(api, customer, 50, reference: "call-1")["creditBalance"] as? Int == 50)
+            #expect(try await Self.spend(api, customer, 51, reference: "call-2")["outcome"] as? String == "insufficientCredits")
+
+            let result = try await Self.refund(api, try #require(bought["transactionId"] as? String))
+            #expect(result["revocationType"] as? String == "REFUND_FULL" && result["revocationPercentage"] as? Int == 100_000, "\(result)")
+            #expect(result["creditsClawedBack"] as? Int == 50 && result["creditShortfall"] as? Int == 50, "\(result)")
+            let (balance, entries) = try await Self.ledger(api, customer)
+            #expect(balance == 0, "a refund never takes the balance below zero")
+            #expect(entries.map { $0["kind"] as? String } == ["purchase", "spend", "clawback"])
+            #expect(entries.last?["amount"] as? Int == -50 && entries.last?["shortfall"] as? Int == 50)
+            #expect(entries[1]["reference"] as? String == "call-1")
+        }
+    }
+
+    @Test(.timeLimit(.minutes(3))) func aReversalRestoresExactlyWhatTheRefundTook() async throws {
+        try await APIStack.run("prorated-reversal", worker: true) { api in
+            let customer = "rory@example.com"
+            let bought = try await api.buy("credits.100", extra: ["quantity": 3])
+            _ = try await api.claim(["customer": customer, "signedTransaction": try #require(bought["signedTransaction"] as? String)])
+            let id = try #require(bought["transactionId"] as? String)
+            _ = try await Self.spend(api, customer, 250, reference: "calls")
+            // Two thirds of 300 is 200; 50 are left, so 50 are taken and 150 are short.
+            let refunded = try await Self.refund(api, id, "refund", #"{"percentage":66667}"#)
+            #expect(refunded["creditsClawedBack"] as? Int == 50 && refunded["creditShortfall"] as? Int == 150, "\(refunded)")
+            #expect(try await Self.ledger(api, customer).balance == 0)
+
+            let reversed = try await Self.refund(api, id, "refund-reversed")
+            #expect(reversed["refunded"] as? Bool == false)
+            #expect(reversed["revocationType"] == nil && reversed["revocationPercentage"] == nil, "\(reversed)")
+            #expect(reversed["creditsClawedBack"] as? Int == -50, "\(reversed)")
+            let (balance, entries) = try await Self.ledger(api, customer)
+            #expect(balance == 50, "the 50 taken come back, not the 150 spent")
+            #expect(entries.map { $0["kind"] as? String } == ["purchase", "spend", "clawback", "reinstatement"])
+            #expect(entries.map { $0["amount"] as? Int } == [300, -250, -50, 50])
+        }
+    }
+}
