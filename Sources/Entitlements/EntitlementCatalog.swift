@@ -70,8 +70,8 @@ public struct EntitlementCatalog: Sendable, Hashable, Codable {
                         throw .invalidEntry(entry: offerName, problem: "product \(product) is already mapped to offer \"\(other)\"")
                     }
                 }
-                if let credits = offer.credits, credits <= 0 {
-                    throw .invalidEntry(entry: offerName, problem: "credits must be positive")
+                if let credits = offer.credits, !(1...1_000_000_000).contains(credits) {
+                    throw .invalidEntry(entry: offerName, problem: "credits must be 1 to 1000000000")
                 }
                 if let days = offer.accessDays, days <= 0 {
                     throw .invalidEntry(entry: offerName, problem: "accessDays must be positive")

@@ -55,8 +55,10 @@ public struct EntitlementEngine: Sendable {
         var creditsAdded = 0
         switch current.kind {
         case .consumable:
+            // Apple sells at most 10 of an item in one purchase; the bounds (here, and on an
+            // offer's credits in the catalog) keep the product far from overflowing.
             creditsAdded = state.credits.credit(
-                (offer.credits ?? 0) * max(1, current.quantity), transactionId: current.transactionId, offerId: offer.offerId,
+                (offer.credits ?? 0) * min(max(1, current.quantity), 1_000), transactionId: current.transactionId, offerId: offer.offerId,
                 at: current.purchaseDate, price: current.price, currency: current.currency)
             if !offer.entitlements.isEmpty { record(current, offer: offer, end: current.purchaseDate, from: accessFrom, in: &state) }
         case .nonConsumable:

@@ -37,6 +37,13 @@ import Testing
         #expect(state.credits.entries.map(\.amount) == [300, 100, -300])
     }
 
+    /// A quantity no App Store sells (it sells at most 10) cannot trap the arithmetic.
+    @Test func anAbsurdQuantityIsBoundedNotATrap() {
+        var state = CustomerEntitlements(publisher: "demo", customer: "caller@example.com")
+        let decision = engine.apply(fact("q", "com.entitle.demo.credits.100", .consumable, at: start, quantity: Int.max), to: &state, now: start)
+        #expect(decision.creditsAdded == 100 * 1_000 && decision.creditBalance == 100_000)
+    }
+
     @Test func newsstandIssuesAreEntitledExactlyAsPaidFor() {
         var state = CustomerEntitlements(publisher: "demo", customer: "reader@example.com")
         _ = engine.apply(fact("10", "com.entitle.demo.issue.2026.11", .nonConsumable, at: start), to: &state, now: start)
