@@ -55,6 +55,8 @@ public struct NotificationSummary: Codable, Sendable, Hashable {
 
 /// The app a notification without a purchase is about (`RESCIND_CONSENT`).
 public struct AppData: Codable, Sendable, Hashable {
+    public init() {}
+
     public var environment: AppStoreEnvironment?
     public var appAppleId: Int64?
     public var bundleId: String?
@@ -63,6 +65,8 @@ public struct AppData: Codable, Sendable, Hashable {
 
 /// An external purchase token (`EXTERNAL_PURCHASE_TOKEN`).
 public struct ExternalPurchaseToken: Codable, Sendable, Hashable {
+    public init() {}
+
     public var externalPurchaseId: String?
     public var tokenCreationDate: AppleTimestamp?
     public var appAppleId: Int64?

@@ -14,6 +14,9 @@ public struct AppleAPIError: Error, Sendable, Hashable {
     static let invalidTransactionId = Self(httpStatus: 400, errorCode: 4_000_006, errorMessage: "Invalid transaction id.")
     static let invalidRevision = Self(httpStatus: 400, errorCode: 4_000_005, errorMessage: "Invalid request revision.")
     static let invalidPaginationToken = Self(httpStatus: 400, errorCode: 4_000_014, errorMessage: "Invalid pagination token.")
+    static let invalidTransactionTypeNotSupported = Self(
+        httpStatus: 400, errorCode: 4_000_047,
+        errorMessage: "Invalid request. The transaction id parameter represents an unsupported In-App Purchase type.")
     static let transactionIdNotFound = Self(httpStatus: 404, errorCode: 4_040_010, errorMessage: "Transaction id not found.")
     static let originalTransactionIdNotFound = Self(
         httpStatus: 404, errorCode: 4_040_005, errorMessage: "Original transaction id not found.")

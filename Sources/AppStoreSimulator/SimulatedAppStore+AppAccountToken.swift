@@ -47,6 +47,20 @@ extension SimulatedAppStore {
         _ transactionId: String, environment: AppStoreEnvironment, bundleId: String
     ) async throws(AppleAPIError) -> AppTransactionInfoResponse {
         let record = try scoped(transactionId, environment, bundleId)
+        var response = AppTransactionInfoResponse()
+        do {
+            response.signedAppTransactionInfo = try signedAppTransaction(of: record)
+        } catch {
+            throw .generalInternal
+        }
+        return response
+    }
+
+    /// The signed app transaction of the account that made `record`, for its app and
+    /// environment (Get App Transaction Info and `RESCIND_CONSENT`'s `appData` share it).
+    func signedAppTransaction(of record: SimulatedTransaction) throws -> String {
+        let bundleId = record.transaction.bundleId ?? ""
+        let environment = record.environment
         let first = accountHistory(of: record).compactMap(\.transaction.purchaseDate).min()
         let app = catalog.app(bundleId)
         var appTransaction = AppTransaction()
@@ -60,13 +74,7 @@ extension SimulatedAppStore {
         appTransaction.originalPlatform = "iOS"
         appTransaction.appTransactionId = Self.appTransactionId(account: record.account, bundleId: bundleId)
         appTransaction.signedDate = AppleTimestamp(clock.now)
-        var response = AppTransactionInfoResponse()
-        do {
-            response.signedAppTransactionInfo = try signing.sign(appTransaction)
-        } catch {
-            throw .generalInternal
-        }
-        return response
+        return try signing.sign(appTransaction)
     }
 
     /// The account's app transaction id for an app: one per account and app, stable (Apple:

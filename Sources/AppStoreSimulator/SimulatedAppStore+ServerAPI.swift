@@ -126,11 +126,16 @@ extension SimulatedAppStore {
         return response
     }
 
-    /// Send Consumption Information: accepted only while Apple awaits it.
+    /// Send Consumption Information (V1): for a consumable or an auto-renewable subscription
+    /// only, and accepted only while Apple awaits it.
     public func recordConsumption(
         _ transactionId: String, environment: AppStoreEnvironment, bundleId: String, _ request: ConsumptionRequest
     ) throws(AppleAPIError) {
         var record = try scoped(transactionId, environment, bundleId)
+        // Apple answers 4000047 for another product type since API 1.11; 4000043 is no longer sent.
+        guard record.transaction.type == .consumable || record.transaction.type == .autoRenewable else {
+            throw .invalidTransactionTypeNotSupported
+        }
         guard (0...4).contains(request.consumptionStatus) else { throw .badRequest(4_000_034, "Invalid consumption status.") }
         guard (0...5).contains(request.deliveryStatus) else { throw .badRequest(4_000_036, "Invalid delivery status.") }
         guard (0...2).contains(request.platform) else { throw .badRequest(4_000_039, "Invalid platform.") }
@@ -138,7 +143,8 @@ extension SimulatedAppStore {
             throw .badRequest(4_000_033, "Invalid app account token.")
         }
         guard record.consumptionRequested else {
-            throw .badRequest(4_000_043, "Invalid request. The transaction has no outstanding consumption request.")
+            // Apple documents no error of its own for this; the simulator answers its general one.
+            throw .badRequest(4_000_000, "Invalid request. The transaction has no outstanding consumption request.")
         }
         record.consumption = request
         record.consumptionRequested = false

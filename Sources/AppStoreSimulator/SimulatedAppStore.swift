@@ -155,6 +155,17 @@ public actor SimulatedAppStore {
             save(subscription)
             event = (.subscribed, previous == nil ? .initialBuy : .resubscribe, previous == nil ? "INITIAL_BUY" : "INTERACTIVE_RENEWAL")
         } else {
+            if let code = request.offerCode {
+                guard let offer = product.oneTimeOfferCodes?.first(where: { $0.id == code }) else {
+                    throw SimulatorError(.invalidRequest, "\(product.productId) has no offer code \(code)")
+                }
+                let offerPrice = offer.prices.first { $0.storefront == storefront } ?? offer.prices.first
+                transaction.offerType = .offerCode
+                transaction.offerIdentifier = offer.id
+                transaction.offerDiscountType = .oneTime
+                transaction.price = (offerPrice?.milliunits ?? 0) * Int64(quantity)
+                transaction.currency = offerPrice?.currency ?? transaction.currency
+            }
             if product.type == .nonConsumable,
                 owned.contains(where: { $0.transaction.productId == product.productId && !$0.isRevoked && $0.environment == environment })
             {
@@ -304,6 +315,9 @@ public actor SimulatedAppStore {
             info.offerDiscountType = offer.discountType
             info.offerIdentifier = offer.identifier
             info.offerPeriod = offer.period.description
+        }
+        if subscription.state == .expired, let winBack = catalog.product(subscription.productId)?.winBackOfferIds, !winBack.isEmpty {
+            info.eligibleWinBackOfferIds = winBack
         }
         info.appAccountToken = subscription.appAccountToken
         info.appTransactionId = Self.appTransactionId(account: subscription.account, bundleId: subscription.bundleId)

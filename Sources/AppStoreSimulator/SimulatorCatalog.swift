@@ -46,6 +46,15 @@ public struct SimulatorCatalog: Sendable, Codable, Hashable {
         public var prices: [Price]?
     }
 
+    /// An offer code for a consumable, non-consumable or non-renewing subscription (API
+    /// 1.18): its transaction says `offerType` 3, `offerDiscountType` `ONE_TIME`.
+    public struct OneTimeOfferCode: Sendable, Codable, Hashable {
+        /// The code customers redeem (the transaction's `offerIdentifier`).
+        public var id: String
+        /// The discounted prices, per item.
+        public var prices: [Price]
+    }
+
     public struct Product: Sendable, Codable, Hashable {
         public var productId: String
         public var bundleId: String
@@ -60,6 +69,11 @@ public struct SimulatorCatalog: Sendable, Codable, Hashable {
         public var period: SubscriptionPeriod?
         public var introductoryOffer: Offer?
         public var offerCodes: [Offer]?
+        /// Consumables, non-consumables and non-renewing subscriptions: their offer codes.
+        public var oneTimeOfferCodes: [OneTimeOfferCode]?
+        /// Auto-renewable subscriptions: the win-back offers a lapsed subscriber may redeem,
+        /// better first (renewal info's `eligibleWinBackOfferIds`; redeeming is not modelled).
+        public var winBackOfferIds: [String]?
         public var familyShareable: Bool?
 
         func price(in storefront: String) -> Price? {
@@ -125,7 +139,7 @@ public struct SimulatorCatalog: Sendable, Codable, Hashable {
             }
             guard !product.prices.isEmpty else { throw fail("\(name): has no prices") }
             for price in product.prices + (product.introductoryOffer?.prices ?? [])
-                + (product.offerCodes ?? []).flatMap({ $0.prices ?? [] })
+                + (product.offerCodes ?? []).flatMap({ $0.prices ?? [] }) + (product.oneTimeOfferCodes ?? []).flatMap(\.prices)
             {
                 guard price.storefront.count == 3, price.currency.count == 3, price.price >= 0 else {
                     throw fail(
@@ -149,8 +163,16 @@ public struct SimulatorCatalog: Sendable, Codable, Hashable {
                 for code in product.offerCodes ?? [] where (code.id ?? "").isEmpty {
                     throw fail("\(name): every offer code needs an id")
                 }
-            } else if product.subscriptionGroup != nil || product.introductoryOffer != nil || product.offerCodes != nil {
-                throw fail("\(name): only auto-renewable subscriptions have groups and offers")
+                guard product.oneTimeOfferCodes == nil else { throw fail("\(name): a subscription's offer codes are offerCodes") }
+                for id in product.winBackOfferIds ?? [] where id.isEmpty { throw fail("\(name): a win-back offer id is empty") }
+            } else if product.subscriptionGroup != nil || product.introductoryOffer != nil || product.offerCodes != nil
+                || product.winBackOfferIds != nil
+            {
+                throw fail("\(name): only auto-renewable subscriptions have groups, introductory, win-back and subscription offers")
+            } else {
+                for code in product.oneTimeOfferCodes ?? [] where code.id.isEmpty || code.prices.isEmpty {
+                    throw fail("\(name): every one-time offer code needs an id and prices")
+                }
             }
         }
     }

@@ -13,7 +13,7 @@ public struct PurchaseRequest: Codable, Sendable, Hashable {
     public var quantity: Int?
     /// ISO 3166 alpha-3; `USA` by default.
     public var storefront: String?
-    /// Redeem this offer code (auto-renewable subscriptions).
+    /// Redeem this offer code (an auto-renewable subscription's, or a one-time product's).
     public var offerCode: String?
     /// Apply the introductory offer when eligible (the default, as on devices).
     public var useIntroductoryOffer: Bool?
@@ -99,4 +99,38 @@ public struct LifecycleRequest: Codable, Sendable, Hashable {
     public var consumptionReason: ConsumptionRequestReason?
 
     public init() {}
+}
+
+/// `POST /simulator/external-purchase-tokens`: Apple tells the app's server about an
+/// external purchase token.
+public struct ExternalPurchaseTokenRequest: Codable, Sendable, Hashable {
+    public var bundleId: String
+    /// `CREATED`, `ACTIVE_TOKEN_REMINDER` (custom link tokens) or `UNREPORTED`.
+    public var subtype: String
+    /// Sandbox unless told; a sandbox token's id starts with `SANDBOX`, as Apple's do.
+    public var environment: AppStoreEnvironment?
+    /// The token a reminder is about; a new id when absent.
+    public var externalPurchaseId: String?
+    /// `SERVICES` (the default for custom link tokens) or `ACQUISITION`.
+    public var tokenType: String?
+    /// How long a custom link token lives (Apple does not say; 30 days unless told).
+    public var validForDays: Int?
+
+    public init(
+        bundleId: String, subtype: String, environment: AppStoreEnvironment? = nil, externalPurchaseId: String? = nil,
+        tokenType: String? = nil, validForDays: Int? = nil
+    ) {
+        self.bundleId = bundleId
+        self.subtype = subtype
+        self.environment = environment
+        self.externalPurchaseId = externalPurchaseId
+        self.tokenType = tokenType
+        self.validForDays = validForDays
+    }
+}
+
+/// The token and the notification that announced it.
+public struct ExternalPurchaseTokenResult: Codable, Sendable, Hashable {
+    public var externalPurchaseId: String
+    public var notificationUUID: String
 }

@@ -124,12 +124,19 @@ extension SimulatorServer {
                 case "refund-reversed": snapshot = try await store.reverseRefund(id)
                 case "revoke": snapshot = try await store.revoke(id)
                 case "consumption-request": snapshot = try await store.requestConsumption(id, reason: body.consumptionReason)
+                case "rescind-consent": snapshot = try await store.rescindConsent(id)
                 case let other: throw SimulatorError(.notFound, "no transaction event \"\(other)\"")
                 }
                 return Response.encoded(snapshot)
             }
         }
 
+        control.post("external-purchase-tokens") { request, _ in
+            try await Self.handle {
+                let body = try await Self.decode(ExternalPurchaseTokenRequest.self, request)
+                return Response.encoded(try await store.externalPurchaseToken(body))
+            }
+        }
         control.get("notifications") { _, _ in
             Response.encoded(await store.notifications.all().map(NotificationSummary.init))
         }

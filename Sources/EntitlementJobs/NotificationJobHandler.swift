@@ -91,10 +91,25 @@ package struct NotificationJobHandler: EntitlementJobHandler {
                 try await apply(evidence, to: &result, publisher: publisher, appAccountToken: fact.appAccountToken, job: job)
             }
         } else {
-            result.message = "nothing to apply (no transaction in the notification)"
+            result.message = Self.nothingToApply(verified)
         }
         try await service.store.markApplied(publisher: publisher.id, notification: uuid)
         return result
+    }
+
+    /// Why a verified notification without a transaction changes no customer: Entitle
+    /// records purchases, and these are about the app (consent) or about purchases made
+    /// outside the App Store (external purchase tokens, which the publisher reports to Apple).
+    static func nothingToApply(_ verified: VerifiedNotification) -> String {
+        switch verified.payload.notificationType {
+        case .rescindConsent?:
+            let app = verified.appTransaction?.appTransactionId.map { " (app transaction \($0))" } ?? ""
+            return "consent rescinded for the app\(app): purchases are unchanged; the app restricts what needed consent"
+        case .externalPurchaseToken?:
+            return "an external purchase token: not an App Store purchase, nothing to apply"
+        default:
+            return "nothing to apply (no transaction in the notification)"
+        }
     }
 
     // MARK: V1
