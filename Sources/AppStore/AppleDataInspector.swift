@@ -23,6 +23,9 @@ public struct AppleDataInspector: Sendable {
         public var productId: String?
         public var notificationType: String?
         public var subtype: String?
+        /// An app transaction (alone, in Get App Transaction Info's response, or in a
+        /// `RESCIND_CONSENT` notification's `appData`), once verified.
+        public var appTransaction: AppTransaction?
 
         init(kind: Kind) {
             self.kind = kind
@@ -52,13 +55,18 @@ public struct AppleDataInspector: Sendable {
     public func inspect(_ text: String) async -> Inspection {
         let text = text.trimmingCharacters(in: .whitespacesAndNewlines)
         if text.hasPrefix("{") {
-            struct Posted: Decodable { var signedPayload: String }
-            guard let posted = try? JSONDecoder().decode(Posted.self, from: Data(text.utf8)) else {
-                var inspection = Inspection(kind: .unknown)
-                inspection.reason = "JSON without a signedPayload (V1 notifications are not signed and cannot be verified)"
-                return inspection
+            // A notification as Apple posts it, or Get App Transaction Info's response.
+            struct Posted: Decodable {
+                var signedPayload: String?
+                var signedAppTransactionInfo: String?
             }
-            return await inspectJWS(posted.signedPayload, kind: .notification)
+            let posted = try? JSONDecoder().decode(Posted.self, from: Data(text.utf8))
+            if let signed = posted?.signedPayload { return await inspectJWS(signed, kind: .notification) }
+            if let signed = posted?.signedAppTransactionInfo { return await inspectJWS(signed, kind: .appTransaction) }
+            var inspection = Inspection(kind: .unknown)
+            inspection.reason =
+                "JSON without a signedPayload or signedAppTransactionInfo (V1 notifications are not signed and cannot be verified)"
+            return inspection
         }
         if text.split(separator: ".", omittingEmptySubsequences: false).count == 3 {
             return await inspectJWS(text, kind: Self.guessKind(ofJWS: text))
@@ -117,6 +125,9 @@ public struct AppleDataInspector: Sendable {
                     inspection.originalTransactionId = transaction.originalTransactionId
                     inspection.productId = transaction.productId
                 }
+                if let nested = payload.appData?.signedAppTransactionInfo {
+                    inspection.appTransaction = try await signedData.verifyAppTransaction(nested)
+                }
             case .renewalInfo:
                 let renewal = try await signedData.verifyRenewalInfo(jws)
                 inspection.environment = renewal.environment?.rawValue
@@ -126,6 +137,7 @@ public struct AppleDataInspector: Sendable {
                 let app = try await signedData.verifyAppTransaction(jws)
                 inspection.environment = app.receiptType?.rawValue
                 inspection.bundleId = app.bundleId
+                inspection.appTransaction = app
             default:
                 let transaction = try await signedData.verifyTransaction(jws)
                 inspection.environment = transaction.environment?.rawValue

@@ -3,15 +3,19 @@ import ArgumentParser
 import Foundation
 import X509
 
-/// `entitle verify`: what a receipt, signed transaction, renewal info or notification is,
-/// and whether it verifies. Exit 0 valid, 1 not valid, 2 usage error.
+/// `entitle verify`: what a receipt, signed transaction, renewal info, app transaction or
+/// notification is, and whether it verifies; an app transaction is explained (when the
+/// customer first got the app, which version, and whether they bought it while it was paid).
+/// Exit 0 valid, 1 not valid, 2 usage error.
 struct VerifyCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "verify",
-        abstract: "Tell what a receipt, signed transaction, renewal info or notification is, and whether it verifies.",
+        abstract: "Tell what a receipt, signed transaction, renewal info, app transaction or notification is, and whether it verifies.",
         discussion: """
             Exits 0 when the data verifies, 1 when it does not, 2 on a usage error. Certificates are checked at the \
-            data's own signing date (a receipt's creation date) unless --at is given. Nothing is sent anywhere.
+            data's own signing date (a receipt's creation date) unless --at is given. Nothing is sent anywhere. \
+            An app transaction may be given as the JWS or as Get App Transaction Info's response \
+            ({"signedAppTransactionInfo"}); a RESCIND_CONSENT notification's app transaction is explained too.
             """
     )
 
@@ -30,6 +34,14 @@ struct VerifyCommand: AsyncParsableCommand {
     @Flag(help: "Accept Xcode and LocalTesting data.")
     var allowTestEnvironments = false
 
+    @Option(
+        name: .customLong("paid-before-version"),
+        help: """
+            For an app transaction of an app that was paid and became free: the first free version (CFBundleVersion; \
+            CFBundleShortVersionString on macOS). Tells whether the customer bought the app while it was paid.
+            """)
+    var paidBeforeVersion: String?
+
     @Argument(help: "A file holding the data, or - for standard input.")
     var file: String
 
@@ -39,6 +51,12 @@ struct VerifyCommand: AsyncParsableCommand {
                 throw ValidationError("--at must be an ISO 8601 time such as 2024-01-31T12:00:00Z, not \"\(text)\"")
             }
             return date
+        }
+        let firstFree = try paidBeforeVersion.map { text -> [Int] in
+            guard let version = Self.version(text) else {
+                throw ValidationError("--paid-before-version must be numbers separated by dots, such as 2 or 2.0.1, not \"\(text)\"")
+            }
+            return version
         }
         let certificates = try roots.map(Self.loadCertificate)
         let input: Data
@@ -59,6 +77,12 @@ struct VerifyCommand: AsyncParsableCommand {
                 ("productId", result.productId), ("notificationType", result.notificationType), ("subtype", result.subtype),
             ]
             for (key, value) in optional { if let value { object[key] = value } }
+            if let app = result.appTransaction {
+                var fields: [String: Any] = [:]
+                for (key, value) in Self.appTransactionFields(app) { if let value { fields[key] = value } }
+                if let firstFree, let paid = Self.boughtWhilePaid(app, firstFree: firstFree) { fields["boughtWhilePaid"] = paid }
+                object["appTransaction"] = fields
+            }
             print(try JSONOutput.line(object))
         } else {
             print("\(result.kind.rawValue): \(result.valid ? "valid" : "NOT valid")")
@@ -69,8 +93,73 @@ struct VerifyCommand: AsyncParsableCommand {
                 ("original transaction id", result.originalTransactionId),
             ]
             for (label, value) in fields { if let value { print("  \(label): \(value)") } }
+            if let app = result.appTransaction { print(Self.explain(app, firstFree: firstFree)) }
         }
         if !result.valid { throw ExitCode(1) }
+    }
+
+    // MARK: App transactions
+
+    /// The app transaction's fields as the JSON output names them (Apple's names).
+    static func appTransactionFields(_ app: AppTransaction) -> [(String, Any?)] {
+        [
+            ("appAppleId", app.appAppleId), ("appTransactionId", app.appTransactionId),
+            ("applicationVersion", app.applicationVersion), ("originalApplicationVersion", app.originalApplicationVersion),
+            ("originalPurchaseDate", app.originalPurchaseDate.map { $0.date.formatted(.iso8601) }),
+            ("originalPlatform", app.originalPlatform), ("preorderDate", app.preorderDate.map { $0.date.formatted(.iso8601) }),
+            ("receiptCreationDate", app.receiptCreationDate.map { $0.date.formatted(.iso8601) }),
+        ]
+    }
+
+    /// What an app transaction says about the customer, in words.
+    static func explain(_ app: AppTransaction, firstFree: [Int]?) -> String {
+        var lines = ["  app transaction (the customer's own purchase or download of the app):"]
+        if let id = app.appTransactionId { lines.append("    app transaction id: \(id) (one per Apple Account and app)") }
+        if let date = app.originalPurchaseDate {
+            lines.append("    first got the app: \(date.date.formatted(.iso8601)) (originalPurchaseDate)")
+        }
+        if let preorder = app.preorderDate { lines.append("    preordered: \(preorder.date.formatted(.iso8601))") }
+        if let version = app.originalApplicationVersion {
+            lines.append("    first version: \(version) (originalApplicationVersion: it never changes when the app is updated)")
+        }
+        if let version = app.applicationVersion { lines.append("    version now: \(version)") }
+        if let platform = app.originalPlatform { lines.append("    first platform: \(platform)") }
+        if let firstFree {
+            let free = firstFree.map(String.init).joined(separator: ".")
+            switch boughtWhilePaid(app, firstFree: firstFree) {
+            case true?: lines.append("    bought while the app was paid: yes (first version is before \(free))")
+            case false?: lines.append("    bought while the app was paid: no (first version is \(free) or later)")
+            case nil: lines.append("    bought while the app was paid: unknown (the first version is not numbers separated by dots)")
+            }
+        }
+        if app.receiptType == .sandbox || app.receiptType == .xcode {
+            lines.append("    note: outside production Apple reports the first version as 1.0, whatever was installed")
+        }
+        return lines.joined(separator: "\n")
+    }
+
+    /// Whether the customer's first version comes before the first free one, compared number
+    /// by number (as strings "2" would sort after "13"); nil when it is not such a version.
+    static func boughtWhilePaid(_ app: AppTransaction, firstFree: [Int]) -> Bool? {
+        guard let text = app.originalApplicationVersion, let first = version(text) else { return nil }
+        let count = max(first.count, firstFree.count)
+        let a = first + Array(repeating: 0, count: count - first.count)
+        let b = firstFree + Array(repeating: 0, count: count - firstFree.count)
+        return a.lexicographicallyPrecedes(b)
+    }
+
+    /// "2.0.1" as [2, 0, 1]; nil unless it is 1 to 4 non-negative numbers of at most 9 digits.
+    static func version(_ text: String) -> [Int]? {
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard (1...4).contains(parts.count) else { return nil }
+        var numbers: [Int] = []
+        for part in parts {
+            guard (1...9).contains(part.count), part.allSatisfy(\.isASCII), part.allSatisfy(\.isNumber), let number = Int(part) else {
+                return nil
+            }
+            numbers.append(number)
+        }
+        return numbers
     }
 
     static func loadCertificate(_ path: String) throws -> Certificate {

@@ -30,7 +30,8 @@ import Testing
                 try await api.sentNotification(try #require((rescinded["notifications"] as? [String])?.first)))
             #expect(consent["notificationType"] as? String == "RESCIND_CONSENT", "\(consent)")
             #expect(consent["duplicate"] as? Bool == false && consent["customer"] == nil, "\(consent)")
-            #expect((consent["message"] as? String)?.contains("consent rescinded") == true, "\(consent)")
+            // The app transaction comes from appData, verified.
+            #expect((consent["message"] as? String)?.contains("consent rescinded for the app (app transaction 70") == true, "\(consent)")
 
             for (subtype, extra) in [("CREATED", ""), ("ACTIVE_TOKEN_REMINDER", #","tokenType":"ACQUISITION""#)] {
                 let sent = try await api.simulator(

@@ -81,6 +81,42 @@ import Testing
         #expect(ios6.json["transactionId"] as? String == "1000000046178817")
     }
 
+    /// Xcode's real signed app transaction (StoreKit testing; first version 1), alone and as
+    /// Get App Transaction Info's response, explained for an app that was paid until version 2.
+    @Test func anAppTransactionIsExplainedForAnAppThatWasPaid() async throws {
+        let jws = "\(Self.vectors)/appstore-library/swift/xcode/xcode-signed-app-transaction"
+        let paid = try await verify(["--json", "--allow-test-environments", "--paid-before-version", "2", jws])
+        #expect(paid.status == 0, "\(paid.errors)")
+        #expect(paid.json["kind"] as? String == "appTransaction" && paid.json["valid"] as? Bool == true)
+        #expect(paid.json["bundleId"] as? String == "com.example.naturelab.backyardbirds.example")
+        let app = try #require(paid.json["appTransaction"] as? [String: Any], "\(paid.json)")
+        #expect(app["originalApplicationVersion"] as? String == "1" && app["applicationVersion"] as? String == "1")
+        #expect(app["originalPurchaseDate"] as? String == "0001-01-01T00:00:00Z")
+        #expect(app["boughtWhilePaid"] as? Bool == true)
+
+        // Get App Transaction Info's response body; the version compares as numbers (1 is before 1.0.1, not 10).
+        let response = FileManager.default.temporaryDirectory.appendingPathComponent("app-transaction-\(UUID().uuidString).json")
+        defer { try? FileManager.default.removeItem(at: response) }
+        let signed = try String(contentsOfFile: jws, encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        try Data(#"{"signedAppTransactionInfo":"\#(signed)"}"#.utf8).write(to: response)
+        let free = try await verify(["--json", "--allow-test-environments", "--paid-before-version", "1.0", response.path])
+        #expect(free.status == 0)
+        #expect(free.json["kind"] as? String == "appTransaction")
+        #expect((free.json["appTransaction"] as? [String: Any])?["boughtWhilePaid"] as? Bool == false, "\(free.json)")
+
+        let text = try await ChildProcess.run(
+            ChildProcess.entitleExecutable, ["verify", "--allow-test-environments", "--paid-before-version", "10", response.path])
+        #expect(text.status == 0)
+        #expect(text.output.contains("appTransaction: valid"), "\(text.output)")
+        #expect(text.output.contains("first version: 1 (originalApplicationVersion"), "\(text.output)")
+        #expect(text.output.contains("bought while the app was paid: yes (first version is before 10)"), "\(text.output)")
+
+        // Without test environments Xcode's data is refused; a bad version is a usage error.
+        #expect(try await verify(["--json", jws]).status == 1)
+        #expect(try await verify(["--paid-before-version", "two", jws]).status == 2)
+        #expect(try await verify(["--paid-before-version", "1..2", jws]).status == 2)
+    }
+
     @Test func usageErrorsExitTwo() async throws {
         #expect(try await verify(["/nonexistent/file"]).status == 2)
         #expect(try await verify(["--at", "yesterday", "\(Self.vectors)/certs/AppleRootCA-G3.cer"]).status == 2)
