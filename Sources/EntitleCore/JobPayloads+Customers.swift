@@ -1,3 +1,4 @@
+import Entitlements
 import Foundation
 
 extension JobPayloads {
@@ -41,4 +42,29 @@ extension JobPayloads {
             self.bundleId = bundleId
         }
     }
+}
+
+extension JobPayloads.AppAccountToken {
+    /// A request to bind a purchase to a customer's token, checked as the API and the CLI
+    /// take it: the App Store's digits, a UUID (sent lowercased), an app of the publisher.
+    /// Throws `JobRefusal.invalidPayload` with a message for the caller.
+    package static func checked(
+        publisher: Publisher, originalTransactionId: String, appAccountToken: String, bundleId: String?
+    ) throws(JobRefusal) -> Self {
+        guard (1...32).contains(originalTransactionId.count), originalTransactionId.allSatisfy({ $0.isASCII && $0.isNumber }) else {
+            throw .invalidPayload("originalTransactionId must be the App Store's digits")
+        }
+        guard appAccountToken.utf8.count <= 64, let token = UUID(uuidString: appAccountToken) else {
+            throw .invalidPayload("appAccountToken must be a UUID")
+        }
+        if let bundleId, publisher.app(bundleId: bundleId) == nil {
+            throw .invalidPayload("publisher \(publisher.id) has no app \(bundleId)")
+        }
+        return Self(
+            publisher: publisher.id, originalTransactionId: originalTransactionId, appAccountToken: token.uuidString.lowercased(),
+            bundleId: bundleId)
+    }
+
+    /// One job per purchase at a time, whoever asks (the API or the CLI).
+    package var uniqueKey: String { "token:\(publisher):\(originalTransactionId)" }
 }

@@ -10,22 +10,18 @@ extension EntitleAPI {
         routes.add(.put, "/v1/purchases/{originalTransactionId}/appAccountToken") { request, context in
             let publisher = try secretKeyPublisher(request, context)
             let id = try RequestInput.path(context, "originalTransactionId")
-            guard (1...32).contains(id.count), id.allSatisfy(\.isASCIIDigit) else {
-                throw APIError.badRequest("originalTransactionId must be the App Store's digits")
-            }
             let input = try await RequestInput.json(request, limit: 64 << 10)
             try input.allow(["appAccountToken", "bundleId"])
-            guard let token = UUID(uuidString: try input.required("appAccountToken", maxLength: 64)) else {
-                throw APIError.badRequest("appAccountToken must be a UUID")
-            }
+            let token = try input.required("appAccountToken", maxLength: 64)
             let bundleId = try input.string("bundleId")
-            if let bundleId, publisher.app(bundleId: bundleId) == nil {
-                throw APIError.badRequest("publisher \(publisher.id) has no app \(bundleId)")
+            let payload: JobPayloads.AppAccountToken
+            do throws(JobRefusal) {
+                payload = try .checked(publisher: publisher, originalTransactionId: id, appAccountToken: token, bundleId: bundleId)
+            } catch {
+                guard case .invalidPayload(let message) = error else { throw APIError.badRequest(error.codeAndMessage.message) }
+                throw APIError.badRequest(message)
             }
-            let payload = JobPayloads.AppAccountToken(
-                publisher: publisher.id, originalTransactionId: id, appAccountToken: token.uuidString.lowercased(), bundleId: bundleId)
-            let job = try await enqueueOnce(
-                try EnqueueRequest(payload, queue: configuration.queue, uniqueKey: "token:\(publisher.id):\(id)"))
+            let job = try await enqueueOnce(try EnqueueRequest(payload, queue: configuration.queue, uniqueKey: payload.uniqueKey))
             return JSONBody.jobId(job, status: .accepted)
         }
     }

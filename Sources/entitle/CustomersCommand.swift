@@ -7,7 +7,8 @@ import RedisClient
 /// `entitle customers show CUSTOMER --publisher P [--at ISO8601] [--json]`.
 struct CustomersCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "customers", abstract: "Inspect customers' entitlements.", subcommands: [Show.self])
+        commandName: "customers", abstract: "Inspect customers' entitlements; bind a purchase to a customer's appAccountToken.",
+        subcommands: [Show.self, SetAppAccountToken.self])
 
     struct Show: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
