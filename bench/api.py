@@ -20,6 +20,8 @@ import urllib.request
 
 import redis
 
+from wrk_load import wait_http, wrk_purchases
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
 BIN = os.path.join(ROOT, '.build', 'release', 'entitle')
 PORT = 6393
@@ -31,26 +33,8 @@ N = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
 r = redis.Redis(port=PORT)
 
 
-def wait_http(url, timeout=60):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(url, timeout=2).read()
-            return
-        except Exception:
-            time.sleep(0.1)
-    raise SystemExit(f'{url} did not answer')
-
-
 def wrk(url, seconds):
-    out = subprocess.run(['wrk', '-t2', f'-c{CONNECTIONS}', f'-d{seconds}s', '--latency', '-s', os.path.join(ROOT, 'bench', 'wrk_purchases.lua'), url],
-                         capture_output=True, text=True, env=dict(os.environ, TOKEN=TOKEN))
-    line = next((l for l in out.stdout.splitlines() if l.startswith('RESULT ')), None)
-    if not line:
-        raise SystemExit(out.stdout + out.stderr)
-    result = json.loads(line[7:])
-    result['per_s'] = result['requests'] / result['seconds']
-    return result
+    return wrk_purchases(url, seconds, CONNECTIONS, TOKEN)
 
 
 def post(url, body, token=None):

@@ -7,10 +7,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 
 import redis
+
+from wrk_load import wait_http, wrk_purchases
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
 BEFORE, AFTER, BASE = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -22,32 +22,13 @@ CONNECTIONS = int(os.environ.get('BENCH_CONNECTIONS', '32'))
 r = redis.Redis(port=REDIS_PORT)
 
 
-def wait_http(url, timeout=60):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(url, timeout=2).read()
-            return
-        except Exception:
-            time.sleep(0.1)
-    raise SystemExit(f'{url} did not answer')
-
-
 def run(binary, catalog):
     env = dict(os.environ, ENTITLE_CATALOG=catalog, ENTITLE_ENV='production', BENCH_API_TOKEN=TOKEN,
                ENTITLE_REDIS_URL=f'redis://127.0.0.1:{REDIS_PORT}', ENTITLE_PREFIX='bench', ENTITLE_LOG_LEVEL='error')
     api = subprocess.Popen([binary, 'api', '--port', str(API_PORT)], env=env, stdout=subprocess.DEVNULL)
     try:
         wait_http(f'http://127.0.0.1:{API_PORT}/healthz')
-        out = subprocess.run(['wrk', '-t2', f'-c{CONNECTIONS}', f'-d{SECONDS}s', '--latency', '-s',
-                              os.path.join(ROOT, 'bench', 'wrk_purchases.lua'), f'http://127.0.0.1:{API_PORT}/v1/purchases'],
-                             capture_output=True, text=True, env=dict(os.environ, TOKEN=TOKEN))
-        line = next((l for l in out.stdout.splitlines() if l.startswith('RESULT ')), None)
-        if not line:
-            raise SystemExit(out.stdout + out.stderr)
-        result = json.loads(line[7:])
-        result['per_s'] = result['requests'] / result['seconds']
-        return result
+        return wrk_purchases(f'http://127.0.0.1:{API_PORT}/v1/purchases', SECONDS, CONNECTIONS, TOKEN)
     finally:
         api.terminate()
         api.wait()
