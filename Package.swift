@@ -191,9 +191,7 @@ let package = Package(
         ),
         .testTarget(
             name: "JobQueueTests",
-            dependencies: [
-                "LocalProcesses",
-                "DurationUnits","JobQueue", "RedisClient", "RedisTestSupport"]
+            dependencies: ["DurationUnits", "JobQueue", "LocalProcesses", "RedisClient", "RedisTestSupport"]
         ),
         /// Seeded mutations of real inputs, for the fuzz tests.
         .target(name: "FuzzSupport", path: "Tests/FuzzSupport"),

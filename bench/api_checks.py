@@ -1,8 +1,11 @@
 """bench/api_checks.sh's runner: `entitle api` before and after, alternately, under the same
 wrk load (POST /v1/purchases with the publisher's secret key, a new transaction id each
-time: bench/wrk_purchases.lua), on one private redis-server flushed between rounds."""
+time: bench/wrk_purchases.lua), on one private redis-server flushed between rounds.
+BENCH_IDLE_CONNECTIONS=N holds N more keep-alive connections open, each idle after one
+request, during every round (a public server's usual state: many idle clients)."""
 import json
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -19,6 +22,7 @@ TOKEN = 'bench-token-0123456789'
 SECONDS = int(os.environ.get('BENCH_SECONDS', '10'))
 ROUNDS = int(os.environ.get('BENCH_ROUNDS', '3'))
 CONNECTIONS = int(os.environ.get('BENCH_CONNECTIONS', '32'))
+IDLE = int(os.environ.get('BENCH_IDLE_CONNECTIONS', '0'))
 r = redis.Redis(port=REDIS_PORT)
 
 
@@ -28,11 +32,26 @@ def run(binary, catalog):
     api = subprocess.Popen([binary, 'api', '--port', str(API_PORT)], env=env, stdout=subprocess.DEVNULL)
     try:
         wait_http(f'http://127.0.0.1:{API_PORT}/healthz')
-        return wrk_purchases(f'http://127.0.0.1:{API_PORT}/v1/purchases', SECONDS, CONNECTIONS, TOKEN)
+        idle = [idle_connection() for _ in range(IDLE)]
+        try:
+            return wrk_purchases(f'http://127.0.0.1:{API_PORT}/v1/purchases', SECONDS, CONNECTIONS, TOKEN)
+        finally:
+            for connection in idle:
+                connection.close()
     finally:
         api.terminate()
         api.wait()
         r.flushall()
+
+
+def idle_connection():
+    """A keep-alive connection that asked once and was answered, then waits."""
+    connection = socket.create_connection(('127.0.0.1', API_PORT))
+    connection.sendall(b'GET /healthz HTTP/1.1\r\nHost: bench\r\n\r\n')
+    received = b''
+    while b'\r\n\r\n' not in received:
+        received += connection.recv(4096)
+    return connection
 
 
 def main():
@@ -57,7 +76,7 @@ def main():
     after = statistics.median(x['per_s'] for x in results['after'])
     p99b = statistics.median(x['p99_ms'] for x in results['before'])
     p99a = statistics.median(x['p99_ms'] for x in results['after'])
-    print(json.dumps({'base': BASE, 'rounds': ROUNDS, 'seconds': SECONDS, 'connections': CONNECTIONS,
+    print(json.dumps({'base': BASE, 'rounds': ROUNDS, 'seconds': SECONDS, 'connections': CONNECTIONS, 'idle_connections': IDLE,
                       'before_req_s': round(before), 'after_req_s': round(after), 'after_over_before': round(after / before, 3),
                       'before_p99_ms': p99b, 'after_p99_ms': p99a}))
 

@@ -2,7 +2,7 @@
 # What the public surface's checks cost: `entitle api` built from BASE (default 51ea7bd, the
 # commit before them) and from this tree, enqueue load from wrk against each, alternately,
 # in one run; requests/s, p99 and the ratio. Usage: bench/api_checks.sh [BASE]
-# (BENCH_SECONDS per round, 10; BENCH_ROUNDS, 3; BENCH_CONNECTIONS, 32)
+# (BENCH_SECONDS per round, 10; BENCH_ROUNDS, 3; BENCH_CONNECTIONS, 32; BENCH_IDLE_CONNECTIONS, 0)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v wrk >/dev/null || { echo "bench/api_checks.sh needs wrk (apt-get install wrk)" >&2; exit 1; }

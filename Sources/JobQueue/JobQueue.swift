@@ -74,14 +74,17 @@ public final class JobQueue: Sendable {
         // Ids are fixed once, so that sending a call again cannot make a second job.
         let ids = requests.map { $0.id ?? Self.makeID() }
         var todo = Array(requests.indices)
+        // Unique keys' holders as last seen, by request index. None at first (most requests
+        // are about a new transaction): a call that finds one returns its id (outcome 3) and
+        // goes again at once naming it, so a new key costs one round trip and a held one two.
+        var holders: [Int: String] = [:]
         var attempt = 0
         while !todo.isEmpty {
             attempt += 1
             let now = Self.nowMilliseconds()
             var retry: [Int] = []
+            var backOff = false
             do {
-                // Unique keys: read their holders first; the script checks they did not change.
-                let holders = try await uniqueHolders(requests, todo)
                 var calls: [(keys: [String], arguments: [String])] = []
                 var chunks: [ArraySlice<Int>] = []
                 var seenQueues: [String] = []
@@ -123,6 +126,7 @@ public final class JobQueue: Sendable {
                     case .failure(let error):
                         if error.isRetryable && attempt < 3 {
                             retry += chunk
+                            backOff = true
                         } else {
                             for index in chunk { outcomes[index] = .failure(error) }
                         }
@@ -142,7 +146,8 @@ public final class JobQueue: Sendable {
                         case 1: outcome = .created
                         case 2: outcome = .conflict
                         case 3:
-                            // The unique key changed hands since it was read: read it again.
+                            // The unique key is held by another job than the one named: name it.
+                            holders[index] = id
                             if attempt < 8 {
                                 retry.append(index)
                             } else {
@@ -164,26 +169,19 @@ public final class JobQueue: Sendable {
                 // Nothing was sent, or the connection broke with the calls' fate unknown:
                 // send them again (same ids), a few times.
                 let retryable = (error as? RedisError)?.isRetryable ?? false
-                if retryable && attempt < 3 { retry = todo } else { for index in todo { outcomes[index] = .failure(error) } }
+                if retryable && attempt < 3 {
+                    (retry, backOff) = (todo, true)
+                } else {
+                    for index in todo { outcomes[index] = .failure(error) }
+                }
             }
-            if !retry.isEmpty {
+            if backOff {
                 logger.notice("enqueue: sending calls again", metadata: ["jobs": "\(retry.count)", "attempt": "\(attempt)"])
                 try? await Task.sleep(for: .milliseconds(50 * attempt))
             }
             todo = retry
         }
         return outcomes.map { $0 ?? .failure(JobQueueError(.unexpectedReply, "enqueue returned fewer jobs than it was given")) }
-    }
-
-    /// The unique keys' current holders by request index (none for requests without one), in one pipeline.
-    private func uniqueHolders(_ requests: [EnqueueRequest], _ indices: [Int]) async throws -> [Int: String] {
-        let wanted = indices.filter { requests[$0].uniqueKey != nil }
-        var holders: [Int: String] = [:]
-        guard !wanted.isEmpty else { return holders }
-        let replies = try await redis.pipeline(
-            wanted.map { ["GET", configuration.keys(requests[$0].queue).unique(requests[$0].uniqueKey ?? "")] })
-        for (index, reply) in zip(wanted, replies) { holders[index] = reply.string }
-        return holders
     }
 
     /// Adds queues to the registry, once per queue and process: discovery only, so outside

@@ -12,16 +12,16 @@ package enum QueueScripts {
     /// Enqueues one or more jobs.
     ///
     /// KEYS: pending, scheduled, stats, recent, then per job four: its hash key; its
-    /// idempotency key; its unique key; the hash key of the job holding the unique key as the
-    /// caller read it (GET) before the call (the job's own key again for any of the last
-    /// three when there is none).
+    /// idempotency key; its unique key; the hash key of the job the caller believes holds the
+    /// unique key (the job's own key again for any of the last three when there is none).
     /// ARGV: nowMs, idempotencyTTLms, queue, recentCap (0 = keep no recent list), then per
     /// job eight values: id, type, payload, maxAttempts, runAtMs (0 = now), idempotencyKey
-    /// ('' = none), uniqueKey ('' = none), the holder's id as read ('' = none).
+    /// ('' = none), uniqueKey ('' = none), the holder's id as believed ('' = none).
     /// Returns per job an id and a code: 1 created (this job's id); 0 a job with this id
     /// exists already, or the idempotency key named that job; 2 refused because the unique
-    /// key is held by that unfinished job; 3 nothing done: the unique key's holder is no
-    /// longer the one the caller read (read it again and retry this job).
+    /// key is held by that unfinished job; 3 nothing done: the unique key is held by the job
+    /// returned, not the one believed (call again naming it, so its hash is among the keys).
+    /// A caller first believes no holder: a new unique key then costs one call.
     package static let enqueue = RedisScript(
         name: "enqueue",
         source: """

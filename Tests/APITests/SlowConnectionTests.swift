@@ -69,6 +69,25 @@ import Testing
             let open = try await Self.blocking { try Self.waitUntilClosed([socket], deadline: .now() + 15) }
             #expect(open == 0, "the idle keep-alive connection was closed")
 
+            // A connection in use is not: a request every 250 ms for 5 s, longer than every
+            // deadline, each moving them (the connection's timer fires meanwhile and must see
+            // that), all answered on the one connection; then idle, it is closed.
+            let busy = try await Self.blocking { try Self.connect(port: port, sending: "") }
+            defer { close(busy) }
+            let answers = try await Self.blocking { () -> Int in
+                var answers = 0
+                for _ in 0..<20 {
+                    let sent = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".withCString { send(busy, $0, strlen($0), 0) }
+                    guard sent > 0, Self.readResponse(busy)?.hasPrefix("HTTP/1.1 200") == true else { break }
+                    answers += 1
+                    usleep(250_000)
+                }
+                return answers
+            }
+            #expect(answers == 20, "\(answers) of 20 requests answered on a connection in use for 5 s")
+            let busyOpen = try await Self.blocking { try Self.waitUntilClosed([busy], deadline: .now() + 15) }
+            #expect(busyOpen == 0, "the connection, once idle, was closed")
+
             // A job nobody runs: waiting on it for 4 s outlasts every deadline, and is answered.
             let transactionId = try #require(try await api.buy("credits.100")["transactionId"] as? String)
             let job = try #require(
@@ -104,6 +123,29 @@ import Testing
         }
         if !text.isEmpty { _ = text.withCString { send(fd, $0, strlen($0), 0) } }
         return fd
+    }
+
+    /// Reads one whole response (its head, then as many bytes as its Content-Length says) and
+    /// returns its head; nil once the connection is closed.
+    static func readResponse(_ socket: Int32) -> String? {
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        let separator = Array("\r\n\r\n".utf8)
+        while true {
+            if let end = received.indices.first(where: { received[$0...].starts(with: separator) }) {
+                let head = String(decoding: received[..<end], as: UTF8.self)
+                let length =
+                    head.split(separator: "\r\n").lazy.compactMap { line -> Int? in
+                        let parts = line.split(separator: ":", maxSplits: 1)
+                        guard parts.count == 2, parts[0].lowercased() == "content-length" else { return nil }
+                        return Int(parts[1].trimmingCharacters(in: .whitespaces))
+                    }.first ?? 0
+                if received.count >= end + separator.count + length { return head }
+            }
+            let read = recv(socket, &buffer, buffer.count, 0)
+            guard read > 0 else { return nil }
+            received += buffer.prefix(read)
+        }
     }
 
     /// Polls until the server has closed every socket (a read returns end of file) or the

@@ -1,6 +1,7 @@
 import DurationUnits
 import Foundation
 import JobQueue
+import LocalProcesses
 import RedisClient
 import RedisTestSupport
 import Testing
@@ -63,6 +64,51 @@ import Testing
         #expect(third.outcome == .created && third.id != first.id)
         // The recent list names both created jobs, newest first; the refused one never existed.
         #expect(try await h.queue.recentJobs(queue: h.name).map(\.id) == [third.id, first.id])
+    }
+
+    /// Most unique keys are new (a purchase posted once): such an enqueue is one script call
+    /// and nothing else. A held key takes a second call, naming the holder the first returned.
+    /// Counted on a private server, where no other test's commands mix in.
+    @Test func aNewUniqueKeyCostsOneCallAndAHeldOneTwo() async throws {
+        let server = try await LocalRedisServer(logger: TestRedis.logger)
+        do {
+            let pool = RedisConnectionPool(configuration: try RedisConfiguration(url: server.url), logger: TestRedis.logger)
+            let queue = JobQueue(redis: pool, configuration: JobQueueConfiguration(prefix: "calls"), logger: TestRedis.logger)
+            func request(_ unique: String, _ payload: String) -> EnqueueRequest {
+                var request = EnqueueRequest(type: "noop", payload: payload, queue: "q")
+                request.uniqueKey = unique
+                return request
+            }
+            _ = try await queue.enqueue(request("warm-up", "{}"))
+            func calls() async throws -> [String: Int] {
+                let text = try await pool.send(["INFO", "commandstats"]).string ?? ""
+                var calls: [String: Int] = [:]
+                for line in text.split(whereSeparator: \.isNewline) where line.hasPrefix("cmdstat_") {
+                    let name = line.dropFirst("cmdstat_".count).prefix { $0 != ":" }
+                    // cmdstat_get:calls=50,usec=...,rejected_calls=0,failed_calls=0
+                    let count = line.split(separator: ":calls=").dropFirst().first?.prefix { $0.isNumber } ?? ""
+                    calls[String(name)] = Int(count)
+                }
+                return calls
+            }
+            _ = try await pool.send(["CONFIG", "RESETSTAT"])
+            let created = try await queue.enqueue(batch: (0..<50).map { request("tx-\($0)", #"{"n":\#($0)}"#) })
+            #expect(created.allSatisfy { $0.outcome == .created })
+            let afterNew = try await calls()
+            #expect(afterNew["evalsha"] == 1, "one script call for 50 new keys: \(afterNew)")
+            #expect(afterNew["get"] == 50, "the keys are read inside the script only: \(afterNew)")
+
+            _ = try await pool.send(["CONFIG", "RESETSTAT"])
+            let held = try await queue.enqueue(request("tx-7", #"{"n":"again"}"#))
+            #expect(held == EnqueueResult(id: created[7].id, outcome: .conflict))
+            let afterHeld = try await calls()
+            #expect(afterHeld["evalsha"] == 2, "a held key: the call, then the call naming its holder: \(afterHeld)")
+            pool.close()
+        } catch {
+            await server.stop()
+            throw error
+        }
+        await server.stop()
     }
 
     @Test func theBatcherSharesRoundTripsButAnswersEachCallerAlone() async throws {
