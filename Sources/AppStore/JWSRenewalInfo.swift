@@ -31,5 +31,7 @@ public struct JWSRenewalInfo: SignedPayload, Codable, Hashable {
 
     public var payloadEnvironment: AppStoreEnvironment? { environment }
     public var payloadBundleId: String? { nil }
+    /// Apple's renewal info names no app: it is checked through the transaction it goes with.
+    public static var namesItsApp: Bool { false }
     public var payloadAppAppleId: Int64? { nil }
 }

@@ -23,6 +23,10 @@ public struct NotificationPayload: SignedPayload, Codable, Hashable {
     public var payloadAppAppleId: Int64? {
         data?.appAppleId ?? summary?.appAppleId ?? appData?.appAppleId ?? externalPurchaseToken?.appAppleId
     }
+    /// Every notification names its type (a transaction or renewal info decoded as one does not).
+    public var kindProblem: String? {
+        notificationType == nil ? "Apple-signed but not a notification (no notificationType)" : nil
+    }
 }
 
 /// The app and purchase a notification is about.

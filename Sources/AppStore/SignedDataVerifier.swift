@@ -137,6 +137,7 @@ public struct SignedDataVerifier: Sendable {
         guard token.isValidSignature(with: key) else {
             throw AppStoreError(.invalidSignature, "the ES256 signature does not match the header and payload")
         }
+        if let problem = payload.kindProblem { throw AppStoreError(.invalidFormat, problem) }
         try check(payload)
         return payload
     }
@@ -150,8 +151,16 @@ public struct SignedDataVerifier: Sendable {
         {
             throw AppStoreError(.invalidEnvironment, "\(environment) data is not accepted by this verifier")
         }
-        if let expected = configuration.bundleId, let bundleId = payload.payloadBundleId, bundleId != expected {
-            throw AppStoreError(.invalidAppIdentifier, "bundle id \(bundleId) is not \(expected)")
+        if let expected = configuration.bundleId {
+            // As Apple's library does: a transaction or notification that names no app is not
+            // this app's (else a payload with the bundle id left out would pass for any app).
+            switch payload.payloadBundleId {
+            case expected?: break
+            case let bundleId?: throw AppStoreError(.invalidAppIdentifier, "bundle id \(bundleId) is not \(expected)")
+            case nil where type(of: payload).namesItsApp:
+                throw AppStoreError(.invalidAppIdentifier, "the payload names no bundle id; expected \(expected)")
+            case nil: break
+            }
         }
         if let expected = configuration.appAppleId, environment == .production,
             let appAppleId = payload.payloadAppAppleId, appAppleId != expected

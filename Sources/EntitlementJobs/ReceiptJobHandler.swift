@@ -140,8 +140,10 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
         let reader: AppleReader
         do {
             if let jws = payload.signedTransaction {
-                (reader, evidence.facts) = try await ReceiptTimings.measure(.verify) { try await verify(jws, publisher: publisher) }
-                primaryId = evidence.facts[0].transactionId
+                let fact: PurchaseFact
+                (reader, fact) = try await ReceiptTimings.measure(.verify) { try await verify(jws, publisher: publisher) }
+                evidence.facts = [fact]
+                primaryId = fact.transactionId
             } else if let receipt = payload.appReceipt {
                 reader = try service.reader(publisher, bundleId: payload.bundleId)
                 evidence = try await ReceiptTimings.measure(.apple) { try await reader.receipt(receipt) }
@@ -329,12 +331,12 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
 
     /// Verifies a signed transaction with the verifier of whichever app it is for (the
     /// configuration's one loop over the publisher's apps, which the API uses too).
-    func verify(_ jws: String, publisher: Publisher) async throws -> (AppleReader, [PurchaseFact]) {
+    func verify(_ jws: String, publisher: Publisher) async throws -> (AppleReader, PurchaseFact) {
         let (transaction, gateway) = try await service.configuration.verified(publisher: publisher, what: "transaction") {
             verifier throws(AppStoreError) in try await verifier.verifyTransaction(jws)
         }
         let reader = AppleReader(gateway: gateway, publisher: publisher)
-        return (reader, [try reader.fact(transaction)])
+        return (reader, try reader.fact(transaction))
     }
 
     /// Asks for each purchase another customer holds to be transferred (as `transfer`

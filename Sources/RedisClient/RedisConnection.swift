@@ -78,7 +78,7 @@ public actor RedisConnection {
         }
         return replies.map { reply in
             if case .error(let message) = reply {
-                return .failure(RedisError(.serverError, "\(script.name): \(message)"))
+                return .failure(RedisError.script(script, replied: message))
             }
             return .success(reply)
         }

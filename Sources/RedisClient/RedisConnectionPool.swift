@@ -138,7 +138,7 @@ extension RedisRouter {
             RoutedCommand(command: script.command(keys: call.keys, arguments: call.arguments), slot: try Self.slot(of: script, call.keys), script: script)
         }
         return try await execute(routed, timeout: nil, through: source).map { reply in
-            if case .error(let message) = reply { return .failure(RedisError(.serverError, "\(script.name): \(message)")) }
+            if case .error(let message) = reply { return .failure(RedisError.script(script, replied: message)) }
             return .success(reply)
         }
     }

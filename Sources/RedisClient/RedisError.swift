@@ -38,6 +38,13 @@ public struct RedisError: Error, Sendable, Hashable, CustomStringConvertible {
         self.message = message
     }
 
+    /// A script's error reply. The server's text comes first, so that `isRetryable` reads a
+    /// script refused while the server loads or is busy (`LOADING ...`, `BUSY ...`) as what
+    /// it is; the script's name follows.
+    static func script(_ script: RedisScript, replied message: String) -> RedisError {
+        RedisError(.serverError, "\(message) (script \(script.name))")
+    }
+
     /// Whether running the same command again later may succeed. Server errors are permanent,
     /// except for the transient states Redis names (LOADING, BUSY, TRYAGAIN, MASTERDOWN,
     /// CLUSTERDOWN, and READONLY from a primary that was just demoted).

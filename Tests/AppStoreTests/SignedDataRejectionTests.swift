@@ -131,6 +131,40 @@ import X509
         #expect(await code(of: jws, with: productionOnly) == .invalidEnvironment)
     }
 
+    /// Authentic data that leaves its app out is no app's: a verifier for an app refuses a
+    /// transaction, an app transaction or a notification naming none (else one with the
+    /// field removed would pass for every app of every publisher). A renewal info never names
+    /// its app; it still verifies.
+    @Test func dataThatNamesNoAppIsRefusedByAnAppsVerifier() async throws {
+        func sign(_ json: String) throws -> String { try authority.sign(payload: Array(json.utf8)) }
+        let signed = 1_698_148_900_000
+        let transaction = try sign(
+            #"{"transactionId":"1","originalTransactionId":"1","productId":"pro","environment":"Sandbox","signedDate":\#(signed)}"#)
+        #expect(await code(of: transaction) == .invalidAppIdentifier)
+        let appTransaction = try sign(#"{"receiptType":"Sandbox","applicationVersion":"1","signedDate":\#(signed)}"#)
+        await #expect(throws: AppStoreError.self) { _ = try await verifier.verifyAppTransaction(appTransaction) }
+        let notification = try sign(
+            #"{"notificationType":"TEST","notificationUUID":"u-1","data":{"environment":"Sandbox"},"signedDate":\#(signed)}"#)
+        do {
+            _ = try await verifier.verifyNotification(notification)
+            Issue.record("a notification naming no app was accepted")
+        } catch {
+            #expect(error.code == .invalidAppIdentifier)
+        }
+        // The same notification naming the app verifies: the refusal is about the missing field.
+        let named = try sign(
+            #"{"notificationType":"TEST","notificationUUID":"u-1","data":{"environment":"Sandbox","bundleId":"com.example"},"signedDate":\#(signed)}"#
+        )
+        #expect(try await verifier.verifyNotification(named).notificationType == .test)
+        let renewal = try sign(
+            #"{"originalTransactionId":"1","autoRenewProductId":"pro","autoRenewStatus":1,"environment":"Sandbox","signedDate":\#(signed)}"#
+        )
+        #expect(try await verifier.verifyRenewalInfo(renewal).autoRenewProductId == "pro")
+        // A verifier for no app in particular (the CLI's `entitle verify`) still reads it.
+        let anyApp = SignedDataVerifier(configuration: .init(roots: [authority.root]))
+        #expect(try await anyApp.verifyTransaction(transaction).productId == "pro")
+    }
+
     @Test func appleLibraryCertificateVectors() async throws {
         let root = try Vectors.certificate("appstore-library/swift/certs/testCA.der")
         let intermediate = try Vectors.certificate("appstore-library/swift/certs/from-SignedDataVerifierTests/test-intermediate-ca.der")

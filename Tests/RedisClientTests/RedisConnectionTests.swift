@@ -213,3 +213,62 @@ extension Sequence where Element: Sendable {
         #expect(try await redis.send(["INCR", "k"]) == .integer(2))
     }
 }
+
+@Suite struct RedisBusyServerTests {
+    /// While a script runs past the busy threshold the server refuses everything else with
+    /// `BUSY`; a script refused so must read as retryable (the queue sends it again), through
+    /// the pool and through a connection of its own alike.
+    @Test(.timeLimit(.minutes(1))) func aScriptRefusedByABusyServerIsRetryable() async throws {
+        let server = try await LocalRedisServer(logger: TestRedis.logger)
+        do {
+            let configuration = try RedisConfiguration(url: server.url)
+            let pool = RedisConnectionPool(configuration: configuration, logger: TestRedis.logger)
+            let own = RedisConnection(configuration: configuration, name: "own", logger: TestRedis.logger)
+            try await pool.send(["CONFIG", "SET", "busy-reply-threshold", "100"])
+            let script = RedisScript(name: "bump", source: "return redis.call('INCR', KEYS[1])")
+            #expect(try await pool.run(script, keys: ["n"], arguments: []).int == 1)
+            try await own.run(script, keys: ["n"], arguments: [])
+
+            // Another client keeps the server inside a script for 5 s.
+            var patient = configuration
+            patient.commandTimeout = .seconds(30)
+            let busy = RedisConnection(configuration: patient, name: "busy", logger: TestRedis.logger)
+            let spin = """
+                local start = redis.call('TIME')
+                while true do
+                  local now = redis.call('TIME')
+                  if (now[1] - start[1]) * 1000000 + (now[2] - start[2]) > 5000000 then return 1 end
+                end
+                """
+            async let spun = busy.send(["EVAL", spin, "0"])
+            try await eventually("the server to be busy") {
+                do {
+                    try await own.send(["PING"])
+                    return false
+                } catch let error as RedisError {
+                    return error.message.hasPrefix("BUSY")
+                }
+            }
+            for runner in ["pool", "own"] {
+                let error = try await #require(throws: RedisError.self, "\(runner)") {
+                    if runner == "pool" {
+                        try await pool.run(script, keys: ["n"], arguments: [])
+                    } else {
+                        try await own.run(script, keys: ["n"], arguments: [])
+                    }
+                }
+                #expect(error.code == .serverError && error.message.hasPrefix("BUSY"), "\(runner): \(error)")
+                #expect(error.isRetryable, "\(runner): \(error)")
+                #expect(error.message.hasSuffix("(script bump)"))
+            }
+            #expect(try await spun.int == 1)
+            // Once the server is free the same call runs.
+            #expect(try await pool.run(script, keys: ["n"], arguments: []).int == 3)
+            pool.close()
+        } catch {
+            await server.stop()
+            throw error
+        }
+        await server.stop()
+    }
+}
