@@ -18,8 +18,21 @@ package enum AppAccountToken {
 
     /// Whether a purchase carrying `token` may belong to `customer` (true when either is unknown).
     package static func allows(_ token: String?, for customer: String, publisher: Publisher) -> Bool {
-        guard let token, let expected = expected(for: customer, publisher: publisher) else { return true }
+        matches(token, customer: customer, publisher: publisher) ?? true
+    }
+
+    /// Whether a purchase carrying `token` was bought for `customer`: `nil` when it carries
+    /// none or the publisher does not say how a customer's token is made.
+    package static func matches(_ token: String?, customer: String, publisher: Publisher) -> Bool? {
+        guard let token, let expected = expected(for: customer, publisher: publisher) else { return nil }
         return token.lowercased() == expected
+    }
+
+    /// `matches` over a purchase's transactions: true when one carries `customer`'s token,
+    /// false when they carry only others', `nil` when none says.
+    package static func matches(_ facts: some Sequence<PurchaseFact>, customer: String, publisher: Publisher) -> Bool? {
+        let answers = facts.map { matches($0.appAccountToken, customer: customer, publisher: publisher) }
+        return answers.contains(true) ? true : answers.contains(false) ? false : nil
     }
 
     /// RFC 9562 UUID version 5: SHA-1 of the namespace's bytes and the name's UTF-8, as

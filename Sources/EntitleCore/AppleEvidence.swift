@@ -11,6 +11,10 @@ package struct AppleEvidence: Sendable, Hashable {
     /// verifyReceipt answered 21006: the receipt is valid, its subscription has expired.
     /// A bare 21006 brings no transaction at all.
     package var subscriptionExpired = false
+    /// When Apple signed the proof a client posted: a signed transaction's `signedDate`, an
+    /// app receipt's creation date. How fresh a claim is (`ClaimRule`); Apple's own answers
+    /// to Entitle are not the client's proof and leave it as it is.
+    package var proofSignedAt: Date?
 
     package init(
         facts: [PurchaseFact] = [], renewals: [String: RenewalFact] = [:], latestReceipt: String? = nil, subscriptionExpired: Bool = false
@@ -122,6 +126,7 @@ package struct AppleReader: Sendable {
         }
         let requestDate = response.receipt?.requestDate?.date
         var evidence = AppleEvidence(latestReceipt: response.latestReceipt ?? base64, subscriptionExpired: result.outcome == .expired)
+        evidence.proofSignedAt = response.receipt?.receiptCreationDate?.date
         let items =
             (response.receipt?.inApp ?? []) + (response.latestReceiptInfo ?? []) + (response.receipt?.transaction.map { [$0] } ?? [])
         for item in items {

@@ -52,6 +52,13 @@ package struct ChangeEvents: Sendable {
         package var revocationPercentage: Int?
         /// A clawback's `credit` event: credits the refund could not take (already spent).
         package var shortfall: Int?
+        /// Transfers: who asked for the move (`appKey`: an app's claim; `secretKey`: the
+        /// publisher's backend), why Apple's word was taken for an app's claim, and whether the
+        /// purchase's `appAccountToken` is the new holder's (absent when it carries none or the
+        /// publisher does not say how tokens are made).
+        package var road: ClaimRule.Road?
+        package var vouchedBy: ClaimRule.Voucher?
+        package var appAccountTokenMatched: Bool?
 
         package init(
             id: String, type: String, publisher: String, customer: String, occurredAt: Date, transactionId: String? = nil,

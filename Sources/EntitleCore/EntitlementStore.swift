@@ -173,6 +173,17 @@ package struct EntitlementStore: Sendable {
         return owners
     }
 
+    /// Who holds each of these purchases, read without claiming any (a dry run); a purchase
+    /// nobody holds is absent.
+    package func owners(publisher: String, originalTransactionIds: some Collection<String>) async throws -> [String: String] {
+        let sorted = originalTransactionIds.sorted()
+        guard !sorted.isEmpty else { return [:] }
+        let replies = try await redis.pipeline(sorted.map { ["GET", ownerKey(publisher, $0)] })
+        var owners: [String: String] = [:]
+        for (index, id) in sorted.enumerated() { owners[id] = replies[index].string }
+        return owners
+    }
+
     /// Moves `originalTransactionId` to `customer` (a transfer).
     package func setOwner(publisher: String, originalTransactionId: String, to customer: String) async throws {
         _ = try await redis.send(["SET", ownerKey(publisher, originalTransactionId), customer])

@@ -1,3 +1,4 @@
+import Entitlements
 import Foundation
 
 /// The payloads of the entitlement job types (`Jobs/*.schema.json` documents them).
@@ -22,13 +23,16 @@ package enum JobPayloads {
         /// the ledger when Apple's data carries no price.
         package var price: String?
         package var currency: String?
-        /// The app key (its id) that posted the purchase: an app reads only the jobs it created.
+        /// The app key (its id) that posted the purchase: an app reads only the jobs it created,
+        /// and its claims on purchases other customers hold follow `ClaimRule`.
         package var appKey: String?
+        /// Answer what the claim would do, changing nothing (`POST /v1/purchases?dryRun=true`).
+        package var dryRun: Bool?
 
         package init(
             publisher: String, customer: String, signedTransaction: String? = nil, transactionId: String? = nil,
             appReceipt: String? = nil, bundleId: String? = nil, offerId: String? = nil, couponCode: String? = nil,
-            price: String? = nil, currency: String? = nil, appKey: String? = nil
+            price: String? = nil, currency: String? = nil, appKey: String? = nil, dryRun: Bool? = nil
         ) {
             self.publisher = publisher
             self.customer = customer
@@ -41,7 +45,11 @@ package enum JobPayloads {
             self.price = price
             self.currency = currency
             self.appKey = appKey
+            self.dryRun = dryRun
         }
+
+        /// Who made the claim: an app (its key) or the publisher's backend.
+        package var road: ClaimRule.Road { appKey == nil ? .secretKey : .appKey }
     }
 
     /// `transfer`: move a purchase to another customer (the publisher's policy permitting).
@@ -53,12 +61,26 @@ package enum JobPayloads {
         package var to: String
         /// The holder the requester saw; the recorded owner wins when they differ.
         package var from: String?
+        /// Who asked for the move: the publisher's backend (`POST /v1/transfers`, a claim with
+        /// a secret key) unless an app's claim set off the transfer. Told in the `transfer` event.
+        package var road: ClaimRule.Road?
+        /// For a move an app's claim set off: why Apple's word was taken (`ClaimRule.Voucher`).
+        package var vouchedBy: ClaimRule.Voucher?
+        /// Whether the verified proof of the claim carried the new holder's `appAccountToken`
+        /// (absent: it carried none, or the publisher does not say how tokens are made).
+        package var appAccountTokenMatched: Bool?
 
-        package init(publisher: String, originalTransactionId: String, to: String, from: String? = nil) {
+        package init(
+            publisher: String, originalTransactionId: String, to: String, from: String? = nil, road: ClaimRule.Road? = nil,
+            vouchedBy: ClaimRule.Voucher? = nil, appAccountTokenMatched: Bool? = nil
+        ) {
             self.publisher = publisher
             self.originalTransactionId = originalTransactionId
             self.to = to
             self.from = from
+            self.road = road
+            self.vouchedBy = vouchedBy
+            self.appAccountTokenMatched = appAccountTokenMatched
         }
     }
 

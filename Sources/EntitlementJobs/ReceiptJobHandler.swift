@@ -19,10 +19,25 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
             package var balance: Int
         }
 
+        /// The transfer a claim set off (also this job's memo of it, with `from` always set).
         package struct Transfer: Sendable, Hashable, Codable {
             package var jobId: String
-            package var from: String
+            /// Who held the purchase: told to the publisher's backend, never to an app.
+            package var from: String?
             package var to: String
+            package var vouchedBy: ClaimRule.Voucher?
+        }
+
+        /// What the claim did to the purchase, or in a dry run would do (`ClaimRule`).
+        package struct Claim: Sendable, Hashable, Codable {
+            package var outcome: ClaimRule.Outcome
+            package var heldByAnotherCustomer: Bool
+            package var vouchedBy: ClaimRule.Voucher?
+            /// When Apple signed the proof the claim was made with (a signed transaction's
+            /// `signedDate`, an app receipt's creation date).
+            package var proofSignedAt: Date?
+            /// Who held the purchase before: told to the publisher's backend, never to an app.
+            package var transferredFrom: String?
         }
 
         package var publisher: String
@@ -48,6 +63,9 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
         /// For an app with `finishTransactions`: whether Apple took Finish Transaction for
         /// the consumable whose credits were granted.
         package var finished: Bool?
+        package var claim: Claim?
+        /// A dry run: nothing was changed; the answer says what the claim would do.
+        package var dryRun: Bool?
     }
 
     package struct Coupon: Sendable, Hashable, Codable {
@@ -125,13 +143,16 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
         let offset = try await ReceiptTimings.measure(.apple) { try await service.configuration.clock.offset() }
         let now = Date().addingTimeInterval(offset)
 
-        func refused(_ reason: EntitlementDecision.Refusal, _ message: String, fact: PurchaseFact? = nil) async throws -> Result {
+        func refused(
+            _ reason: EntitlementDecision.Refusal, _ message: String, fact: PurchaseFact? = nil, claim: Result.Claim? = nil
+        ) async throws -> Result {
             let state = try await service.store.load(publisher: publisher.id, customer: payload.customer).state
             return Result(
                 publisher: publisher.id, customer: payload.customer, transactionId: fact?.transactionId ?? payload.transactionId,
                 originalTransactionId: fact?.originalTransactionId, productId: fact?.productId, accessGranted: false,
                 offerId: fact.flatMap { publisher.offer(forProduct: $0.productId)?.offerId }, entitlements: state.entitlements(at: now),
-                subscription: nil, reason: reason.rawValue, message: message, credits: .init(added: 0, balance: state.credits.balance))
+                subscription: nil, reason: reason.rawValue, message: message, credits: .init(added: 0, balance: state.credits.balance),
+                claim: claim, dryRun: payload.dryRun == true ? true : nil)
         }
 
         // 1. What Apple vouches for.
@@ -143,6 +164,7 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
                 let fact: PurchaseFact
                 (reader, fact) = try await ReceiptTimings.measure(.verify) { try await verify(jws, publisher: publisher) }
                 evidence.facts = [fact]
+                evidence.proofSignedAt = fact.signedDate
                 primaryId = fact.transactionId
             } else if let receipt = payload.appReceipt {
                 reader = try service.reader(publisher, bundleId: payload.bundleId)
@@ -174,7 +196,7 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
             )
         }
         if evidence.subscriptionExpired, !evidence.facts.contains(where: { $0.transactionId == primaryId }) {
-            return try await expired(payload: payload, publisher: publisher, job: job, refused: refused)
+            return try await expired(payload: payload, publisher: publisher, job: job) { try await refused($0, $1) }
         }
         guard var primary = evidence.facts.first(where: { $0.transactionId == primaryId }) else {
             return try await refused(.invalidReceipt, "transaction \(primaryId) is not in the receipt")
@@ -202,8 +224,15 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
 
         // 2. Who owns it, then apply, one job at a time per original transaction.
         let locked = evidence
+        if payload.dryRun == true {
+            return try await preview(locked, primary: primary, offer: offer, payload: payload, publisher: publisher, now: now) {
+                try await refused($0, $1, fact: primary, claim: $2)
+            }
+        }
         var result = try await ReceiptTimings.measure(.store) {
-            try await store(locked, primary: primary, offer: offer, payload: payload, publisher: publisher, job: job, refused: refused)
+            try await store(locked, primary: primary, offer: offer, payload: payload, publisher: publisher, job: job) {
+                try await refused($0, $1, fact: primary, claim: $2)
+            }
         }
         if primary.kind == .consumable, result.reason == nil, reader.gateway.app.finishTransactions == true {
             result.finished = await finish(primary, gateway: reader.gateway, job: job)
@@ -227,9 +256,79 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
         }
     }
 
+    /// A refusal of the claim on the primary purchase, with what the claim decided.
+    typealias Refusing = (EntitlementDecision.Refusal, String, Result.Claim?) async throws -> Result
+
+    /// What the claim decides for each purchase another customer holds (by original
+    /// transaction id), as `ClaimRule` says for this road and publisher.
+    func claims(
+        _ evidence: AppleEvidence, owners: [String: String], payload: JobPayloads.Receipt, publisher: Publisher, now: Date
+    ) -> [String: ClaimRule.Decision] {
+        let rule = ClaimRule(road: payload.road, publisher: publisher)
+        var decisions: [String: ClaimRule.Decision] = [:]
+        for original in Set(evidence.facts.map(\.originalTransactionId)) {
+            let facts = evidence.facts.filter { $0.originalTransactionId == original }
+            let holder = owners[original]
+            decisions[original] = rule.decide(
+                heldByAnotherCustomer: holder != nil && holder != payload.customer,
+                consumable: facts.contains { $0.kind == .consumable },
+                tokenNamesClaimant: AppAccountToken.matches(facts, customer: payload.customer, publisher: publisher) == true,
+                proofSignedAt: evidence.proofSignedAt, now: now)
+        }
+        return decisions
+    }
+
+    /// The claim's answer on the primary purchase; who held it only for the publisher's backend.
+    func claimAnswer(
+        _ decision: ClaimRule.Decision, holder: String?, evidence: AppleEvidence, payload: JobPayloads.Receipt
+    ) -> Result.Claim {
+        Result.Claim(
+            outcome: decision.outcome, heldByAnotherCustomer: decision.heldByAnotherCustomer, vouchedBy: decision.vouchedBy,
+            proofSignedAt: evidence.proofSignedAt,
+            transferredFrom: payload.road == .secretKey && decision.outcome == .transfer ? holder : nil)
+    }
+
+    /// A dry run: what the claim would do and the access the customer would have, from the
+    /// owners and the customer as they stand, writing nothing (no lock, no claim).
+    func preview(
+        _ verified: AppleEvidence, primary: PurchaseFact, offer: Offer, payload: JobPayloads.Receipt, publisher: Publisher, now: Date,
+        refused: Refusing
+    ) async throws -> Result {
+        var evidence = verified
+        let originals = Set(evidence.facts.map(\.originalTransactionId))
+        let owners = try await service.store.owners(publisher: publisher.id, originalTransactionIds: originals)
+        let decisions = claims(evidence, owners: owners, payload: payload, publisher: publisher, now: now)
+        let primaryDecision = decisions[primary.originalTransactionId] ?? .unheld
+        let answer = claimAnswer(primaryDecision, holder: owners[primary.originalTransactionId], evidence: evidence, payload: payload)
+        if primaryDecision.outcome == .refused, let reason = primaryDecision.reason {
+            return try await refused(reason, primaryDecision.message ?? reason.rawValue, answer)
+        }
+        evidence.facts.removeAll { decisions[$0.originalTransactionId]?.outcome == .refused }
+        // The engine on a copy of the customer: the access the claim would give.
+        var state = try await service.store.load(publisher: publisher.id, customer: payload.customer).state
+        let engine = EntitlementEngine(publisher: publisher)
+        let facts = evidence.facts.sorted { ($0.purchaseDate, $0.transactionId) < ($1.purchaseDate, $1.transactionId) }
+        let newest = Dictionary(facts.map { ($0.originalTransactionId, $0.transactionId) }) { _, later in later }
+        var decision: EntitlementDecision?
+        for fact in facts {
+            let renewal = newest[fact.originalTransactionId] == fact.transactionId ? evidence.renewals[fact.originalTransactionId] : nil
+            let moving = decisions[fact.originalTransactionId]?.outcome == .transfer
+            let applied = engine.apply(fact, renewal: renewal, to: &state, now: now, accessFrom: moving ? now : nil)
+            if fact.transactionId == primary.transactionId { decision = applied }
+        }
+        return Result(
+            publisher: publisher.id, customer: payload.customer, transactionId: primary.transactionId,
+            originalTransactionId: primary.originalTransactionId, productId: primary.productId,
+            accessGranted: decision?.accessGranted ?? false, offerId: offer.offerId, entitlements: decision?.entitlements ?? [],
+            subscription: decision?.subscription, reason: decision?.reason?.rawValue, message: nil,
+            credits: .init(added: decision?.creditsAdded ?? 0, balance: decision?.creditBalance ?? 0),
+            sharedWith: nil, coupon: Self.coupon(payload.couponCode, publisher: publisher, offer: offer, fact: primary),
+            price: primary.price, currency: primary.currency, claim: answer, dryRun: true)
+    }
+
     func store(
         _ verified: AppleEvidence, primary: PurchaseFact, offer: Offer, payload: JobPayloads.Receipt, publisher: Publisher,
-        job: JobContext, refused: (EntitlementDecision.Refusal, String, PurchaseFact?) async throws -> Result
+        job: JobContext, refused: Refusing
     ) async throws -> Result {
         var evidence = verified
         let originals = Set(evidence.facts.map(\.originalTransactionId))
@@ -237,7 +336,6 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
             let (now, offset) = (moment.now, moment.offset)
             try await service.store.carryMigrations(of: evidence.facts, publisher: publisher.id)
             let owners = try await service.store.claim(publisher: publisher.id, originalTransactionIds: originals, for: payload.customer)
-            let conflicts = owners.filter { $0.value != payload.customer }
             // Written by this job's earlier run (`requestTransfers`); one that does not decode is
             // said in the log and left out of the result, as it changes no decision.
             var memo: Result.Transfer?
@@ -249,54 +347,57 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
                 }
             }
 
-            // A consumable's credits were delivered to whoever holds it: they never move nor
-            // double, whatever the policy (one effect per Apple transaction).
-            let consumables = Set(evidence.facts.filter { $0.kind == .consumable }.map(\.originalTransactionId))
-            let credited = conflicts.filter { consumables.contains($0.key) }
-            let contested = conflicts.filter { !consumables.contains($0.key) }
-            evidence.facts.removeAll { credited[$0.originalTransactionId] != nil }
-            if credited[primary.originalTransactionId] != nil {
-                return try await refused(
-                    .ownedByAnotherCustomer, "this consumable was credited to another customer; its credits are delivered once", primary)
+            // What the claim may do to each purchase another customer holds: a consumable's
+            // credits never move nor double; `keep` leaves it; an app's claim needs Apple's word
+            // that the claimant holds it now. A refused purchase is left out of what is applied.
+            let decisions = claims(evidence, owners: owners, payload: payload, publisher: publisher, now: now)
+            var primaryDecision = decisions[primary.originalTransactionId] ?? .unheld
+            if let memo, primaryDecision.outcome == .granted {
+                // The transfer this job asked for has moved it: the claim was that transfer.
+                primaryDecision = ClaimRule.Decision(outcome: .transfer, heldByAnotherCustomer: true, vouchedBy: memo.vouchedBy)
             }
+            var answer = claimAnswer(primaryDecision, holder: owners[primary.originalTransactionId], evidence: evidence, payload: payload)
+            if let memo, answer.outcome == .transfer, payload.road == .secretKey { answer.transferredFrom = memo.from }
+            if primaryDecision.outcome == .refused, let reason = primaryDecision.reason {
+                return try await refused(reason, primaryDecision.message ?? reason.rawValue, answer)
+            }
+            evidence.facts.removeAll { decisions[$0.originalTransactionId]?.outcome == .refused }
 
             var sharedWith: String?
-            switch publisher.transferPolicy {
-            case .keep:
-                evidence.facts.removeAll { contested[$0.originalTransactionId] != nil }
-                if contested[primary.originalTransactionId] != nil {
-                    return try await refused(
-                        .ownedByAnotherCustomer, "another customer holds this purchase and \(publisher.id) keeps purchases with them",
-                        primary)
-                }
-            case .share:
-                sharedWith = contested[primary.originalTransactionId]
-                for id in contested.keys.sorted() {
-                    try await service.store.addSharer(payload.customer, publisher: publisher.id, originalTransactionId: id)
-                }
-            case .transfer:
-                if !contested.isEmpty { try await requestTransfers(contested, publisher: publisher, to: payload.customer, job: job) }
+            let sharing = decisions.filter { $0.value.outcome == .share }.keys.sorted()
+            for id in sharing { try await service.store.addSharer(payload.customer, publisher: publisher.id, originalTransactionId: id) }
+            if decisions[primary.originalTransactionId]?.outcome == .share, payload.road == .secretKey {
+                sharedWith = owners[primary.originalTransactionId]
+            }
+            let moving = decisions.filter { $0.value.outcome == .transfer }
+            if !moving.isEmpty {
+                try await requestTransfers(
+                    moving, primary: primary.originalTransactionId, owners: owners, verified: evidence.facts, publisher: publisher,
+                    payload: payload, job: job)
             }
 
             let fence = tokens[primary.originalTransactionId]
-            let decisions = try await service.apply(
+            let decisionsByTransaction = try await service.apply(
                 evidence, publisher: publisher, customer: payload.customer, fence: fence, now: now, clockOffset: offset, job: job)
             if payload.appReceipt != nil, let receipt = evidence.latestReceipt {
                 try await service.store.keepReceipt(receipt, publisher: publisher.id, originalTransactionIds: originals)
             }
-            let decision = decisions[primary.transactionId]
+            let decision = decisionsByTransaction[primary.transactionId]
             let expiredMessage =
                 evidence.subscriptionExpired && decision?.accessGranted != true
                 ? "Apple says the receipt is valid but the subscription has expired (verifyReceipt status 21006)" : nil
+            var transfer = memo
+            if payload.road == .appKey { transfer?.from = nil }
             return Result(
                 publisher: publisher.id, customer: payload.customer, transactionId: primary.transactionId,
                 originalTransactionId: primary.originalTransactionId, productId: primary.productId,
                 accessGranted: decision?.accessGranted ?? false, offerId: offer.offerId, entitlements: decision?.entitlements ?? [],
                 subscription: decision?.subscription, reason: decision?.reason?.rawValue, message: expiredMessage,
-                credits: .init(added: decisions.values.reduce(0) { $0 + $1.creditsAdded }, balance: decision?.creditBalance ?? 0),
-                transfer: memo, sharedWith: sharedWith,
+                credits: .init(
+                    added: decisionsByTransaction.values.reduce(0) { $0 + $1.creditsAdded }, balance: decision?.creditBalance ?? 0),
+                transfer: transfer, sharedWith: sharedWith,
                 coupon: Self.coupon(payload.couponCode, publisher: publisher, offer: offer, fact: primary), price: primary.price,
-                currency: primary.currency)
+                currency: primary.currency, claim: answer)
         }
     }
 
@@ -306,13 +407,13 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
     /// says so either way.
     func expired(
         payload: JobPayloads.Receipt, publisher: Publisher, job: JobContext,
-        refused: (EntitlementDecision.Refusal, String, PurchaseFact?) async throws -> Result
+        refused: (EntitlementDecision.Refusal, String) async throws -> Result
     ) async throws -> Result {
         let message = "Apple says the receipt is valid but the subscription has expired (verifyReceipt status 21006)"
         let state = try await service.store.load(publisher: publisher.id, customer: payload.customer).state
-        guard let id = payload.transactionId, let known = state.transactions[id], known.kind == .autoRenewable,
+        guard payload.dryRun != true, let id = payload.transactionId, let known = state.transactions[id], known.kind == .autoRenewable,
             state.subscriptions[known.originalTransactionId] != nil
-        else { return try await refused(.expired, message, nil) }
+        else { return try await refused(.expired, message) }
         let original = known.originalTransactionId
         let engine = EntitlementEngine(publisher: publisher)
         let decision = try await service.withLocks(publisher: publisher.id, originalTransactionIds: [original], job: job) {
@@ -340,15 +441,27 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
     }
 
     /// Asks for each purchase another customer holds to be transferred (as `transfer`
-    /// jobs), then waits its turn: the job runs again once they are done.
-    func requestTransfers(_ conflicts: [String: String], publisher: Publisher, to customer: String, job: JobContext) async throws {
-        for (originalTransactionId, owner) in conflicts.sorted(by: { $0.key < $1.key }) {
+    /// jobs, saying who asked and why Apple's word was taken), then waits its turn: the job
+    /// runs again once they are done.
+    func requestTransfers(
+        _ moving: [String: ClaimRule.Decision], primary: String, owners: [String: String], verified: [PurchaseFact],
+        publisher: Publisher, payload: JobPayloads.Receipt, job: JobContext
+    ) async throws {
+        for (originalTransactionId, decision) in moving.sorted(by: { $0.key < $1.key }) {
+            guard let owner = owners[originalTransactionId] else { continue }
             let transfer = JobPayloads.Transfer(
-                publisher: publisher.id, originalTransactionId: originalTransactionId, to: customer, from: owner)
+                publisher: publisher.id, originalTransactionId: originalTransactionId, to: payload.customer, from: owner,
+                road: payload.road, vouchedBy: decision.vouchedBy,
+                appAccountTokenMatched: AppAccountToken.matches(
+                    verified.filter { $0.originalTransactionId == originalTransactionId }, customer: payload.customer,
+                    publisher: publisher))
             let enqueued = try await service.jobQueue.enqueue(
                 try EnqueueRequest(transfer, queue: job.queue, idempotencyKey: "transfer:\(job.id):\(originalTransactionId)"))
-            let memo = Result.Transfer(jobId: enqueued.id, from: owner, to: customer)
-            try await job.setMemo("transfer", try JobPayloads.encode(memo))
+            if originalTransactionId == primary {
+                // The result names the transfer of the purchase the claim is about.
+                let memo = Result.Transfer(jobId: enqueued.id, from: owner, to: payload.customer, vouchedBy: decision.vouchedBy)
+                try await job.setMemo("transfer", try JobPayloads.encode(memo))
+            }
             if let record = try await service.jobQueue.job(id: enqueued.id, queue: job.queue), record.status == .failed {
                 throw JobRefusal.notPossible(
                     code: "transferFailed", "transfer job \(enqueued.id) failed: \(record.lastError ?? "no reason recorded")")

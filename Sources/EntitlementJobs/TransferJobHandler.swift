@@ -61,12 +61,18 @@ package struct TransferJobHandler: EntitlementJobHandler {
 
             let events = service.changeEvents(publisher, now: now, clockOffset: offset)
             let latest = facts.max { $0.purchaseDate < $1.purchaseDate }
-            let event = try events.webhook(
-                ChangeEvents.Event(
-                    id: "\(publisher.id):\(id):transfer:\(previous):\(payload.to)", type: "transfer", publisher: publisher.id,
-                    customer: payload.to, occurredAt: transferredAt, transactionId: latest?.transactionId, originalTransactionId: id,
-                    productId: latest?.productId, offerId: latest.flatMap { publisher.offer(forProduct: $0.productId)?.offerId },
-                    expiresDate: latest?.expiresDate, entitlements: [], from: previous, to: payload.to))
+            var moved = ChangeEvents.Event(
+                id: "\(publisher.id):\(id):transfer:\(previous):\(payload.to)", type: "transfer", publisher: publisher.id,
+                customer: payload.to, occurredAt: transferredAt, transactionId: latest?.transactionId, originalTransactionId: id,
+                productId: latest?.productId, offerId: latest.flatMap { publisher.offer(forProduct: $0.productId)?.offerId },
+                expiresDate: latest?.expiresDate, entitlements: [], from: previous, to: payload.to)
+            moved.road = payload.road ?? .secretKey
+            moved.vouchedBy = payload.vouchedBy ?? (moved.road == .secretKey ? .secretKey : nil)
+            // The claim's verified proof says (Apple's current answer may carry a token the stored
+            // transactions do not); a move the backend asked for reads the stored ones.
+            moved.appAccountTokenMatched =
+                payload.appAccountTokenMatched ?? AppAccountToken.matches(facts, customer: payload.to, publisher: publisher)
+            let event = try events.webhook(moved)
             // What Apple last said of the subscription's renewal (billing retry, a grace period)
             // moves with it: the new holder keeps the grace the previous one had.
             var evidence = AppleEvidence(facts: Array(facts))

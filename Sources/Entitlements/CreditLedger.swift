@@ -97,20 +97,28 @@ public struct CreditLedger: Sendable, Hashable, Codable {
     /// What spending `amount` credits did.
     public enum SpendOutcome: String, Sendable, Hashable, Codable {
         case spent
-        /// This reference was spent before: nothing changed.
+        /// This reference was spent before, for the same amount: nothing changed.
         case repeated
+        /// This reference was spent before for another amount: a reference names one use, so
+        /// nothing changed.
+        case referenceConflict
         /// The balance holds fewer credits than asked for: nothing changed.
         case insufficientCredits
     }
 
     /// The publisher's app used credits (`reference` is its key for that use: once per key).
     public mutating func spend(_ amount: Int, reference: String, at date: Date) -> SpendOutcome {
-        if entries.contains(where: { $0.kind == .spend && $0.reference == reference }) { return .repeated }
+        if let earlier = spend(reference: reference) { return -earlier.amount == amount ? .repeated : .referenceConflict }
         guard amount > 0, amount <= balance else { return .insufficientCredits }
         var entry = Entry(kind: .spend, transactionId: "", offerId: "", amount: -amount, at: date)
         entry.reference = reference
         entries.append(entry)
         return .spent
+    }
+
+    /// The spend made under `reference`, if any.
+    public func spend(reference: String) -> Entry? {
+        entries.first { $0.kind == .spend && $0.reference == reference }
     }
 
     /// `amount × milliunits / 100000`, rounded to the nearest whole, halves up; never traps

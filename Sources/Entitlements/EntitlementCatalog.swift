@@ -48,7 +48,8 @@ public struct EntitlementCatalog: Sendable, Hashable, Codable {
                 }
                 if let other = appHomes.updateValue(publisher.id, forKey: app.bundleId), other != publisher.id {
                     throw .invalidEntry(
-                        entry: appName, problem: "bundle id \(app.bundleId) is also an app of publisher \"\(other)\"; an app belongs to one publisher")
+                        entry: appName,
+                        problem: "bundle id \(app.bundleId) is also an app of publisher \"\(other)\"; an app belongs to one publisher")
                 }
                 guard !app.environments.isEmpty, app.environments.allSatisfy(["Production", "Sandbox"].contains) else {
                     throw .invalidEntry(entry: appName, problem: "environments must name Production and/or Sandbox")
@@ -115,6 +116,9 @@ public struct EntitlementCatalog: Sendable, Hashable, Codable {
             }
             if let namespace = publisher.appAccountTokenNamespace, UUID(uuidString: namespace) == nil {
                 throw .invalidEntry(entry: "\(name) appAccountTokenNamespace", problem: "\(namespace) is not a UUID")
+            }
+            guard (60...31_536_000).contains(publisher.proofMaxAgeSeconds) else {
+                throw .invalidEntry(entry: "\(name) proofMaxAgeSeconds", problem: "must be 60 to 31536000 (a year)")
             }
             if let api = publisher.api { try Self.validate(api, of: publisher, name: name) }
             if let webhook = publisher.webhook {

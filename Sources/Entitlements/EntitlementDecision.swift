@@ -7,6 +7,9 @@ public struct EntitlementDecision: Sendable, Hashable, Codable {
         case unknownProduct, wrongBundle, wrongEnvironment, expired, revoked, invalidReceipt, ownedByAnotherCustomer, offerMismatch
         /// The purchase carries an `appAccountToken` that is not this customer's.
         case appAccountTokenMismatch
+        /// An app claimed a purchase another customer holds with proof Apple did not vouch for
+        /// recently (see `ClaimRule`): the holder keeps it.
+        case staleProofOfPurchase
     }
 
     public var accessGranted: Bool

@@ -179,6 +179,13 @@ public struct Publisher: Sendable, Hashable, Codable {
     /// The UUID namespace from which each customer's `appAccountToken` is derived
     /// (UUIDv5 of the customer id), when the publisher's apps set it that way.
     public var appAccountTokenNamespace: String?
+    /// How recently Apple must have signed the proof an app posts (a signed transaction's
+    /// `signedDate`, an app receipt's creation date) for its claim to take a purchase another
+    /// customer holds, in seconds; `ClaimRule` says when it applies. 86400 (a day) unless set.
+    public var proofMaxAgeSeconds: Int
+
+    /// A day: StoreKit signs again what a device holds each time it syncs with the App Store.
+    public static let defaultProofMaxAgeSeconds = 86_400
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -193,6 +200,7 @@ public struct Publisher: Sendable, Hashable, Codable {
         webhook = try container.decodeIfPresent(Webhook.self, forKey: .webhook)
         api = try container.decodeIfPresent(APIAccess.self, forKey: .api)
         appAccountTokenNamespace = try container.decodeIfPresent(String.self, forKey: .appAccountTokenNamespace)
+        proofMaxAgeSeconds = try container.decodeIfPresent(Int.self, forKey: .proofMaxAgeSeconds) ?? Self.defaultProofMaxAgeSeconds
     }
 
     public func app(bundleId: String) -> App? { apps.first { $0.bundleId == bundleId } }

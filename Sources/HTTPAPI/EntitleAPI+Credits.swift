@@ -16,11 +16,23 @@ extension EntitleAPI {
                 "amount", in: 1...1_000_000_000, message: "amount must be a whole number of credits, 1 to 1000000000")
             let reference = try input.required("reference", maxLength: 128)
             let payload = JobPayloads.Spend(publisher: publisher.id, customer: customer, amount: amount, reference: reference)
-            // The same reference is the same use: its job, not a second spend.
-            let result = try await enqueue(
-                try EnqueueRequest(
-                    payload, queue: configuration.queue,
-                    idempotencyKey: "spend:\(publisher.id):\(Self.digest(customer + "\n" + reference))"))
+            // A reference names one use: the same request again is its job, not a second spend;
+            // another amount under it is a conflict, whether its key is still kept (24 h) or
+            // only the ledger remembers it.
+            let conflict = "reference \(reference) names an earlier spend of another amount; a reference names one use"
+            let (state, _) = try await store.load(publisher: publisher.id, customer: customer)
+            if let earlier = state.credits.spend(reference: reference), -earlier.amount != amount {
+                throw APIError(.conflict, "referenceConflict", "\(conflict) (\(-earlier.amount) credits); nothing was spent")
+            }
+            var request = try EnqueueRequest(
+                payload, queue: configuration.queue, idempotencyKey: "spend:\(publisher.id):\(Self.digest(customer + "\n" + reference))")
+            request.repeatMustMatch = true
+            let result = try await enqueue(request)
+            guard result.outcome != .mismatch else {
+                var error = APIError(.conflict, "referenceConflict", "\(conflict) (job \(result.id)); nothing was spent")
+                error.headers[.location] = "/v1/jobs/\(result.id)"
+                throw error
+            }
             return JSONBody.jobId(result.id, status: .accepted)
         }
     }

@@ -69,6 +69,9 @@ extension EntitleAPI {
                     .forbidden, "forbidden", "app key \(key.id) posts purchases of \(key.bundleIds.joined(separator: ", ")) only")
             }
             purchase.payload.appKey = appKey
+            if try dryRunParameter(request) {
+                return try await preview(purchase, wait: try waitParameter(request, default: configuration.maxWait / 3))
+            }
             let id = try await submit(purchase)
             return JSONBody.jobId(id, status: .accepted)
         }
@@ -186,6 +189,31 @@ extension EntitleAPI {
             appReceipt: appReceipt, bundleId: bundleId, offerId: offerId, couponCode: couponCode,
             price: price.flatMap(PurchaseFact.price(reported:)), currency: currency.flatMap(PurchaseFact.currency(reported:)))
         return Purchase(payload: payload, transactionKey: transactionKey, bundleId: verifiedBundle)
+    }
+
+    /// `?dryRun=true|false` (absent: false).
+    func dryRunParameter(_ request: Request) throws -> Bool {
+        switch request.uri.queryParameters.get("dryRun") {
+        case nil, "false": return false
+        case "true": return true
+        default: throw APIError.badRequest("dryRun must be true or false")
+        }
+    }
+
+    /// A dry run of a claim (`POST /v1/purchases?dryRun=true`): a `receipt` job that proves the
+    /// purchase and says what the claim would do (its `claim`, the access it would give),
+    /// writing nothing to the customer, the owners or the transaction's unique key. Answers
+    /// the job as `GET /v1/jobs/{id}` does: 200 once it has finished, within `wait`, else 202.
+    func preview(_ purchase: Purchase, wait: Duration) async throws -> Response {
+        var payload = purchase.payload
+        payload.dryRun = true
+        let id = try await enqueue(try EnqueueRequest(payload, queue: configuration.queue)).id
+        guard let record = try await waitForJob(id, timeout: wait), record.status.isFinished else {
+            return JSONBody.jobId(id, status: .accepted)
+        }
+        var document = record.document()
+        document.idempotencyKey = nil
+        return try JSONBody.response(encoding: document)
     }
 
     /// Enqueues the `receipt` job; one job at a time per transaction. An exact repeat of a

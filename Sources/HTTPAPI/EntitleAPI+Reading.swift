@@ -67,9 +67,9 @@ extension EntitleAPI {
         }
     }
 
-    /// `?wait=N` seconds, at most the configured maximum.
-    func waitParameter(_ request: Request) throws -> Duration {
-        guard let text = request.uri.queryParameters.get("wait") else { return .zero }
+    /// `?wait=N` seconds, at most the configured maximum; `default` when absent.
+    func waitParameter(_ request: Request, default fallback: Duration = .zero) throws -> Duration {
+        guard let text = request.uri.queryParameters.get("wait") else { return fallback }
         let limit = Double(configuration.maxWait.components.seconds)
         guard let seconds = Double(text), seconds >= 0, seconds <= limit else {
             throw APIError.badRequest("wait must be a number of seconds from 0 to \(Self.format(limit))")

@@ -21,6 +21,11 @@ public struct EnqueueRequest: Sendable, Hashable {
     /// is refused (`EnqueueResult.Outcome.conflict`, naming the holder). Checked after the
     /// idempotency key, so an exact repeat still gets its own job back.
     public var uniqueKey: String?
+    /// The idempotency key names one request: a repeat whose payload differs from the first
+    /// job's is refused (`EnqueueResult.Outcome.mismatch`) rather than answered with that job.
+    /// Off by default: keys derived from the work itself (Apple's notification ids, follow-up
+    /// jobs) are the same work whatever else changed.
+    public var repeatMustMatch = false
 
     public init(
         type: String, payload: String = "{}", queue: String = "default", idempotencyKey: String? = nil,
@@ -79,6 +84,9 @@ public struct EnqueueResult: Sendable, Hashable, Codable {
         case existing
         /// Nothing was made: the unique key is held by the unfinished job whose id this is.
         case conflict
+        /// Nothing was made: the idempotency key names the job whose id this is, and its payload
+        /// differs from this request's (`EnqueueRequest.repeatMustMatch`).
+        case mismatch
     }
 
     public var id: String

@@ -66,6 +66,36 @@ public final class JobQueue: Sendable {
             enqueued: results)
     }
 
+    /// Marks `mismatch` each repeat of an idempotency key that must match (`repeatMustMatch`)
+    /// whose first job has another payload: one read, and only for such repeats.
+    func refusingDifferentRepeats(
+        _ outcomes: [Result<EnqueueResult, any Error>], _ requests: [EnqueueRequest]
+    ) async -> [Result<EnqueueResult, any Error>] {
+        let checked = requests.indices.filter { index in
+            guard requests[index].repeatMustMatch, case .success(let result) = outcomes[index] else { return false }
+            return result.outcome == .existing
+        }
+        guard !checked.isEmpty else { return outcomes }
+        var answered = outcomes
+        do {
+            let payloads = try await redis.pipeline(
+                checked.map { index in
+                    let id = (try? outcomes[index].get().id) ?? ""
+                    return ["HGET", configuration.keys(requests[index].queue).job(id), "payload"]
+                })
+            for (index, payload) in zip(checked, payloads) {
+                // A record already expired cannot be compared: the key's job is answered as before.
+                if let stored = payload.string, stored != requests[index].payload, case .success(var result) = outcomes[index] {
+                    result.outcome = .mismatch
+                    answered[index] = .success(result)
+                }
+            }
+        } catch {
+            for index in checked { answered[index] = .failure(error) }
+        }
+        return answered
+    }
+
     /// Enqueues each request and says, for each, what happened: a failure of one script call
     /// fails only its own requests. Calls whose connection broke are sent again with the same
     /// ids (a job id that exists already is not enqueued twice), so a lost reply costs nothing.
@@ -181,7 +211,8 @@ public final class JobQueue: Sendable {
             }
             todo = retry
         }
-        return outcomes.map { $0 ?? .failure(JobQueueError(.unexpectedReply, "enqueue returned fewer jobs than it was given")) }
+        return await refusingDifferentRepeats(
+            outcomes.map { $0 ?? .failure(JobQueueError(.unexpectedReply, "enqueue returned fewer jobs than it was given")) }, requests)
     }
 
     /// Adds queues to the registry, once per queue and process: discovery only, so outside

@@ -53,10 +53,13 @@ struct EnqueueCommand: AsyncParsableCommand {
     static let maximumDelay: Double = 366 * 86_400
 
     var request: EnqueueRequest {
-        EnqueueRequest(
+        var request = EnqueueRequest(
             type: type, payload: payload, queue: queue, idempotencyKey: idempotencyKey,
             delay: delay.map { .milliseconds(Int64($0 * 1000)) }, maxAttempts: maxAttempts
         )
+        // A key names one request: the same key with another payload is a mistake, not a repeat.
+        request.repeatMustMatch = true
+        return request
     }
 
     func run() async throws {
@@ -77,6 +80,11 @@ struct EnqueueCommand: AsyncParsableCommand {
                 if !quiet && !enqueued.isEmpty { print(enqueued.map(\.id).joined(separator: "\n")) }
                 throw CommandFailure(
                     "entitle enqueue: \(count - remaining + enqueued.count) of \(count) jobs were enqueued (ids printed), then Redis failed: \(error.message)"
+                )
+            }
+            if let mismatch = results.first(where: { $0.outcome == .mismatch }) {
+                throw CommandFailure(
+                    "entitle enqueue: idempotency key \(idempotencyKey ?? "") names job \(mismatch.id), whose payload is not this one; nothing was enqueued"
                 )
             }
             if !quiet { print(results.map(\.id).joined(separator: "\n")) }

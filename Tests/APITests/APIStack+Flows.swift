@@ -57,18 +57,18 @@ extension APIStack {
     }
 
     /// Waits for a job to finish; its document (`status`, `result`, ...).
-    func finished(_ id: String, token: String = demoToken) async throws -> [String: Any] {
+    func finished(_ id: String, token: String = demoToken, headers: [String: String] = [:]) async throws -> [String: Any] {
         var document: [String: Any] = [:]
         try await eventually("job \(id) to finish", timeout: .seconds(60)) {
-            document = try await call(.GET, "/v1/jobs/\(id)?wait=10", token: token, route: "GET /v1/jobs/{id}").json
+            document = try await call(.GET, "/v1/jobs/\(id)?wait=10", token: token, headers: headers, route: "GET /v1/jobs/{id}").json
             return ["succeeded", "failed"].contains(document["status"] as? String ?? "")
         }
         return document
     }
 
     /// The result of a job that must succeed.
-    func result(_ id: String, token: String = demoToken) async throws -> [String: Any] {
-        let document = try await finished(id, token: token)
+    func result(_ id: String, token: String = demoToken, headers: [String: String] = [:]) async throws -> [String: Any] {
+        let document = try await finished(id, token: token, headers: headers)
         try #require(document["status"] as? String == "succeeded", "job \(id): \(document)")
         return try #require(document["result"] as? [String: Any])
     }

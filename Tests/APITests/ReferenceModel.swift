@@ -75,11 +75,38 @@ struct ReferenceModel {
 
     func owner(_ original: String) -> String? { stints[original]?.last { $0.to == nil }?.customer }
 
+    /// How a claim reached Entitle: the publisher's backend (a secret key, or a route that
+    /// takes the publisher's credentials), or an app with proof Apple signed at `signedAt`.
+    enum Road: Equatable {
+        case backend
+        case app(signedAt: Date)
+    }
+
+    /// What a claim does (the preflight says it before): the purchase is, or stays, the
+    /// claimant's; it moves to them; or the holder keeps it.
+    enum ClaimOutcome: String { case granted, transfer, refused }
+
+    /// How old an app's proof may be for its claim to move a purchase another customer holds
+    /// (the demo publisher's `proofMaxAgeSeconds`, the default day).
+    static let proofMaxAge: TimeInterval = 86_400
+
+    /// What `customer`'s claim on a purchase at `date` does, by the rules: nobody else holds
+    /// it, so it is theirs; a consumable stays with whoever was credited; an app takes another
+    /// customer's purchase only with proof Apple signed within a day (nothing in the walk's
+    /// purchases carries an appAccountToken); the backend moves it (the `transfer` policy).
+    func outcome(of original: String, by customer: String, road: Road, at date: Date) -> ClaimOutcome {
+        guard let purchase = purchases[original], let current = owner(original), current != customer else { return .granted }
+        if purchase.kind == .consumable { return .refused }
+        if case .app(let signedAt) = road, date.timeIntervalSince(signedAt) > Self.proofMaxAge { return .refused }
+        return .transfer
+    }
+
     /// `customer` presents a purchase at `date` (the `transfer` policy): nobody holds it, so
-    /// it is theirs from its purchase; another customer holds it, so it moves at `date`. A
-    /// consumable stays with whoever was credited.
-    mutating func claim(_ original: String, by customer: String, at date: Date) {
+    /// it is theirs from its purchase; another customer holds it, so it moves at `date` unless
+    /// `outcome` refuses the claim. A consumable stays with whoever was credited.
+    mutating func claim(_ original: String, by customer: String, road: Road = .backend, at date: Date) {
         guard let purchase = purchases[original] else { return }
+        guard outcome(of: original, by: customer, road: road, at: date) != .refused else { return }
         guard let current = owner(original) else {
             stints[original, default: []].append(Stint(customer: customer, from: nil, to: nil))
             if purchase.kind == .consumable, let transaction = transactions[original], let product = Self.products[purchase.productId] {

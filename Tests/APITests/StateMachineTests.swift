@@ -69,6 +69,10 @@ struct Walk {
         var customer: String
         var road: String
         var body: [String: Any]
+        /// For an app's claim: when Apple signed the proof in `body`.
+        var signedAt: Date?
+
+        var modelRoad: ReferenceModel.Road { signedAt.map { .app(signedAt: $0) } ?? .backend }
     }
 
     let api: APIStack
@@ -84,6 +88,8 @@ struct Walk {
     var checks = 0
     /// The purchase whose Apple state the step changed (time frozen, nothing else changes).
     var touched: String?
+    /// How apps' claims ended, by road and outcome (the walk reports that it tried each).
+    var appClaims: [String: Int] = [:]
 
     static let customers = ["ann@example.com", "bob@example.com", "carol@example.com", "dave@example.com"]
     static let maximumPurchases = 40
@@ -137,6 +143,10 @@ struct Walk {
         }
         let phases = zip(["acting", "settling", "reading Apple", "checking"], spent).map { "\($0) \($1)" }.joined(separator: ", ")
         print("state machine: seed \(seed), \(steps) steps, \(bought.count) purchases, \(checks) answers compared (\(phases))")
+        print("  apps' claims: " + appClaims.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", "))
+        #expect(
+            appClaims["appStaleJWS refused", default: 0] > 0 && appClaims["appFreshJWS transfer", default: 0] > 0 || steps < 500,
+            "the walk tried both a stale claim refused and a fresh one that moved a purchase")
         print(
             "  settling per kind of step: "
                 + bySort.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value.count)x \($0.value.time / max(1, $0.value.count))" }.joined(
@@ -190,10 +200,23 @@ struct Walk {
         let offer = try #require(ReferenceModel.products[item.productId]).offer
         // Cloud Softphone's validate names the product: only for purchases whose product never
         // changes (a subscription's newest transaction may be of another product, and is refused).
-        let roads = ["signedTransaction", "transactionId", "appReceipt", "cleeng"] + (item.kind == .autoRenewable ? [] : ["validate"])
+        // An app's claims (its key and the customer's token): with the JWS bought long ago, or
+        // with the current one StoreKit would hand over after a sync (signed now).
+        let roads =
+            ["signedTransaction", "transactionId", "appReceipt", "cleeng", "appStaleJWS", "appFreshJWS"]
+            + (item.kind == .autoRenewable ? [] : ["validate"])
         let road = pick(roads) ?? "transactionId"
         var body: [String: Any]
+        var signedAt: Date?
         switch road {
+        case "appStaleJWS":
+            body = ["signedTransaction": item.signedTransaction]
+            signedAt = try Self.signedDate(item.signedTransaction)
+        case "appFreshJWS":
+            let current = try await api.simulator("/simulator/transactions/\(item.firstTransaction)")
+            let jws = try #require(current["signedTransaction"] as? String)
+            body = ["signedTransaction": jws]
+            signedAt = try Self.signedDate(jws)
         case "signedTransaction": body = ["customer": customer, "signedTransaction": item.signedTransaction]
         case "transactionId": body = ["customer": customer, "transactionId": item.firstTransaction]
         case "appReceipt": body = ["customer": customer, "appReceipt": item.appReceipt, "transactionId": item.firstTransaction]
@@ -204,10 +227,58 @@ struct Walk {
             ]
         default: body = ["username": customer, "receipt": item.appReceipt, "product": item.productId]
         }
-        try await deliver(road: road, body: body)
-        sent.append(Sent(original: item.original, customer: customer, road: road, body: body))
-        model.claim(item.original, by: customer, at: now)
+        let request = Sent(original: item.original, customer: customer, road: road, body: body, signedAt: signedAt)
+        try await deliver(request)
+        sent.append(request)
+        model.claim(item.original, by: customer, road: request.modelRoad, at: now)
         return road
+    }
+
+    /// Sends a claim. An app's claim is sometimes first asked as a preflight
+    /// (`?dryRun=true`), whose answer must be the model's and which must change nothing.
+    mutating func deliver(_ request: Sent) async throws {
+        switch request.road {
+        case "appStaleJWS", "appFreshJWS":
+            let headers = ["X-Customer-Token": customerToken(request.customer)]
+            let expected = model.outcome(of: request.original, by: request.customer, road: request.modelRoad, at: now)
+            if chance(30) {
+                // What the step set off first (a purchase's own notifications), so that only the
+                // preflight runs between the two readings.
+                try await api.settle(timeout: .seconds(120))
+                let before = try await api.keys().filter { $0.key.contains(":ent:") && !$0.key.contains(":lock:") }
+                let reply = try await api.call(
+                    .POST, "/v1/purchases?dryRun=true", token: APIStack.appKey, headers: headers, json: request.body,
+                    route: "POST /v1/purchases")
+                try #require(reply.status == 200, "the preflight answered \(reply.status): \(reply.text)")
+                let result = reply.json["result"] as? [String: Any] ?? [:]
+                let claim = result["claim"] as? [String: Any] ?? [:]
+                #expect(
+                    claim["outcome"] as? String == expected.rawValue,
+                    "seed \(seed): the preflight of \(request.customer)'s \(request.road) claim on \(request.original): \(result)")
+                let after = try await api.keys().filter { $0.key.contains(":ent:") && !$0.key.contains(":lock:") }
+                let changed = Set(before.keys).union(after.keys).filter { before[$0] != after[$0] }.sorted()
+                #expect(
+                    changed.isEmpty,
+                    "seed \(seed): a preflight wrote to the store: \(changed.map { "\($0) \(before[$0] ?? 0) -> \(after[$0] ?? 0)" })")
+            }
+            let reply = try await api.call(
+                .POST, "/v1/purchases", token: APIStack.appKey, headers: headers, json: request.body, route: "POST /v1/purchases")
+            try #require(reply.status == 202, "an app's claim answered \(reply.status): \(reply.text)")
+            let id = try #require(reply.json["jobId"] as? String)
+            let result = try await api.result(id, token: APIStack.appKey, headers: headers)
+            let claim = result["claim"] as? [String: Any] ?? [:]
+            #expect(
+                claim["outcome"] as? String == expected.rawValue,
+                "seed \(seed): \(request.customer)'s \(request.road) claim on \(request.original): \(result)")
+            appClaims["\(request.road) \(expected.rawValue)", default: 0] += 1
+            if expected == .refused {
+                #expect(
+                    ["staleProofOfPurchase", "ownedByAnotherCustomer"].contains(result["reason"] as? String ?? ""),
+                    "seed \(seed): a refused claim says why: \(result)")
+            }
+        default:
+            try await deliver(road: request.road, body: request.body)
+        }
     }
 
     func deliver(road: String, body: [String: Any]) async throws {
@@ -228,8 +299,8 @@ struct Walk {
 
     mutating func repeatRequest() async throws -> String {
         guard let earlier = pick(sent) else { return "nothing" }
-        try await deliver(road: earlier.road, body: earlier.body)
-        model.claim(earlier.original, by: earlier.customer, at: now)
+        try await deliver(earlier)
+        model.claim(earlier.original, by: earlier.customer, road: earlier.modelRoad, at: now)
         return "\(earlier.customer) repeats a \(earlier.road) request for \(earlier.original)"
     }
 
@@ -341,7 +412,10 @@ struct Walk {
     mutating func refreshApple(afterTimePassed: Bool) async throws {
         for item in bought where item.kind == .autoRenewable {
             let status = model.purchases[item.original]?.appleStatus ?? 1
-            if (afterTimePassed && [1, 3, 4].contains(status)) || item.original == touched { try await refresh(item.original) }
+            // Every step moves the clock a minute: a period that ended meanwhile renewed or lapsed.
+            let latest = model.purchases[item.original]?.transactions.last.flatMap { model.transactions[$0] }
+            let lapsed = [1, 3, 4].contains(status) && (latest?.expires.map { $0 <= now.addingTimeInterval(120) } ?? false)
+            if (afterTimePassed && [1, 3, 4].contains(status)) || item.original == touched || lapsed { try await refresh(item.original) }
         }
     }
 
@@ -376,6 +450,12 @@ struct Walk {
         return ReferenceModel.Transaction(
             id: id, original: payload["originalTransactionId"] as? String ?? id, productId: payload["productId"] as? String ?? "",
             purchase: try #require(date("purchaseDate")), expires: date("expiresDate"), revoked: date("revocationDate"))
+    }
+
+    /// When Apple (the simulator) signed a JWS.
+    static func signedDate(_ jws: String) throws -> Date {
+        let signed = try #require(payload(jws)?["signedDate"] as? Double, "a signed transaction has a signedDate")
+        return Date(timeIntervalSince1970: signed / 1000)
     }
 
     /// The JSON inside a JWS, read without verifying (the test only reads what it asked for).
