@@ -137,12 +137,14 @@ public struct VerifyReceiptPendingRenewal: Decodable, Sendable, Hashable {
     public var expirationIntent: String?
     public var isInBillingRetryPeriod: Bool?
     public var gracePeriodExpiresDate: AppleTimestamp?
+    /// `price_consent_status`: "0" not yet, "1" agreed to a price increase; absent when none.
+    public var priceConsentStatus: String?
 
     enum CodingKeys: String, CodingKey {
         case autoRenewProductId = "auto_renew_product_id", productId = "product_id"
         case originalTransactionId = "original_transaction_id", autoRenewStatus = "auto_renew_status"
         case expirationIntent = "expiration_intent", isInBillingRetryPeriod = "is_in_billing_retry_period"
-        case gracePeriodExpiresDate = "grace_period_expires_date_ms"
+        case gracePeriodExpiresDate = "grace_period_expires_date_ms", priceConsentStatus = "price_consent_status"
     }
 
     public init(from decoder: any Decoder) throws {
@@ -154,6 +156,7 @@ public struct VerifyReceiptPendingRenewal: Decodable, Sendable, Hashable {
         expirationIntent = try container.lenientString(.expirationIntent)
         isInBillingRetryPeriod = try container.lenientBool(.isInBillingRetryPeriod)
         gracePeriodExpiresDate = try container.lenientTimestamp(.gracePeriodExpiresDate)
+        priceConsentStatus = try container.lenientString(.priceConsentStatus)
     }
 }
 

@@ -31,7 +31,30 @@ package enum AppleFacts {
             revocationPercentage: transaction.revocationDate == nil ? nil : transaction.revocationPercentage,
             previousOriginalTransactionId: transaction.previousOriginalTransactionId.flatMap {
                 $0.isEmpty || $0 == transaction.originalTransactionId ? nil : $0
-            }, billingPlan: plan(transaction))
+            }, billingPlan: plan(transaction), storefront: transaction.storefront, offerKind: offerKind(transaction.offerType))
+    }
+
+    /// Apple's `offerType` in the domain's terms; `nil` for none or one Apple adds later.
+    static func offerKind(_ type: OfferType?) -> PurchaseFact.OfferKind? {
+        switch type {
+        case .introductory?: .introductory
+        case .promotional?: .promotional
+        case .offerCode?: .offerCode
+        case .winBack?: .winBack
+        default: nil
+        }
+    }
+
+    /// Apple's `expirationIntent` in the domain's terms.
+    static func expirationReason(_ intent: ExpirationIntent?) -> RenewalFact.ExpirationReason? {
+        switch intent {
+        case nil: nil
+        case .customerCancelled?: .customerCancelled
+        case .billingError?: .billingError
+        case .declinedPriceIncrease?: .priceIncreaseDeclined
+        case .productUnavailable?: .productUnavailable
+        default: .other
+        }
     }
 
     /// A transaction's billing plan, when it says one (`billingPlanType`, `commitmentInfo`).
@@ -69,7 +92,8 @@ package enum AppleFacts {
             originalTransactionId: originalTransactionId, autoRenew: info.autoRenewStatus == .on,
             autoRenewProductId: info.autoRenewProductId,
             isInBillingRetry: info.isInBillingRetryPeriod ?? false, gracePeriodExpiresDate: info.gracePeriodExpiresDate?.date,
-            signedDate: info.signedDate?.date, billingPlan: plan(info))
+            signedDate: info.signedDate?.date, billingPlan: plan(info), expirationReason: expirationReason(info.expirationIntent),
+            priceIncreaseConsented: info.priceIncreaseStatus.map { $0 == .consented })
     }
 
     /// From one purchase of a locally verified app receipt. Receipts do not say the product
@@ -86,7 +110,9 @@ package enum AppleFacts {
             expiresDate: item.expiresDate?.date, quantity: item.quantity ?? 1, revocationDate: item.cancellationDate?.date,
             offerIdentifier: item.promotionalOfferIdentifier,
             isIntroductoryOffer: item.isInIntroOfferPeriod == true || item.isTrialPeriod == true,
-            signedDate: receiptDate, offerDiscountType: item.isTrialPeriod == true ? "FREE_TRIAL" : nil)
+            signedDate: receiptDate, offerDiscountType: item.isTrialPeriod == true ? "FREE_TRIAL" : nil,
+            offerKind: item.promotionalOfferIdentifier != nil
+                ? .promotional : (item.isInIntroOfferPeriod == true || item.isTrialPeriod == true ? .introductory : nil))
     }
 
     /// From one transaction of a verifyReceipt answer (`in_app` or `latest_receipt_info`).
@@ -104,7 +130,11 @@ package enum AppleFacts {
             offerIdentifier: item.offerCodeRefName ?? item.promotionalOfferId,
             isIntroductoryOffer: item.isInIntroOfferPeriod == true || item.isTrialPeriod == true,
             isFamilyShared: item.inAppOwnershipType == .familyShared, signedDate: requestDate,
-            offerDiscountType: item.isTrialPeriod == true ? "FREE_TRIAL" : nil)
+            offerDiscountType: item.isTrialPeriod == true ? "FREE_TRIAL" : nil,
+            offerKind: item.offerCodeRefName != nil
+                ? .offerCode
+                : item.promotionalOfferId != nil
+                    ? .promotional : (item.isInIntroOfferPeriod == true || item.isTrialPeriod == true ? .introductory : nil))
     }
 
     /// From one `pending_renewal_info` entry.
@@ -113,6 +143,8 @@ package enum AppleFacts {
         return RenewalFact(
             originalTransactionId: originalTransactionId, autoRenew: item.autoRenewStatus ?? false,
             autoRenewProductId: item.autoRenewProductId, isInBillingRetry: item.isInBillingRetryPeriod ?? false,
-            gracePeriodExpiresDate: item.gracePeriodExpiresDate?.date, signedDate: requestDate)
+            gracePeriodExpiresDate: item.gracePeriodExpiresDate?.date, signedDate: requestDate,
+            expirationReason: item.expirationIntent.flatMap(Int.init).map { expirationReason(ExpirationIntent(rawValue: $0)) } ?? nil,
+            priceIncreaseConsented: item.priceConsentStatus.map { $0 == "1" })
     }
 }

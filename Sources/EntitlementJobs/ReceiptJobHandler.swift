@@ -205,6 +205,7 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
             // Receipts carry no price: the one the app reported is kept for the ledger.
             primary.price = reported
             primary.currency = payload.currency.flatMap(PurchaseFact.currency(reported:))
+            primary.priceSource = .reported
             if let index = evidence.facts.firstIndex(where: { $0.transactionId == primaryId }) { evidence.facts[index] = primary }
         }
         guard let offer = publisher.offer(forProduct: primary.productId) else {
@@ -259,23 +260,52 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
     /// A refusal of the claim on the primary purchase, with what the claim decided.
     typealias Refusing = (EntitlementDecision.Refusal, String, Result.Claim?) async throws -> Result
 
-    /// What the claim decides for each purchase another customer holds (by original
-    /// transaction id), as `ClaimRule` says for this road and publisher.
+    /// What the claim decides for each purchase (by original transaction id), as `ClaimRule`
+    /// says for this road and publisher, from who holds each (`owners`; `sharing`: those the
+    /// claimant already shares under `share`).
     func claims(
-        _ evidence: AppleEvidence, owners: [String: String], payload: JobPayloads.Receipt, publisher: Publisher, now: Date
+        _ evidence: AppleEvidence, owners: [String: String], sharing: Set<String>, payload: JobPayloads.Receipt, publisher: Publisher,
+        now: Date
     ) -> [String: ClaimRule.Decision] {
         let rule = ClaimRule(road: payload.road, publisher: publisher)
         var decisions: [String: ClaimRule.Decision] = [:]
         for original in Set(evidence.facts.map(\.originalTransactionId)) {
             let facts = evidence.facts.filter { $0.originalTransactionId == original }
-            let holder = owners[original]
+            let holder: ClaimRule.Holder =
+                switch owners[original] {
+                case nil: .nobody
+                case payload.customer?: .claimant
+                default: sharing.contains(original) ? .claimant : .another
+                }
             decisions[original] = rule.decide(
-                heldByAnotherCustomer: holder != nil && holder != payload.customer,
-                consumable: facts.contains { $0.kind == .consumable },
+                holder: holder, consumable: facts.contains { $0.kind == .consumable },
                 tokenNamesClaimant: AppAccountToken.matches(facts, customer: payload.customer, publisher: publisher) == true,
                 proofSignedAt: evidence.proofSignedAt, now: now)
         }
         return decisions
+    }
+
+    /// Who holds each purchase and which of those another customer holds the claimant shares
+    /// already, read without writing; a migrated subscription nobody holds yet is its previous
+    /// chain's holder's, as `carryMigrations` will make it.
+    func holders(
+        _ evidence: AppleEvidence, payload: JobPayloads.Receipt, publisher: Publisher
+    ) async throws -> (owners: [String: String], sharing: Set<String>) {
+        let originals = Set(evidence.facts.map(\.originalTransactionId))
+        let store = service.store
+        var owners = try await store.owners(publisher: publisher.id, originalTransactionIds: originals)
+        for fact in evidence.facts where owners[fact.originalTransactionId] == nil {
+            guard let previous = fact.previousOriginalTransactionId, previous != fact.originalTransactionId else { continue }
+            owners[fact.originalTransactionId] = try await store.owner(publisher: publisher.id, originalTransactionId: previous)
+        }
+        var sharing: Set<String> = []
+        if publisher.transferPolicy == .share {
+            for (original, owner) in owners where owner != payload.customer {
+                let holders = try await store.holders(publisher: publisher.id, originalTransactionId: original)
+                if holders.contains(payload.customer) { sharing.insert(original) }
+            }
+        }
+        return (owners, sharing)
     }
 
     /// The claim's answer on the primary purchase; who held it only for the publisher's backend.
@@ -295,9 +325,8 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
         refused: Refusing
     ) async throws -> Result {
         var evidence = verified
-        let originals = Set(evidence.facts.map(\.originalTransactionId))
-        let owners = try await service.store.owners(publisher: publisher.id, originalTransactionIds: originals)
-        let decisions = claims(evidence, owners: owners, payload: payload, publisher: publisher, now: now)
+        let (owners, sharing) = try await holders(evidence, payload: payload, publisher: publisher)
+        let decisions = claims(evidence, owners: owners, sharing: sharing, payload: payload, publisher: publisher, now: now)
         let primaryDecision = decisions[primary.originalTransactionId] ?? .unheld
         let answer = claimAnswer(primaryDecision, holder: owners[primary.originalTransactionId], evidence: evidence, payload: payload)
         if primaryDecision.outcome == .refused, let reason = primaryDecision.reason {
@@ -335,7 +364,7 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
         return try await service.withLocks(publisher: publisher.id, originalTransactionIds: originals, job: job) { tokens, moment in
             let (now, offset) = (moment.now, moment.offset)
             try await service.store.carryMigrations(of: evidence.facts, publisher: publisher.id)
-            let owners = try await service.store.claim(publisher: publisher.id, originalTransactionIds: originals, for: payload.customer)
+            var (owners, sharing) = try await holders(evidence, payload: payload, publisher: publisher)
             // Written by this job's earlier run (`requestTransfers`); one that does not decode is
             // said in the log and left out of the result, as it changes no decision.
             var memo: Result.Transfer?
@@ -347,40 +376,68 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
                 }
             }
 
-            // What the claim may do to each purchase another customer holds: a consumable's
-            // credits never move nor double; `keep` leaves it; an app's claim needs Apple's word
-            // that the claimant holds it now. A refused purchase is left out of what is applied.
-            let decisions = claims(evidence, owners: owners, payload: payload, publisher: publisher, now: now)
-            var primaryDecision = decisions[primary.originalTransactionId] ?? .unheld
-            if let memo, primaryDecision.outcome == .granted {
-                // The transfer this job asked for has moved it: the claim was that transfer.
-                primaryDecision = ClaimRule.Decision(outcome: .transfer, heldByAnotherCustomer: true, vouchedBy: memo.vouchedBy)
+            // What the claim may do to each purchase: a consumable's credits never move nor
+            // double; `keep` leaves it with its holder; an app's claim needs Apple's word that the
+            // claimant holds it now. A refused purchase is left out of what is applied.
+            func decide() -> [String: ClaimRule.Decision] {
+                var decisions = claims(evidence, owners: owners, sharing: sharing, payload: payload, publisher: publisher, now: now)
+                if let memo {
+                    // This job decided on a transfer in an earlier run and asked for it: that
+                    // decision stands (its proof was checked then), moved already or not.
+                    decisions[primary.originalTransactionId] = ClaimRule.Decision(
+                        outcome: .transfer, heldByAnotherCustomer: true, vouchedBy: memo.vouchedBy)
+                }
+                return decisions
             }
-            var answer = claimAnswer(primaryDecision, holder: owners[primary.originalTransactionId], evidence: evidence, payload: payload)
-            if let memo, answer.outcome == .transfer, payload.road == .secretKey { answer.transferredFrom = memo.from }
-            if primaryDecision.outcome == .refused, let reason = primaryDecision.reason {
-                return try await refused(reason, primaryDecision.message ?? reason.rawValue, answer)
+            func answer(_ decisions: [String: ClaimRule.Decision]) -> Result.Claim {
+                var answer = claimAnswer(
+                    decisions[primary.originalTransactionId] ?? .unheld, holder: owners[primary.originalTransactionId], evidence: evidence,
+                    payload: payload)
+                if let memo, answer.outcome == .transfer, payload.road == .secretKey { answer.transferredFrom = memo.from }
+                return answer
             }
+            var decisions = decide()
+            if let refusal = decisions[primary.originalTransactionId], refusal.outcome == .refused, let reason = refusal.reason {
+                return try await refused(reason, refusal.message ?? reason.rawValue, answer(decisions))
+            }
+            // Only what the claim may take becomes the claimant's (nothing before the primary
+            // purchase is known to be granted); one claimed meanwhile (a notification naming an
+            // appAccountToken) is decided again.
+            let unclaimed = decisions.filter { owners[$0.key] == nil && $0.value.outcome == .granted }.keys
+            if !unclaimed.isEmpty {
+                let claimed = try await service.store.claim(
+                    publisher: publisher.id, originalTransactionIds: unclaimed, for: payload.customer)
+                if claimed.values.contains(where: { $0 != payload.customer }) {
+                    owners.merge(claimed) { _, new in new }
+                    decisions = decide()
+                    if let refusal = decisions[primary.originalTransactionId], refusal.outcome == .refused, let reason = refusal.reason {
+                        return try await refused(reason, refusal.message ?? reason.rawValue, answer(decisions))
+                    }
+                }
+            }
+            let answer = answer(decisions)
             evidence.facts.removeAll { decisions[$0.originalTransactionId]?.outcome == .refused }
 
             var sharedWith: String?
-            let sharing = decisions.filter { $0.value.outcome == .share }.keys.sorted()
-            for id in sharing { try await service.store.addSharer(payload.customer, publisher: publisher.id, originalTransactionId: id) }
+            let sharingNow = decisions.filter { $0.value.outcome == .share }.keys.sorted()
+            for id in sharingNow { try await service.store.addSharer(payload.customer, publisher: publisher.id, originalTransactionId: id) }
             if decisions[primary.originalTransactionId]?.outcome == .share, payload.road == .secretKey {
                 sharedWith = owners[primary.originalTransactionId]
             }
             let moving = decisions.filter { $0.value.outcome == .transfer }
-            if !moving.isEmpty {
+            if moving.contains(where: { owners[$0.key] != payload.customer }) {
                 try await requestTransfers(
-                    moving, primary: primary.originalTransactionId, owners: owners, verified: evidence.facts, publisher: publisher,
-                    payload: payload, job: job)
+                    moving.filter { owners[$0.key] != payload.customer }, primary: primary.originalTransactionId, owners: owners,
+                    verified: evidence.facts, publisher: publisher, payload: payload, job: job)
             }
 
             let fence = tokens[primary.originalTransactionId]
             let decisionsByTransaction = try await service.apply(
                 evidence, publisher: publisher, customer: payload.customer, fence: fence, now: now, clockOffset: offset, job: job)
             if payload.appReceipt != nil, let receipt = evidence.latestReceipt {
-                try await service.store.keepReceipt(receipt, publisher: publisher.id, originalTransactionIds: originals)
+                // Kept for the purchases the claim applied, not those it refused.
+                try await service.store.keepReceipt(
+                    receipt, publisher: publisher.id, originalTransactionIds: Set(evidence.facts.map(\.originalTransactionId)))
             }
             let decision = decisionsByTransaction[primary.transactionId]
             let expiredMessage =

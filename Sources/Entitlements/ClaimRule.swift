@@ -6,8 +6,8 @@ import Foundation
 ///
 /// A signed transaction never expires: one copied from a log, a support ticket or another
 /// device verifies for as long as Apple's certificates do. So an app (whose key is public)
-/// may take a purchase away from another customer, or share it, only when Apple vouches that
-/// the claimant holds it now: the purchase's `appAccountToken` names the claimant (Apple's own
+/// may claim a purchase (take it from another customer, share it, or be the first to claim
+/// it) only when Apple vouches that the claimant holds it now: the purchase's `appAccountToken` names the claimant (Apple's own
 /// binding of a purchase to an account), or the proof the app posted was signed by Apple
 /// recently (a signed transaction's `signedDate`, an app receipt's creation date, within the
 /// publisher's `proofMaxAgeSeconds`): StoreKit signs again what a device holds whenever it
@@ -86,30 +86,42 @@ public struct ClaimRule: Sendable, Hashable {
         self.init(road: road, policy: publisher.transferPolicy, proofMaxAgeSeconds: publisher.proofMaxAgeSeconds)
     }
 
+    /// Who holds a purchase when a customer claims it.
+    public enum Holder: Sendable, Hashable {
+        /// Nobody yet: the claim makes the claimant its holder.
+        case nobody
+        /// The claimant, or (under `share`) the claimant shares it already.
+        case claimant
+        /// Another customer.
+        case another
+    }
+
     /// Decides a claim on one purchase (an original transaction).
     ///
     /// - Parameters:
-    ///   - heldByAnotherCustomer: another customer holds the purchase now.
+    ///   - holder: who holds the purchase now.
     ///   - consumable: its credits were delivered to that customer (they never move).
     ///   - tokenNamesClaimant: a verified transaction of the purchase carries the claimant's
     ///     `appAccountToken` (one carrying another customer's is refused before this).
     ///   - proofSignedAt: when Apple signed the proof the claimant posted; `nil` when unknown.
     ///   - now: the App Store's time.
-    public func decide(
-        heldByAnotherCustomer: Bool, consumable: Bool, tokenNamesClaimant: Bool, proofSignedAt: Date?, now: Date
-    ) -> Decision {
-        guard heldByAnotherCustomer else { return .unheld }
+    public func decide(holder: Holder, consumable: Bool, tokenNamesClaimant: Bool, proofSignedAt: Date?, now: Date) -> Decision {
+        let held = holder == .another
         func refused(_ reason: EntitlementDecision.Refusal, _ message: String) -> Decision {
-            Decision(outcome: .refused, heldByAnotherCustomer: true, reason: reason, message: message)
+            Decision(outcome: .refused, heldByAnotherCustomer: held, reason: reason, message: message)
         }
-        if consumable {
+        if holder == .claimant { return .unheld }
+        if held, consumable {
             return refused(.ownedByAnotherCustomer, "this consumable was credited to another customer; its credits are delivered once")
         }
-        if policy == .keep {
+        if held, policy == .keep {
             return refused(.ownedByAnotherCustomer, "another customer holds this purchase and the publisher keeps purchases with them")
         }
+        // An app's claim, whether or not anyone holds the purchase yet: a first claim with old
+        // proof would let whoever copied it take a purchase its buyer has not claimed yet.
         let voucher: Voucher
         if road == .secretKey {
+            guard held else { return .unheld }
             voucher = .secretKey
         } else if tokenNamesClaimant {
             voucher = .appAccountToken
@@ -118,11 +130,13 @@ public struct ClaimRule: Sendable, Hashable {
         } else {
             let age =
                 proofSignedAt.map { "was signed by Apple \(Self.describe(now.timeIntervalSince($0))) ago" } ?? "carries no signing date"
+            let whose = held ? "another customer holds this purchase, and " : ""
             return refused(
                 .staleProofOfPurchase,
-                "another customer holds this purchase, and the proof sent \(age), more than the \(Self.describe(proofMaxAge)) allowed: ask StoreKit for the current transaction (or refresh the receipt) and send it again, or set appAccountToken at purchase"
+                "\(whose)the proof sent \(age), more than the \(Self.describe(proofMaxAge)) allowed for an app's claim: ask StoreKit for the current transaction (or refresh the receipt) and send it again, or set appAccountToken at purchase"
             )
         }
+        guard held else { return Decision(outcome: .granted, heldByAnotherCustomer: false, vouchedBy: voucher) }
         return Decision(outcome: policy == .share ? .share : .transfer, heldByAnotherCustomer: true, vouchedBy: voucher)
     }
 

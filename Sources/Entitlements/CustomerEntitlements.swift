@@ -16,6 +16,35 @@ public struct CustomerEntitlements: Sendable, Hashable, Codable {
     /// For purchases that came to this customer by a transfer (keyed by original transaction
     /// id): since when the customer holds them. Their transactions give access no earlier.
     public var heldSince: [String: Date] = [:]
+    /// Every stretch during which Apple was trying to bill a renewal of one of the customer's
+    /// subscriptions, kept as history (reports count the days in billing retry from it).
+    public var billingRetries: [BillingRetry] = []
+
+    /// Apple trying to bill a subscription's renewal: from when its latest transaction's
+    /// period ended to a recovery (a new transaction), Apple giving up, a refund or a transfer.
+    public struct BillingRetry: Sendable, Hashable, Codable {
+        public var originalTransactionId: String
+        /// The transaction whose renewal failed.
+        public var transactionId: String
+        public var from: Date
+        /// `nil` while Apple is still trying.
+        public var to: Date?
+
+        public init(originalTransactionId: String, transactionId: String, from: Date, to: Date? = nil) {
+            self.originalTransactionId = originalTransactionId
+            self.transactionId = transactionId
+            self.from = from
+            self.to = to
+        }
+    }
+
+    /// Ends a subscription's open billing retry at `date` (no earlier than it began).
+    public mutating func endBillingRetry(of originalTransactionId: String, at date: Date) {
+        for index in billingRetries.indices
+        where billingRetries[index].originalTransactionId == originalTransactionId && billingRetries[index].to == nil {
+            billingRetries[index].to = max(billingRetries[index].from, date)
+        }
+    }
 
     public init(publisher: String, customer: String) {
         self.publisher = publisher
@@ -23,7 +52,7 @@ public struct CustomerEntitlements: Sendable, Hashable, Codable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case publisher, customer, transactions, periods, subscriptions, credits, heldSince
+        case publisher, customer, transactions, periods, subscriptions, credits, heldSince, billingRetries
     }
 
     public init(from decoder: any Decoder) throws {
@@ -36,6 +65,20 @@ public struct CustomerEntitlements: Sendable, Hashable, Codable {
         credits = try container.decodeIfPresent(CreditLedger.self, forKey: .credits) ?? CreditLedger()
         // Documents written before transfers back existed have none.
         heldSince = try container.decodeIfPresent([String: Date].self, forKey: .heldSince) ?? [:]
+        billingRetries = try container.decodeIfPresent([BillingRetry].self, forKey: .billingRetries) ?? []
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.container(keyedBy: CodingKeys.self)
+        try container.encode(publisher, forKey: .publisher)
+        try container.encode(customer, forKey: .customer)
+        try container.encode(transactions, forKey: .transactions)
+        try container.encode(periods, forKey: .periods)
+        try container.encode(subscriptions, forKey: .subscriptions)
+        try container.encode(credits, forKey: .credits)
+        // Absent reads as empty: most customers never have either, and every byte is kept per customer.
+        if !heldSince.isEmpty { try container.encode(heldSince, forKey: .heldSince) }
+        if !billingRetries.isEmpty { try container.encode(billingRetries, forKey: .billingRetries) }
     }
 
     /// The entitlements the customer has at `date`, from history.
@@ -56,6 +99,7 @@ public struct CustomerEntitlements: Sendable, Hashable, Codable {
         }
         subscriptions[originalTransactionId] = nil
         heldSince[originalTransactionId] = nil
+        endBillingRetry(of: originalTransactionId, at: date)
     }
 
     /// Whether the customer holds this original transaction (owns the purchase).

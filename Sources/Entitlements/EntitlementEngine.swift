@@ -46,6 +46,7 @@ public struct EntitlementEngine: Sendable {
                 // Receipts carry no price: keep the one an earlier view (or the app) gave.
                 newer.price = known.price
                 newer.currency = known.currency
+                newer.priceSource = known.priceSource
             }
             state.transactions[fact.transactionId] = newer
         }
@@ -126,8 +127,11 @@ public struct EntitlementEngine: Sendable {
         if let old = known.signedDate, let new = fact.signedDate, old > new { return false }
         let before = state
         var newer = fact
-        newer.price = newer.price ?? known.price
-        newer.currency = newer.currency ?? known.currency
+        if newer.price == nil {
+            newer.price = known.price
+            newer.currency = known.currency
+            newer.priceSource = known.priceSource
+        }
         state.transactions[fact.transactionId] = newer
         for index in state.periods.indices where state.periods[index].transactionId == fact.transactionId {
             if let revoked = fact.revocationDate {
@@ -154,6 +158,7 @@ public struct EntitlementEngine: Sendable {
             record.autoRenew = false
             record.isInBillingRetry = false
             state.subscriptions[original] = record
+            state.endBillingRetry(of: original, at: date)
             refreshStatus(of: original, in: &state, now: date)
         }
         var decision = EntitlementDecision.refused(.expired, offerId: state.subscriptions[original]?.offerId, state: state, now: date)
@@ -231,10 +236,14 @@ public struct EntitlementEngine: Sendable {
 
         guard isLatest else {
             // An older transaction: it adds history, not the subscription's current state.
-            if let renewal { applyRenewal(renewal, to: &state) }
+            if let renewal { applyRenewal(renewal, to: &state, now: now) }
             refreshStatus(of: original, in: &state, now: now)
             return
         }
+        trackBillingRetry(
+            of: fact, replacing: latestKnown, inBillingRetry: inBillingRetry, said: renewal?.signedDate ?? now,
+            holdingSince: from ?? state.heldSince[original], in: &state)
+        let sameLatest = existing?.latestTransactionId == fact.transactionId
         state.subscriptions[original] = SubscriptionRecord(
             originalTransactionId: original, offerId: offer.offerId, productId: fact.productId, status: .active,
             expiresDate: fact.expiresDate, gracePeriodExpiresDate: grace, autoRenew: renewal?.autoRenew ?? existing?.autoRenew,
@@ -242,8 +251,40 @@ public struct EntitlementEngine: Sendable {
             latestTransactionId: fact.transactionId, isIntroductoryOffer: fact.isIntroductoryOffer, offerIdentifier: fact.offerIdentifier,
             asOf: [fact.signedDate, renewal?.signedDate, existing?.asOf].compactMap { $0 }.max(), isInBillingRetry: inBillingRetry,
             previousOriginalTransactionId: fact.previousOriginalTransactionId ?? existing?.previousOriginalTransactionId,
-            billingPlan: fact.billingPlan?.renewing(renewal?.billingPlan ?? existing?.billingPlan))
+            billingPlan: fact.billingPlan?.renewing(renewal?.billingPlan ?? existing?.billingPlan),
+            expirationReason: renewal.map(\.expirationReason) ?? (sameLatest ? existing?.expirationReason : nil),
+            priceIncreaseConsented: renewal.map(\.priceIncreaseConsented) ?? existing?.priceIncreaseConsented)
         refreshStatus(of: original, in: &state, now: now)
+    }
+
+    /// Keeps the history of billing retries true: a newer transaction ends the retry of the
+    /// one it replaced (billing recovered) where it starts; Apple saying it is trying to bill
+    /// the latest transaction's renewal opens one from that transaction's expiry (or from when
+    /// the customer came to hold it); Apple saying it no longer is, with no new transaction,
+    /// ends it when Apple said so.
+    private func trackBillingRetry(
+        of fact: PurchaseFact, replacing previous: PurchaseFact?, inBillingRetry: Bool?, said: Date, holdingSince: Date?,
+        in state: inout CustomerEntitlements
+    ) {
+        let original = fact.originalTransactionId
+        if let previous, previous.transactionId != fact.transactionId {
+            state.endBillingRetry(of: original, at: fact.purchaseDate)
+        }
+        let open = state.billingRetries.contains { $0.originalTransactionId == original && $0.to == nil }
+        switch inBillingRetry {
+        case true?:
+            guard !open, fact.revocationDate == nil,
+                !state.billingRetries.contains(where: { $0.transactionId == fact.transactionId })
+            else { return }
+            let expires = fact.expiresDate ?? fact.purchaseDate
+            state.billingRetries.append(
+                CustomerEntitlements.BillingRetry(
+                    originalTransactionId: original, transactionId: fact.transactionId, from: max(expires, holdingSince ?? expires)))
+        case false?:
+            if open { state.endBillingRetry(of: original, at: said) }
+        case nil:
+            break
+        }
     }
 
     /// Stores the status the subscription has at `now`, computed as readers compute it.
@@ -276,13 +317,15 @@ public struct EntitlementEngine: Sendable {
         }
     }
 
-    private func applyRenewal(_ renewal: RenewalFact, to state: inout CustomerEntitlements) {
+    private func applyRenewal(_ renewal: RenewalFact, to state: inout CustomerEntitlements, now: Date) {
         guard var record = state.subscriptions[renewal.originalTransactionId] else { return }
         if let asOf = record.asOf, let signed = renewal.signedDate, signed < asOf { return }
         record.autoRenew = renewal.autoRenew
         record.autoRenewProductId = renewal.autoRenewProductId
         record.billingPlan = record.billingPlan?.renewing(renewal.billingPlan)
         record.asOf = renewal.signedDate ?? record.asOf
+        record.expirationReason = renewal.expirationReason
+        record.priceIncreaseConsented = renewal.priceIncreaseConsented
         state.subscriptions[renewal.originalTransactionId] = record
     }
 
@@ -312,6 +355,7 @@ public struct EntitlementEngine: Sendable {
         }
         if fact.kind == .consumable { state.credits.clawBack(transactionId: fact.transactionId, share: fact.refundedShare, at: date) }
         if var subscription = state.subscriptions[fact.originalTransactionId], subscription.latestTransactionId == fact.transactionId {
+            state.endBillingRetry(of: fact.originalTransactionId, at: date)
             subscription.status = .revoked
             // Apple ends the subscription: no billing retry, and a grace period ends here.
             subscription.isInBillingRetry = false

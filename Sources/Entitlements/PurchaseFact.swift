@@ -41,6 +41,27 @@ public struct PurchaseFact: Sendable, Hashable, Codable {
     public var price: String?
     /// ISO 4217, with `price`.
     public var currency: String?
+    /// Where `price` comes from: Apple's signed transaction, or what the app reported.
+    public var priceSource: PriceSource?
+    /// The App Store storefront (ISO 3166-1 alpha-3), when Apple says.
+    public var storefront: String?
+    /// The kind of offer the customer redeemed with this transaction, when Apple says.
+    public var offerKind: OfferKind?
+
+    /// Where a price comes from: events and reports say so beside every amount.
+    public enum PriceSource: String, Sendable, Hashable, Codable {
+        /// Apple's signed transaction (`price`, `currency`).
+        case apple
+        /// What the app reported with a purchase Apple's data gives no price for (receipts).
+        case reported
+        /// The catalog's offer price, for a purchase nobody gave a price for.
+        case catalog
+    }
+
+    /// Apple's kinds of offer (`offerType` 1 to 4).
+    public enum OfferKind: String, Sendable, Hashable, Codable {
+        case introductory, promotional, offerCode, winBack
+    }
 
     public init(
         transactionId: String, originalTransactionId: String, productId: String, bundleId: String, kind: ProductKind,
@@ -48,7 +69,8 @@ public struct PurchaseFact: Sendable, Hashable, Codable {
         isUpgraded: Bool = false, appAccountToken: String? = nil, offerIdentifier: String? = nil, isIntroductoryOffer: Bool = false,
         isFamilyShared: Bool = false, signedDate: Date? = nil, price: String? = nil, currency: String? = nil,
         offerDiscountType: String? = nil, revocationType: String? = nil, revocationPercentage: Int? = nil,
-        previousOriginalTransactionId: String? = nil, billingPlan: BillingPlan? = nil
+        previousOriginalTransactionId: String? = nil, billingPlan: BillingPlan? = nil, priceSource: PriceSource? = nil,
+        storefront: String? = nil, offerKind: OfferKind? = nil
     ) {
         self.transactionId = transactionId
         self.originalTransactionId = originalTransactionId
@@ -73,6 +95,30 @@ public struct PurchaseFact: Sendable, Hashable, Codable {
         self.revocationPercentage = revocationPercentage
         self.previousOriginalTransactionId = previousOriginalTransactionId
         self.billingPlan = billingPlan
+        self.priceSource = price == nil ? nil : (priceSource ?? .apple)
+        self.storefront = storefront
+        self.offerKind = offerKind
+    }
+
+    /// A free trial: an introductory offer the customer pays nothing for.
+    public var isFreeTrial: Bool { offerDiscountType == "FREE_TRIAL" }
+
+    /// `price` in milliunits of `currency` (`"1.99"` is 1990); `nil` without a price.
+    public var priceMilliunits: Int64? { price.flatMap(Self.milliunits(decimal:)) }
+
+    /// Decimal text (`"1.99"`, `"120"`) in milliunits, rounded to the nearest milliunit; `nil`
+    /// for text that is not a non-negative decimal of at most 15 whole digits.
+    public static func milliunits(decimal text: String) -> Int64? {
+        let parts = text.split(separator: ".", omittingEmptySubsequences: false)
+        guard (1...2).contains(parts.count), let whole = parts.first, (1...15).contains(whole.count),
+            whole.allSatisfy({ $0.isASCII && $0.isNumber }), let units = Int64(whole)
+        else { return nil }
+        var fraction = parts.count == 2 ? String(parts[1]) : ""
+        guard fraction.allSatisfy({ $0.isASCII && $0.isNumber }), fraction.count <= 12 else { return nil }
+        let roundUp = fraction.count > 3 && (fraction[fraction.index(fraction.startIndex, offsetBy: 3)].wholeNumberValue ?? 0) >= 5
+        fraction = String((fraction + "000").prefix(3))
+        guard let thousandths = Int64(fraction) else { return nil }
+        return units * 1000 + thousandths + (roundUp ? 1 : 0)
     }
 
     /// Whether Apple refunded only a share of it (`REFUND_PRORATED`).
@@ -124,10 +170,21 @@ public struct RenewalFact: Sendable, Hashable, Codable {
     /// What the renewal info says of a commitment (`renewalBillingPlanType`,
     /// `commitmentInfo`): only its renewal-side fields are set.
     public var billingPlan: BillingPlan?
+    /// Why the subscription expired (`expirationIntent`), once it has.
+    public var expirationReason: ExpirationReason?
+    /// A price increase Apple announced for the next renewal (`priceIncreaseStatus`): `false`
+    /// while the customer has not agreed, `true` once they have; `nil` when there is none.
+    public var priceIncreaseConsented: Bool?
+
+    /// Apple's reasons for an expiry (`expirationIntent` 1 to 5).
+    public enum ExpirationReason: String, Sendable, Hashable, Codable {
+        case customerCancelled, billingError, priceIncreaseDeclined, productUnavailable, other
+    }
 
     public init(
         originalTransactionId: String, autoRenew: Bool, autoRenewProductId: String? = nil, isInBillingRetry: Bool = false,
-        gracePeriodExpiresDate: Date? = nil, signedDate: Date? = nil, billingPlan: BillingPlan? = nil
+        gracePeriodExpiresDate: Date? = nil, signedDate: Date? = nil, billingPlan: BillingPlan? = nil,
+        expirationReason: ExpirationReason? = nil, priceIncreaseConsented: Bool? = nil
     ) {
         self.originalTransactionId = originalTransactionId
         self.autoRenew = autoRenew
@@ -136,5 +193,7 @@ public struct RenewalFact: Sendable, Hashable, Codable {
         self.gracePeriodExpiresDate = gracePeriodExpiresDate
         self.signedDate = signedDate
         self.billingPlan = billingPlan
+        self.expirationReason = expirationReason
+        self.priceIncreaseConsented = priceIncreaseConsented
     }
 }

@@ -38,4 +38,9 @@ public struct SubscriptionRecord: Sendable, Hashable, Codable {
     /// The billing plan (a monthly 12-month commitment: period N of M, its end, its prices,
     /// whether it renews), when Apple says.
     public var billingPlan: BillingPlan? = nil
+    /// Why Apple says it expired (`expirationIntent`), once it has.
+    public var expirationReason: RenewalFact.ExpirationReason? = nil
+    /// A price increase announced for the next renewal: `false` until the customer agrees,
+    /// `true` once they have; `nil` when none is pending.
+    public var priceIncreaseConsented: Bool? = nil
 }

@@ -207,7 +207,13 @@ extension EntitleAPI {
     func preview(_ purchase: Purchase, wait: Duration) async throws -> Response {
         var payload = purchase.payload
         payload.dryRun = true
-        let id = try await enqueue(try EnqueueRequest(payload, queue: configuration.queue)).id
+        // One dry run at a time per customer and transaction (a client asking again while one
+        // runs gets that one), tried once: a preflight must not multiply Apple calls and jobs.
+        var request = try EnqueueRequest(
+            payload, queue: configuration.queue,
+            uniqueKey: "dry-run:\(payload.publisher):\(Self.digest(payload.customer + "\n" + purchase.transactionKey))")
+        request.maxAttempts = 1
+        let id = try await enqueue(request).id
         guard let record = try await waitForJob(id, timeout: wait), record.status.isFinished else {
             return JSONBody.jobId(id, status: .accepted)
         }

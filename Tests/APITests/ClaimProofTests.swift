@@ -73,7 +73,8 @@ import Testing
 
     /// What a claim must never change: owners, customers (of this publisher) and their versions.
     static func state(_ api: APIStack) async throws -> [String: Int] {
-        try await api.keys().filter { $0.key.contains(":ent:") && !$0.key.contains(":lock:") }
+        // Locks and their fence counters are how jobs take turns, not what they decided.
+        try await api.keys().filter { $0.key.contains(":ent:") && !$0.key.contains(":lock:") && !$0.key.contains(":fence:") }
     }
 
     static func result(_ document: [String: Any]) throws -> [String: Any] {
@@ -220,6 +221,33 @@ import Testing
             let moved = try Self.result(try await Self.appClaim(api, ["appReceipt": refreshed], as: Self.bob))
             #expect((moved["claim"] as? [String: Any])?["outcome"] as? String == "transfer", "\(moved)")
             #expect(try await api.customer(Self.bob)["entitlements"] as? [String] == ["hd", "premium"])
+        }
+    }
+
+    @Test(.timeLimit(.minutes(5))) func aPurchaseNobodyClaimedIsClaimedFirstThroughAnAppKeyOnlyWithFreshProof() async throws {
+        try await Self.run("claims-first") { api, _ in
+            // Bought days ago by someone who never brought it here; its JWS leaked from a log.
+            let bought = try await api.buy("premium.monthly", extra: ["environment": "Production"])
+            let oldJWS = try #require(bought["signedTransaction"] as? String)
+            let transactionId = try #require(bought["transactionId"] as? String)
+            try await api.advance(seconds: 2 * 86_400)
+            let before = try await Self.state(api)
+            let preview = try Self.result(try await Self.appClaim(api, ["signedTransaction": oldJWS], as: Self.bob, dryRun: true))
+            #expect(preview["reason"] as? String == "staleProofOfPurchase", "\(preview)")
+            #expect((preview["claim"] as? [String: Any])?["heldByAnotherCustomer"] as? Bool == false)
+            let replay = try Self.result(try await Self.appClaim(api, ["signedTransaction": oldJWS], as: Self.bob))
+            #expect(replay["reason"] as? String == "staleProofOfPurchase", "\(replay)")
+            let after = try await Self.state(api)
+            #expect(after == before, "a refused first claim writes nothing: no owner, no customer: \(after) vs \(before)")
+            // The backend may claim it with any proof; the buyer's own app with a fresh one.
+            let fresh = try #require(try await api.simulator("/simulator/transactions/\(transactionId)")["signedTransaction"] as? String)
+            let claimed = try Self.result(try await Self.appClaim(api, ["signedTransaction": fresh], as: Self.ann))
+            #expect((claimed["claim"] as? [String: Any])?["vouchedBy"] as? String == "recentSignature", "\(claimed)")
+            #expect(try await api.customer(Self.ann)["entitlements"] as? [String] == ["hd", "premium"])
+            // The holder sending its old proof again is answered as before.
+            let again = try Self.result(try await Self.appClaim(api, ["signedTransaction": oldJWS], as: Self.ann))
+            #expect(again["accessGranted"] as? Bool == true, "\(again)")
+            #expect((again["claim"] as? [String: Any])?["outcome"] as? String == "granted")
         }
     }
 

@@ -90,14 +90,19 @@ struct ReferenceModel {
     /// (the demo publisher's `proofMaxAgeSeconds`, the default day).
     static let proofMaxAge: TimeInterval = 86_400
 
-    /// What `customer`'s claim on a purchase at `date` does, by the rules: nobody else holds
-    /// it, so it is theirs; a consumable stays with whoever was credited; an app takes another
-    /// customer's purchase only with proof Apple signed within a day (nothing in the walk's
-    /// purchases carries an appAccountToken); the backend moves it (the `transfer` policy).
+    /// What `customer`'s claim on a purchase at `date` does, by the rules: the claimant holds
+    /// it already, so it stays theirs; an app claims a purchase (first, or from another
+    /// customer) only with proof Apple signed within a day (nothing in the walk's purchases
+    /// carries an appAccountToken); nobody holds it, so it is theirs; a consumable stays with
+    /// whoever was credited; the backend moves it (the `transfer` policy).
     func outcome(of original: String, by customer: String, road: Road, at date: Date) -> ClaimOutcome {
-        guard let purchase = purchases[original], let current = owner(original), current != customer else { return .granted }
-        if purchase.kind == .consumable { return .refused }
-        if case .app(let signedAt) = road, date.timeIntervalSince(signedAt) > Self.proofMaxAge { return .refused }
+        guard let purchase = purchases[original] else { return .granted }
+        let current = owner(original)
+        if current == customer { return .granted }
+        var stale = false
+        if case .app(let signedAt) = road { stale = date.timeIntervalSince(signedAt) > Self.proofMaxAge }
+        guard current != nil else { return stale ? .refused : .granted }
+        if purchase.kind == .consumable || stale { return .refused }
         return .transfer
     }
 

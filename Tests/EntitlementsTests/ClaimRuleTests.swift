@@ -11,7 +11,7 @@ import Testing
     struct Case: Sendable, CustomTestStringConvertible {
         var road: ClaimRule.Road
         var policy: TransferPolicy
-        var held = true
+        var holder = ClaimRule.Holder.another
         var consumable = false
         var token = false
         /// Seconds before now Apple signed the proof; `nil`: no date.
@@ -21,15 +21,22 @@ import Testing
         var voucher: ClaimRule.Voucher? = nil
 
         var testDescription: String {
-            "\(road) \(policy) held=\(held) consumable=\(consumable) token=\(token) age=\(age.map { "\(Int($0))" } ?? "none")"
+            "\(road) \(policy) holder=\(holder) consumable=\(consumable) token=\(token) age=\(age.map { "\(Int($0))" } ?? "none")"
         }
     }
 
     static let cases: [Case] = [
-        // Nobody else holds it: every road, every policy, any age.
-        Case(road: .appKey, policy: .transfer, held: false, age: 30 * day, expected: .granted),
-        Case(road: .appKey, policy: .keep, held: false, age: nil, expected: .granted),
-        Case(road: .secretKey, policy: .share, held: false, age: 30 * day, expected: .granted),
+        // The claimant holds it (or shares it already): every road, every policy, any age.
+        Case(road: .appKey, policy: .transfer, holder: .claimant, age: 30 * day, expected: .granted),
+        Case(road: .appKey, policy: .keep, holder: .claimant, age: nil, expected: .granted),
+        Case(road: .appKey, policy: .share, holder: .claimant, age: 30 * day, expected: .granted),
+        // Nobody holds it yet: the backend claims it with any proof, an app with Apple's word now.
+        Case(road: .secretKey, policy: .share, holder: .nobody, age: 30 * day, expected: .granted),
+        Case(road: .secretKey, policy: .keep, holder: .nobody, age: nil, expected: .granted),
+        Case(road: .appKey, policy: .transfer, holder: .nobody, age: 60, expected: .granted, voucher: .recentSignature),
+        Case(road: .appKey, policy: .keep, holder: .nobody, token: true, age: 30 * day, expected: .granted, voucher: .appAccountToken),
+        Case(road: .appKey, policy: .transfer, holder: .nobody, age: 3 * day, expected: .refused, reason: .staleProofOfPurchase),
+        Case(road: .appKey, policy: .keep, holder: .nobody, consumable: true, age: nil, expected: .refused, reason: .staleProofOfPurchase),
         // An app takes another customer's purchase only with Apple's word now.
         Case(road: .appKey, policy: .transfer, age: 3 * day, expected: .refused, reason: .staleProofOfPurchase),
         Case(road: .appKey, policy: .transfer, age: nil, expected: .refused, reason: .staleProofOfPurchase),
@@ -53,12 +60,12 @@ import Testing
     @Test(arguments: cases) func aClaimIsDecidedAsTheRuleSays(_ item: Case) {
         let rule = ClaimRule(road: item.road, policy: item.policy, proofMaxAgeSeconds: 86_400)
         let decision = rule.decide(
-            heldByAnotherCustomer: item.held, consumable: item.consumable, tokenNamesClaimant: item.token,
+            holder: item.holder, consumable: item.consumable, tokenNamesClaimant: item.token,
             proofSignedAt: item.age.map { Self.now.addingTimeInterval(-$0) }, now: Self.now)
         #expect(decision.outcome == item.expected)
         #expect(decision.reason == item.reason)
         #expect(decision.vouchedBy == item.voucher)
-        #expect(decision.heldByAnotherCustomer == item.held)
+        #expect(decision.heldByAnotherCustomer == (item.holder == .another))
         if decision.reason == .staleProofOfPurchase {
             #expect(decision.message?.contains("ask StoreKit for the current transaction") == true, "the refusal says what to do")
         }
@@ -68,11 +75,11 @@ import Testing
         let strict = ClaimRule(road: .appKey, policy: .transfer, proofMaxAgeSeconds: 600)
         let signed = Self.now.addingTimeInterval(-900)
         #expect(
-            strict.decide(heldByAnotherCustomer: true, consumable: false, tokenNamesClaimant: false, proofSignedAt: signed, now: Self.now)
+            strict.decide(holder: .another, consumable: false, tokenNamesClaimant: false, proofSignedAt: signed, now: Self.now)
                 .reason == .staleProofOfPurchase)
         let lenient = ClaimRule(road: .appKey, policy: .transfer, proofMaxAgeSeconds: 3_600)
         #expect(
-            lenient.decide(heldByAnotherCustomer: true, consumable: false, tokenNamesClaimant: false, proofSignedAt: signed, now: Self.now)
+            lenient.decide(holder: .another, consumable: false, tokenNamesClaimant: false, proofSignedAt: signed, now: Self.now)
                 .outcome == .transfer)
     }
 }
