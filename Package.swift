@@ -78,6 +78,9 @@ let package = Package(
         ),
         /// The domain: publishers' catalogs, access periods, subscriptions, credits; pure, no I/O.
         .target(name: "Entitlements"),
+        /// Reports from the event log: the pieces a customer counts in, the fold of events into
+        /// daily figures, the queries over them; pure, no I/O.
+        .target(name: "Reporting", dependencies: ["Entitlements"]),
         /// What the API and the jobs share: the deployment configuration, Apple's gateway and
         /// evidence, the Redis-backed entitlement store and its keys, locks, change events, job
         /// payloads and documents, secrets.
@@ -85,7 +88,7 @@ let package = Package(
             name: "EntitleCore",
             dependencies: [
                 "DurationUnits",
-                "AppStore", "Entitlements", "JobQueue", "RedisClient",
+                "AppStore", "Entitlements", "JobQueue", "RedisClient", "Reporting",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -101,7 +104,7 @@ let package = Package(
             name: "EntitlementJobs",
             dependencies: [
                 "DurationUnits",
-                "AppStore", "Entitlements", "EntitleCore", "JobQueue",
+                "AppStore", "Entitlements", "EntitleCore", "JobQueue", "Reporting",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -115,14 +118,16 @@ let package = Package(
             name: "HTTPAPI",
             dependencies: [
                 "DurationUnits",
-                "AppStore", "Entitlements", "JobQueue", "EntitleCore",
+                "AppStore", "Entitlements", "JobQueue", "EntitleCore", "Reporting",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
-            ]
+            ],
+            // The dashboard's HTML, CSS and JavaScript, served as they are.
+            resources: [.copy("Resources/Dashboard")]
         ),
         /// The local App Store: Apple-shaped signing, products, subscriptions over simulated time,
         /// notifications, and Apple's endpoints plus a control API over HTTP.
@@ -180,14 +185,16 @@ let package = Package(
             name: "RedisTestSupport",
             dependencies: [
                 "LocalProcesses",
-                "DurationUnits","RedisClient"],
+                "DurationUnits", "RedisClient",
+            ],
             path: "Tests/RedisTestSupport"
         ),
         .testTarget(
             name: "RedisClientTests",
             dependencies: [
                 "LocalProcesses",
-                "DurationUnits","RedisClient", "RedisTestSupport"]
+                "DurationUnits", "RedisClient", "RedisTestSupport",
+            ]
         ),
         .testTarget(
             name: "JobQueueTests",
@@ -234,12 +241,14 @@ let package = Package(
             exclude: ["python"]
         ),
         .testTarget(name: "EntitlementsTests", dependencies: ["Entitlements"]),
+        .testTarget(name: "ReportingTests", dependencies: ["Entitlements", "Reporting"]),
         .testTarget(
             name: "EntitlementWorkerTests",
             dependencies: [
                 "LocalProcesses",
                 "DurationUnits",
-                "EntitleCore", "EntitlementJobs", "Entitlements", "AppStore", "AppStoreSimulator", "RedisClient", "RedisTestSupport", "JobQueue", "HTTPTestSupport",
+                "EntitleCore", "EntitlementJobs", "Entitlements", "AppStore", "AppStoreSimulator", "RedisClient", "RedisTestSupport",
+                "JobQueue", "HTTPTestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
             ]
         ),
@@ -261,7 +270,8 @@ let package = Package(
             dependencies: [
                 "LocalProcesses",
                 "DurationUnits",
-                "HTTPAPI", "EntitleCore", "EntitlementJobs", "JobQueue", "Entitlements", "AppStore", "AppStoreSimulator", "RedisClient", "RedisTestSupport",
+                "HTTPAPI", "EntitleCore", "EntitlementJobs", "JobQueue", "Entitlements", "AppStore", "AppStoreSimulator", "RedisClient",
+                "RedisTestSupport",
                 "HTTPTestSupport", "FuzzSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -30,6 +30,8 @@ extension SimulatedAppStore {
     public var nextDueDate: Date? { due.next }
 
     private func handleDue(_ subscription: SimulatedSubscription, at date: Date) async throws {
+        happeningAt = date
+        defer { happeningAt = nil }
         var subscription = subscription
         switch subscription.state {
         case .active:
@@ -440,7 +442,7 @@ extension SimulatedAppStore {
             signedRenewalInfo: try signedRenewalInfo(subscription),
             appReceipt: try appReceipt(
                 account: subscription.account, bundleId: subscription.bundleId, environment: subscription.environment),
-            notifications: notifications)
+            notifications: notifications, history: subscription.history)
     }
 
     func transactionSnapshot(_ transactionId: String, notifications: [String]) throws -> TransactionSnapshot {

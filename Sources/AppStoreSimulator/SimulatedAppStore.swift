@@ -26,6 +26,11 @@ public actor SimulatedAppStore {
     var accountSubscriptions: [String: Set<String>] = [:]
     /// Subscriptions by when the scheduler must next look at them.
     var due = DueQueue()
+    /// While the scheduler applies what fell due: when it did (history is dated by it).
+    var happeningAt: Date?
+    /// When what is being signed happens: a due date the scheduler reached (the clock may
+    /// have jumped past it), else now. Apple signs as things happen.
+    var signingDate: Date { happeningAt ?? clock.now }
     private var nextTransactionId: Int64
     private var nextWebOrderLineItemId: Int64
 
@@ -252,8 +257,22 @@ public actor SimulatedAppStore {
         transactions[record.id] = record
     }
 
-    /// Stores a subscription and tells the scheduler when it is next due.
+    /// Stores a subscription and tells the scheduler when it is next due; a change of state,
+    /// transaction or renewal preference goes into its history, dated when it happened (a due
+    /// date the scheduler reached, or now).
     func save(_ subscription: SimulatedSubscription) {
+        var subscription = subscription
+        let entry = SubscriptionHistoryEntry(
+            at: AppleTimestamp(happeningAt ?? clock.now), status: subscription.state.status,
+            transactionId: subscription.latestTransactionId, autoRenewStatus: subscription.autoRenew,
+            autoRenewProductId: subscription.autoRenewProductId, expirationIntent: subscription.expirationIntent)
+        if let last = subscription.history.last {
+            var same = last
+            same.at = entry.at
+            if same != entry { subscription.history.append(entry) }
+        } else {
+            subscription.history.append(entry)
+        }
         subscriptions[subscription.originalTransactionId] = subscription
         accountSubscriptions[subscription.account, default: []].insert(subscription.originalTransactionId)
         if let next = subscription.nextDue { due.push(next, subscription.originalTransactionId) }
@@ -285,7 +304,7 @@ public actor SimulatedAppStore {
     /// The transaction as Apple serves it now: current revocation state, fresh `signedDate`.
     func signedTransaction(_ id: String) throws -> String {
         guard var transaction = transactions[id]?.transaction else { throw SimulatorError(.notFound, "no transaction \(id)") }
-        transaction.signedDate = AppleTimestamp(clock.now)
+        transaction.signedDate = AppleTimestamp(signingDate)
         return try signing.sign(transaction)
     }
 
@@ -332,7 +351,7 @@ public actor SimulatedAppStore {
             renewal.commitmentRenewalPrice = commitment.monthlyPrice
             info.commitmentInfo = renewal
         }
-        info.signedDate = AppleTimestamp(clock.now)
+        info.signedDate = AppleTimestamp(signingDate)
         return info
     }
 
@@ -430,7 +449,7 @@ public actor SimulatedAppStore {
         payload.notificationUUID = uuid
         payload.data = data
         payload.version = "2.0"
-        payload.signedDate = AppleTimestamp(clock.now)
+        payload.signedDate = AppleTimestamp(signingDate)
         // A V1 body holds a freshly signed receipt: only build it when someone listens.
         let v1Body = await notifications.sendsV1 ? try v1.map { try v1Notification(type: $0, record: record) } : nil
         await notifications.send(

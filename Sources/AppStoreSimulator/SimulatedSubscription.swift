@@ -77,6 +77,9 @@ struct SimulatedSubscription: Sendable {
     var ownership: InAppOwnershipType
     /// Renewal-date extension request ids already applied (Apple deduplicates by them).
     var extensionRequests: Set<String> = []
+    /// Every change of state, transaction or renewal preference, when it happened: the
+    /// simulator's own record, which tests compute reference figures from.
+    var history: [SubscriptionHistoryEntry] = []
 
     var latestTransactionId: String { transactionIds.last ?? originalTransactionId }
 

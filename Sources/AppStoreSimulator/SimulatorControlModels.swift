@@ -61,6 +61,21 @@ public struct SubscriptionSnapshot: Codable, Sendable, Hashable {
     public var appReceipt: String
     /// The V2 notifications the event sent (their `notificationUUID`s).
     public var notifications: [String]
+    /// Every change of the subscription's state, transaction or renewal preference, oldest first.
+    public var history: [SubscriptionHistoryEntry]
+}
+
+/// One change in a subscription's life, when the App Store made it.
+public struct SubscriptionHistoryEntry: Codable, Sendable, Hashable {
+    public var at: AppleTimestamp
+    /// Apple's status from then on (1 active, 2 expired, 3 billing retry, 4 grace period, 5 revoked).
+    public var status: SubscriptionStatus
+    /// The transaction giving (or that last gave) access.
+    public var transactionId: String
+    public var autoRenewStatus: Bool
+    public var autoRenewProductId: String
+    /// Why it expired (`expirationIntent`), once it has.
+    public var expirationIntent: ExpirationIntent?
 }
 
 /// The state of one transaction after a lifecycle event.

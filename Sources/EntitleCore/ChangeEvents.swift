@@ -3,10 +3,12 @@ import DurationUnits
 import Entitlements
 import Foundation
 import RedisClient
+import Reporting
 
-/// What a change to a customer means for the outside world: the webhook events the
-/// publisher is told about, and the renewal checks the subscriptions now need. Derived
-/// from the document before and after, so the same change always yields the same ids.
+/// What a change to a customer means for the outside world: the lifecycle events the log
+/// keeps, the report pieces it moves, the webhooks the publisher is told by, and the renewal
+/// checks the subscriptions now need. Derived from the document before and after, so the same
+/// change always yields the same ids.
 package struct ChangeEvents: Sendable {
     package let publisher: Publisher
     /// How far the App Store's clock is ahead of the wall clock (development).
@@ -25,122 +27,55 @@ package struct ChangeEvents: Sendable {
         self.now = now
     }
 
-    /// One event as posted to the publisher's webhook.
-    package struct Event: Sendable, Hashable, Codable {
-        package var id: String
-        /// `purchase`, `renewal`, `expiration`, `refund`, `refund_reversed`, `transfer`, `credit`.
-        package var type: String
-        package var publisher: String
-        package var customer: String
-        package var occurredAt: Date
-        package var transactionId: String?
-        package var originalTransactionId: String?
-        package var productId: String?
-        package var offerId: String?
-        package var expiresDate: Date?
-        /// The customer's entitlements after the change.
-        package var entitlements: [String]
-        /// Credits: the change and the balance after it.
-        package var amount: Int?
-        package var balance: Int?
-        /// Transfers: who held the purchase and who holds it now.
-        package var from: String?
-        package var to: String?
-        /// Refunds: Apple's `revocationType` and `revocationPercentage` (milliunits of a
-        /// percent, 50000 is 50 %); on a clawback's `credit` event, the share it took.
-        package var revocationType: String?
-        package var revocationPercentage: Int?
-        /// A clawback's `credit` event: credits the refund could not take (already spent).
-        package var shortfall: Int?
-        /// Transfers: who asked for the move (`appKey`: an app's claim; `secretKey`: the
-        /// publisher's backend), why Apple's word was taken for an app's claim, and whether the
-        /// purchase's `appAccountToken` is the new holder's (absent when it carries none or the
-        /// publisher does not say how tokens are made).
-        package var road: ClaimRule.Road?
-        package var vouchedBy: ClaimRule.Voucher?
-        package var appAccountTokenMatched: Bool?
-
-        package init(
-            id: String, type: String, publisher: String, customer: String, occurredAt: Date, transactionId: String? = nil,
-            originalTransactionId: String? = nil, productId: String? = nil, offerId: String? = nil, expiresDate: Date? = nil,
-            entitlements: [String], amount: Int? = nil, balance: Int? = nil, from: String? = nil, to: String? = nil,
-            revocationType: String? = nil, revocationPercentage: Int? = nil, shortfall: Int? = nil
-        ) {
-            self.id = id
-            self.type = type
-            self.publisher = publisher
-            self.customer = customer
-            self.occurredAt = occurredAt
-            self.transactionId = transactionId
-            self.originalTransactionId = originalTransactionId
-            self.productId = productId
-            self.offerId = offerId
-            self.expiresDate = expiresDate
-            self.entitlements = entitlements
-            self.amount = amount
-            self.balance = balance
-            self.from = from
-            self.to = to
-            self.revocationType = revocationType
-            self.revocationPercentage = revocationPercentage
-            self.shortfall = shortfall
-        }
-    }
-
-    package func followUps(before: CustomerEntitlements, after: CustomerEntitlements) throws -> [FollowUpJob] {
-        try events(before: before, after: after).map(webhook) + renewalChecks(before: before, after: after)
-    }
-
-    /// The webhook job for an event (callers make one only when the publisher has a webhook).
-    package func webhook(_ event: Event) throws -> FollowUpJob {
-        try FollowUpJob(
-            id: "webhook:\(event.id)",
-            JobPayloads.Webhook(publisher: publisher.id, event: JobPayloads.encode(event), eventId: event.id))
-    }
-
-    package func events(before: CustomerEntitlements, after: CustomerEntitlements) -> [Event] {
-        guard publisher.webhook != nil else { return [] }
+    /// What a change writes besides the customer (`EntitlementStore.Change`): its lifecycle
+    /// events (derived from the document before and after, plus `extra` ones the caller knows
+    /// of, a transfer), each carrying the version the change makes; the change of the
+    /// customer's report pieces; a webhook per event the publisher takes; and renewal checks.
+    package func changes(
+        before: CustomerEntitlements, after: CustomerEntitlements, version: Int, extra: [LifecycleEvent] = []
+    ) throws -> EntitlementStore.Change {
+        var events = LifecycleEvents(publisher: publisher, now: now).derive(before: before, after: after) + extra
+        for index in events.indices { events[index].customerVersion = version }
         let entitlements = after.entitlements(at: now)
-        func event(_ type: String, _ key: String, _ fact: PurchaseFact?, at date: Date) -> Event {
-            Event(
-                id: "\(publisher.id):\(after.customer):\(type):\(key)", type: type, publisher: publisher.id, customer: after.customer,
-                occurredAt: date, transactionId: fact?.transactionId, originalTransactionId: fact?.originalTransactionId,
-                productId: fact?.productId, offerId: fact.flatMap { publisher.offer(forProduct: $0.productId)?.offerId },
-                expiresDate: fact?.expiresDate, entitlements: entitlements)
+        let webhooks = try events.filter { publisher.webhook?.posts($0.type) ?? false }.map { try webhook($0, entitlements: entitlements) }
+        let delta = ReportDelta.between(
+            ReportTimeline.pieces(of: before, publisher: publisher), ReportTimeline.pieces(of: after, publisher: publisher))
+        return EntitlementStore.Change(
+            events: events, delta: delta, followUps: webhooks + (try renewalChecks(before: before, after: after)),
+            retention: .seconds(Int64(publisher.eventRetentionDays) * 86_400))
+    }
+
+    /// The body a receiver gets: the event (dates in ISO 8601), the customer's entitlements as
+    /// of its version, `event` (the lifecycle type) and `type` (by the webhook's `typeNames`).
+    package static func webhookBody(_ event: LifecycleEvent, entitlements: [String], names: Publisher.Webhook.TypeNames) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        encoder.dateEncodingStrategy = .iso8601
+        guard var body = try JSONSerialization.jsonObject(with: try encoder.encode(event)) as? [String: Any] else {
+            throw EntitlementStoreError(.unreadable, "an event did not encode as an object")
         }
-        var events: [Event] = []
-        for fact in after.transactions.values.sorted(by: { $0.purchaseDate < $1.purchaseDate }) {
-            let old = before.transactions[fact.transactionId]
-            if old == nil {
-                let renews =
-                    fact.kind == .autoRenewable
-                    && before.transactions.values.contains { $0.originalTransactionId == fact.originalTransactionId }
-                events.append(event(renews ? "renewal" : "purchase", fact.transactionId, fact, at: fact.purchaseDate))
-            }
-            if fact.revocationDate != nil, old?.revocationDate == nil {
-                var refund = event("refund", fact.transactionId, fact, at: fact.revocationDate ?? now)
-                refund.revocationType = fact.revocationType
-                refund.revocationPercentage = fact.revocationPercentage
-                events.append(refund)
-            } else if fact.revocationDate == nil, old?.revocationDate != nil {
-                events.append(event("refund_reversed", fact.transactionId, fact, at: fact.signedDate ?? now))
-            }
+        body["event"] = event.type.rawValue
+        body["entitlements"] = entitlements
+        if names == .legacy, let legacy = legacyName(of: event) {
+            body["type"] = legacy
+            // Receivers of the `credit` event read a signed amount: negative when credits went.
+            if event.type == .creditsSpent || event.type == .creditsClawedBack, let amount = event.amount { body["amount"] = -amount }
         }
-        for (index, entry) in after.credits.entries.enumerated() where index >= before.credits.entries.count {
-            var credit = event(
-                "credit", "\(entry.transactionId):\(entry.kind.rawValue):\(index)", after.transactions[entry.transactionId], at: entry.at)
-            credit.amount = entry.amount
-            credit.balance = after.credits.balance
-            credit.revocationPercentage = entry.kind == .clawback ? entry.percentage : nil
-            credit.shortfall = entry.shortfall
-            events.append(credit)
-        }
-        for (id, subscription) in after.subscriptions.sorted(by: { $0.key < $1.key })
-        where !subscription.status.grantsAccess && (before.subscriptions[id]?.status.grantsAccess ?? true) {
-            let ended = subscription.expiresDate.map { String(Int64($0.timeIntervalSince1970)) } ?? "0"
-            events.append(event("expiration", "\(id):\(ended)", after.transactions[subscription.latestTransactionId], at: now))
-        }
-        return events
+        return String(decoding: try JSONSerialization.data(withJSONObject: body, options: [.sortedKeys]), as: UTF8.self)
+    }
+
+    /// The name receivers built for the seven earlier types know an event by: a billing issue
+    /// without a grace period is the `expiration` they got when access stopped.
+    package static func legacyName(of event: LifecycleEvent) -> String? {
+        if event.type == .billingIssue, event.gracePeriodExpiresDate == nil { return "expiration" }
+        return event.type.legacyName
+    }
+
+    /// The webhook job for an event.
+    package func webhook(_ event: LifecycleEvent, entitlements: [String]) throws -> FollowUpJob {
+        let body = try Self.webhookBody(event, entitlements: entitlements, names: publisher.webhook?.typeNames ?? .legacy)
+        return try FollowUpJob(
+            id: "webhook:\(event.id)", JobPayloads.Webhook(publisher: publisher.id, event: body, eventId: event.id))
     }
 
     /// The next check of each subscription whose state changed and that may still renew.

@@ -1,8 +1,14 @@
 /// Every Redis key and channel of the entitlement store, built in one place, as `QueueKeys`
-/// is for the queue (`P` a publisher, `C` a customer, `T` an original transaction id):
+/// is for the queue (`P` a publisher, `C` a customer, `T` an original transaction id, `NN`
+/// the customer's partition, 00 to 15):
 ///
-/// - `{prefix}:ent:P:customer:C`: hash `doc` (JSON `CustomerEntitlements`), `v` (version),
-///   `outbox` (follow-up jobs written with the change, enqueued after it), `fence:T`
+/// - `{prefix}:ent:{P/NN}:customer:C`: hash `doc` (JSON `CustomerEntitlements`), `v` (version),
+///   `outbox` (follow-up jobs written with the change, enqueued after it), `ev` (the ids of
+///   the customer's lifecycle events in the log), `fence:T`
+/// - `{prefix}:ent:{P/NN}:events`: stream, the event log of the partition's customers: one
+///   entry per lifecycle event (`e`: the event's JSON) and per change of report pieces (`d`),
+///   appended in the same script that writes the customer (same hash tag, one Cluster slot)
+/// - `{prefix}:rep:{P}:...`: the reports kept from the log (`ReportKeys`)
 /// - `{prefix}:ent:P:owner:T`: string, the customer holding T
 /// - `{prefix}:ent:P:sharers:T`: set, the customers sharing T with its owner (`share` policy)
 /// - `{prefix}:ent:P:former:T`: set, the customers who held T before a transfer
@@ -19,7 +25,36 @@ package struct EntitlementKeys: Sendable, Hashable {
 
     private func key(_ publisher: String, _ kind: String, _ name: String) -> String { "\(prefix):ent:\(publisher):\(kind):\(name)" }
 
-    package func customer(_ publisher: String, _ customer: String) -> String { key(publisher, "customer", customer) }
+    /// How many partitions a publisher's customers (and its event log) are spread over: each
+    /// is one Redis Cluster slot, so a publisher's customers are not all on one node. Fixed:
+    /// a customer's keys are found by it.
+    package static let partitions = 16
+
+    /// A customer's partition: FNV-1a of the id, modulo `partitions`.
+    package static func partition(of customer: String) -> Int {
+        var hash: UInt32 = 2_166_136_261
+        for byte in customer.utf8 { hash = (hash ^ UInt32(byte)) &* 16_777_619 }
+        return Int(hash % UInt32(partitions))
+    }
+
+    /// The hash tag of a publisher's partition: `{P/NN}`.
+    package static func tag(_ publisher: String, partition: Int) -> String {
+        "{\(publisher)/\(partition < 10 ? "0" : "")\(partition)}"
+    }
+
+    package func customer(_ publisher: String, _ customer: String) -> String {
+        "\(prefix):ent:\(Self.tag(publisher, partition: Self.partition(of: customer))):customer:\(customer)"
+    }
+    /// The event log of one partition of a publisher's customers.
+    package func events(_ publisher: String, partition: Int) -> String {
+        "\(prefix):ent:\(Self.tag(publisher, partition: partition)):events"
+    }
+    /// The event log a customer's events are in.
+    package func events(_ publisher: String, customer: String) -> String {
+        events(publisher, partition: Self.partition(of: customer))
+    }
+    /// Where customers were kept before the event log (`entitle migrate` moves them).
+    package func legacyCustomer(_ publisher: String, _ customer: String) -> String { key(publisher, "customer", customer) }
     package func owner(_ publisher: String, _ originalTransactionId: String) -> String { key(publisher, "owner", originalTransactionId) }
     package func sharers(_ publisher: String, _ originalTransactionId: String) -> String {
         key(publisher, "sharers", originalTransactionId)

@@ -4,6 +4,7 @@ import Entitlements
 import Foundation
 import Logging
 import RedisClient
+import Reporting
 
 /// Customers' entitlements in Redis: one document per customer, written with a version
 /// check (optimistic concurrency), each change published on the publisher's channel; and
@@ -28,14 +29,22 @@ package struct EntitlementStore: Sendable {
         self.logger = logger
     }
 
+    /// The event log the store appends to.
+    package var log: EventLog { EventLog(redis: redis, keys: keys) }
+    /// The reports folded from the log.
+    package var reports: ReportStore { ReportStore(redis: redis, prefix: prefix) }
+
     func customerKey(_ publisher: String, _ customer: String) -> String { keys.customer(publisher, customer) }
     func ownerKey(_ publisher: String, _ originalTransactionId: String) -> String { keys.owner(publisher, originalTransactionId) }
     package func channel(_ publisher: String) -> String { keys.channel(publisher) }
 
     /// Writes the document when the stored version is still `ARGV[1]` ("" for none) and no
-    /// newer lock holder wrote it (fence field `ARGV[5]` holds at most token `ARGV[6]`), then
-    /// publishes the change. Returns the new version, 0 when someone else wrote first, or -1
-    /// when the writer's lock was taken over (fenced out).
+    /// newer lock holder wrote it (fence field `ARGV[5]` holds at most token `ARGV[6]`), with
+    /// its outbox (`ARGV[7]`), appends the change's entries to the event log (`KEYS[2]`, the
+    /// customer's partition: `ARGV[9]` entries of a field and its JSON from `ARGV[10]`,
+    /// trimming entries older than `ARGV[8]` ms) and the lifecycle events' ids to the
+    /// customer's `ev` (trimmed alike), then publishes the change. Returns the new version, 0
+    /// when someone else wrote first, or -1 when the writer's lock was taken over (fenced out).
     static let compareAndSet = RedisScript(
         name: "entitlements-compare-and-set",
         source: """
@@ -49,6 +58,29 @@ package struct EntitlementStore: Sendable {
             local version = (tonumber(current) or 0) + 1
             redis.call('HSET', KEYS[1], 'doc', ARGV[2], 'v', version)
             if ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'outbox', ARGV[7]) end
+            local count = tonumber(ARGV[9])
+            if count > 0 then
+              local time = redis.call('TIME')
+              local oldest = string.format('%.0f', tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) - tonumber(ARGV[8]))
+              local ids = {}
+              for i = 0, count - 1 do
+                local field = ARGV[10 + 2 * i]
+                local id = redis.call('XADD', KEYS[2], 'MINID', '~', oldest, '*', field, ARGV[11 + 2 * i])
+                if field == 'e' then table.insert(ids, id) end
+              end
+              if #ids > 0 then
+                local kept = {}
+                local listed = redis.call('HGET', KEYS[1], 'ev')
+                if listed then
+                  for id in string.gmatch(listed, '%S+') do
+                    local ms = tonumber(string.match(id, '^(%d+)'))
+                    if ms and ms >= tonumber(oldest) then table.insert(kept, id) end
+                  end
+                end
+                for _, id in ipairs(ids) do table.insert(kept, id) end
+                redis.call('HSET', KEYS[1], 'ev', table.concat(kept, ' '))
+              end
+            end
             redis.call('PUBLISH', ARGV[3], ARGV[4] .. version .. '}')
             return version
             """)
@@ -77,6 +109,27 @@ package struct EntitlementStore: Sendable {
         }
     }
 
+    /// What a change to a customer writes besides the document, in the same script: its
+    /// lifecycle events and report delta (into the event log), and its follow-up jobs (into
+    /// the outbox).
+    package struct Change: Sendable {
+        package var events: [LifecycleEvent]
+        package var delta: ReportDelta?
+        package var followUps: [FollowUpJob]
+        /// How long the log keeps raw entries (the publisher's `eventRetentionDays`).
+        package var retention: Duration
+
+        package init(
+            events: [LifecycleEvent] = [], delta: ReportDelta? = nil, followUps: [FollowUpJob] = [],
+            retention: Duration = .seconds(400 * 86_400)
+        ) {
+            self.events = events
+            self.delta = delta
+            self.followUps = followUps
+            self.retention = retention
+        }
+    }
+
     /// Reads the customer, lets `change` modify the document, and writes it back if nobody
     /// else wrote meanwhile (otherwise reads again and reapplies). Nothing is written when
     /// `change` leaves the document as it was. Returns what `change` returned.
@@ -86,35 +139,40 @@ package struct EntitlementStore: Sendable {
     package func update<Result: Sendable>(
         publisher: String, customer: String, fence: TransactionLock.Token? = nil, _ change: (inout CustomerEntitlements) throws -> Result
     ) async throws -> Result {
-        try await update(publisher: publisher, customer: customer, fence: fence, change, followUps: { _, _ in [] }).result
+        try await update(publisher: publisher, customer: customer, fence: fence, change, effects: { _, _, _ in Change() }).result
     }
 
-    /// `update`, writing with the change the follow-up jobs `followUps` derives from the
-    /// document before and after it (webhooks, renewal checks) into the customer's outbox, in
-    /// the same atomic write. Returns the outbox as it stands after the update: the caller
-    /// enqueues and `clear`s it; a caller that died before that leaves it for the job's rerun.
+    /// `update`, writing with the change what `effects` derives from the document before and
+    /// after it and the version it makes: lifecycle events and a report delta appended to the
+    /// event log, follow-up jobs (webhooks, renewal checks) into the customer's outbox, all in
+    /// the same atomic write. Returns the outbox as it stands after the update (the caller
+    /// enqueues and `clear`s it; a caller that died before that leaves it for the job's
+    /// rerun) and the events appended.
     package func update<Result: Sendable>(
         publisher: String, customer: String, fence: TransactionLock.Token?, _ change: (inout CustomerEntitlements) throws -> Result,
-        followUps: (_ before: CustomerEntitlements, _ after: CustomerEntitlements) throws -> [FollowUpJob]
-    ) async throws -> (result: Result, outbox: [FollowUpJob]) {
+        effects: (_ before: CustomerEntitlements, _ after: CustomerEntitlements, _ version: Int) throws -> Change
+    ) async throws -> (result: Result, outbox: [FollowUpJob], events: [LifecycleEvent]) {
         for attempt in 1...maximumAttempts {
             let (stored, version, outbox) = try await loadWithOutbox(publisher: publisher, customer: customer)
             var state = stored
             let result = try change(&state)
-            if state == stored { return (result, outbox) }
-            let added = try followUps(stored, state).filter { job in !outbox.contains { $0.id == job.id } }
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = .sortedKeys
-            let document = String(decoding: try encoder.encode(state), as: UTF8.self)
-            let newOutbox = added.isEmpty ? "" : String(decoding: try encoder.encode(outbox + added), as: UTF8.self)
+            if state == stored { return (result, outbox, []) }
+            let effect = try effects(stored, state, version + 1)
+            let added = effect.followUps.filter { job in !outbox.contains { $0.id == job.id } }
+            let document = String(decoding: try Self.encoder.encode(state), as: UTF8.self)
+            let newOutbox = added.isEmpty ? "" : String(decoding: try Self.encoder.encode(outbox + added), as: UTF8.self)
             let event = try Self.eventPrefix(publisher: publisher, customer: customer)
+            var entries: [String] = []
+            for item in effect.events { entries += ["e", try EventLog.encode(item)] }
+            if let delta = effect.delta { entries += ["d", try EventLog.encode(delta, customer: customer)] }
             let written = try await redis.run(
-                Self.compareAndSet, keys: [customerKey(publisher, customer)],
+                Self.compareAndSet, keys: [customerKey(publisher, customer), keys.events(publisher, customer: customer)],
                 arguments: [
                     version == 0 ? "" : String(version), document, channel(publisher), event,
                     fence.map { "fence:" + $0.originalTransactionId } ?? "", fence.map { String($0.value) } ?? "", newOutbox,
-                ])
-            if let newVersion = written.int, newVersion > 0 { return (result, outbox + added) }
+                    String(effect.retention.components.seconds * 1000), String(entries.count / 2),
+                ] + entries)
+            if let newVersion = written.int, newVersion > 0 { return (result, outbox + added, effect.events) }
             if written.int == -1, let fence {
                 throw EntitlementStoreError(
                     .fenced, "the lock on \(fence.originalTransactionId) passed to a later job before this one wrote")
@@ -123,6 +181,12 @@ package struct EntitlementStore: Sendable {
         }
         throw EntitlementStoreError(.contended, "customer \(customer) of \(publisher) kept changing under \(maximumAttempts) attempts")
     }
+
+    static let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        return encoder
+    }()
 
     /// Removes follow-up jobs, once enqueued, from the customer's outbox.
     static let clearOutbox = RedisScript(

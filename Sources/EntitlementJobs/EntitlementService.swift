@@ -102,19 +102,24 @@ package struct EntitlementService: Sendable {
     }
 
     /// Applies verified facts to a customer (oldest first) and enqueues what the change
-    /// needs. Returns the engine's decision per transaction id.
+    /// needs. `extraEvents` join the change's own in the log (a transfer); the purchases in
+    /// `sharing` are the customer's through the `share` policy, those in `holding` theirs as
+    /// holder from now on. Returns the engine's decision per transaction id.
     func apply(
         _ evidence: AppleEvidence, publisher: Publisher, customer: String, fence: TransactionLock.Token?, now: Date,
-        clockOffset: TimeInterval, accessFrom: Date? = nil, extraFollowUps: [FollowUpJob] = [], job: JobContext
+        clockOffset: TimeInterval, accessFrom: Date? = nil, extraEvents: [LifecycleEvent] = [], sharing: Set<String> = [],
+        holding: Set<String> = [], job: JobContext
     ) async throws -> [String: EntitlementDecision] {
         let engine = EntitlementEngine(publisher: publisher)
         let events = changeEvents(publisher, now: now, clockOffset: clockOffset)
         let facts = evidence.facts.sorted { ($0.purchaseDate, $0.transactionId) < ($1.purchaseDate, $1.transactionId) }
         // Renewal info speaks of a subscription's newest transaction (its billing, its grace).
         let newest = Dictionary(facts.map { ($0.originalTransactionId, $0.transactionId) }) { _, later in later }
-        let (decisions, outbox) = try await store.update(
+        let (decisions, outbox, _) = try await store.update(
             publisher: publisher.id, customer: customer, fence: fence,
             { state in
+                state.sharedPurchases.formUnion(sharing)
+                state.sharedPurchases.subtract(holding)
                 var decisions: [String: EntitlementDecision] = [:]
                 for fact in facts {
                     let renewal =
@@ -123,7 +128,7 @@ package struct EntitlementService: Sendable {
                 }
                 return decisions
             },
-            followUps: { before, after in try events.followUps(before: before, after: after) + extraFollowUps })
+            effects: { before, after, version in try events.changes(before: before, after: after, version: version, extra: extraEvents) })
         try await deliver(outbox, publisher: publisher.id, customer: customer, job: job)
         return decisions
     }
@@ -148,12 +153,12 @@ package struct EntitlementService: Sendable {
     /// Changes a customer's document directly (transfers, refunds of what is stored).
     func change<Result: Sendable>(
         publisher: Publisher, customer: String, fence: TransactionLock.Token?, now: Date, clockOffset: TimeInterval,
-        extraFollowUps: [FollowUpJob] = [], job: JobContext, _ body: (inout CustomerEntitlements) throws -> Result
+        job: JobContext, _ body: (inout CustomerEntitlements) throws -> Result
     ) async throws -> Result {
         let events = changeEvents(publisher, now: now, clockOffset: clockOffset)
-        let (result, outbox) = try await store.update(
+        let (result, outbox, _) = try await store.update(
             publisher: publisher.id, customer: customer, fence: fence, body,
-            followUps: { before, after in try events.followUps(before: before, after: after) + extraFollowUps })
+            effects: { before, after, version in try events.changes(before: before, after: after, version: version) })
         try await deliver(outbox, publisher: publisher.id, customer: customer, job: job)
         return result
     }

@@ -59,20 +59,22 @@ package struct TransferJobHandler: EntitlementJobHandler {
                 "transferredAt", keepingFirst: String(AppleTimestamp(now).milliseconds), legacyField: "transferredAt")
             let transferredAt = Int64(kept).map { AppleTimestamp(milliseconds: $0).date } ?? now
 
-            let events = service.changeEvents(publisher, now: now, clockOffset: offset)
             let latest = facts.max { $0.purchaseDate < $1.purchaseDate }
-            var moved = ChangeEvents.Event(
-                id: "\(publisher.id):\(id):transfer:\(previous):\(payload.to)", type: "transfer", publisher: publisher.id,
-                customer: payload.to, occurredAt: transferredAt, transactionId: latest?.transactionId, originalTransactionId: id,
-                productId: latest?.productId, offerId: latest.flatMap { publisher.offer(forProduct: $0.productId)?.offerId },
-                expiresDate: latest?.expiresDate, entitlements: [], from: previous, to: payload.to)
-            moved.road = payload.road ?? .secretKey
-            moved.vouchedBy = payload.vouchedBy ?? (moved.road == .secretKey ? .secretKey : nil)
+            var moved = LifecycleEvent(
+                id: "\(publisher.id):\(id):transfer:\(previous):\(payload.to):\(AppleTimestamp(transferredAt).milliseconds)",
+                type: .transfer, publisher: publisher.id, customer: payload.to, occurredAt: transferredAt, recordedAt: now)
+            if let latest { moved.describe(latest, offer: publisher.offer(forProduct: latest.productId)) }
+            // A move is no sale: its price is on the purchase's own events.
+            (moved.priceMilliunits, moved.priceSource) = (nil, nil)
+            moved.from = previous
+            moved.to = payload.to
+            let road = payload.road ?? .secretKey
+            moved.road = road.rawValue
+            moved.vouchedBy = (payload.vouchedBy ?? (road == .secretKey ? .secretKey : nil))?.rawValue
             // The claim's verified proof says (Apple's current answer may carry a token the stored
             // transactions do not); a move the backend asked for reads the stored ones.
             moved.appAccountTokenMatched =
                 payload.appAccountTokenMatched ?? AppAccountToken.matches(facts, customer: payload.to, publisher: publisher)
-            let event = try events.webhook(moved)
             // What Apple last said of the subscription's renewal (billing retry, a grace period)
             // moves with it: the new holder keeps the grace the previous one had.
             var evidence = AppleEvidence(facts: Array(facts))
@@ -83,8 +85,8 @@ package struct TransferJobHandler: EntitlementJobHandler {
                     gracePeriodExpiresDate: record.gracePeriodExpiresDate, signedDate: record.asOf, billingPlan: record.billingPlan)
             }
             let decisions = try await service.apply(
-                evidence, publisher: publisher, customer: payload.to, fence: tokens[id], now: now,
-                clockOffset: offset, accessFrom: transferredAt, extraFollowUps: publisher.webhook == nil ? [] : [event], job: job)
+                evidence, publisher: publisher, customer: payload.to, fence: tokens[id], now: now, clockOffset: offset,
+                accessFrom: transferredAt, extraEvents: [moved], holding: [id], job: job)
             try await service.store.setOwner(publisher: publisher.id, originalTransactionId: id, to: payload.to)
             try await service.store.addFormerHolder(previous, publisher: publisher.id, originalTransactionId: id)
             try await service.change(publisher: publisher, customer: previous, fence: tokens[id], now: now, clockOffset: offset, job: job) {

@@ -19,6 +19,9 @@ public struct CustomerEntitlements: Sendable, Hashable, Codable {
     /// Every stretch during which Apple was trying to bill a renewal of one of the customer's
     /// subscriptions, kept as history (reports count the days in billing retry from it).
     public var billingRetries: [BillingRetry] = []
+    /// Purchases (original transaction ids) the customer has through the `share` policy, not
+    /// as their holder: their events say `shared`, and reports count them with the holder.
+    public var sharedPurchases: Set<String> = []
 
     /// Apple trying to bill a subscription's renewal: from when its latest transaction's
     /// period ended to a recovery (a new transaction), Apple giving up, a refund or a transfer.
@@ -52,7 +55,7 @@ public struct CustomerEntitlements: Sendable, Hashable, Codable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case publisher, customer, transactions, periods, subscriptions, credits, heldSince, billingRetries
+        case publisher, customer, transactions, periods, subscriptions, credits, heldSince, billingRetries, sharedPurchases
     }
 
     public init(from decoder: any Decoder) throws {
@@ -66,6 +69,7 @@ public struct CustomerEntitlements: Sendable, Hashable, Codable {
         // Documents written before transfers back existed have none.
         heldSince = try container.decodeIfPresent([String: Date].self, forKey: .heldSince) ?? [:]
         billingRetries = try container.decodeIfPresent([BillingRetry].self, forKey: .billingRetries) ?? []
+        sharedPurchases = try container.decodeIfPresent(Set<String>.self, forKey: .sharedPurchases) ?? []
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -79,6 +83,7 @@ public struct CustomerEntitlements: Sendable, Hashable, Codable {
         // Absent reads as empty: most customers never have either, and every byte is kept per customer.
         if !heldSince.isEmpty { try container.encode(heldSince, forKey: .heldSince) }
         if !billingRetries.isEmpty { try container.encode(billingRetries, forKey: .billingRetries) }
+        if !sharedPurchases.isEmpty { try container.encode(sharedPurchases.sorted(), forKey: .sharedPurchases) }
     }
 
     /// The entitlements the customer has at `date`, from history.

@@ -125,6 +125,17 @@ public struct EntitlementCatalog: Sendable, Hashable, Codable {
                 guard let url = URL(string: webhook.url), ["http", "https"].contains(url.scheme ?? ""), url.host != nil else {
                     throw .invalidEntry(entry: "\(name) webhook", problem: "\(webhook.url) is not an http(s) URL")
                 }
+                for type in webhook.events ?? [] where LifecycleEventType(rawValue: type) == nil {
+                    throw .invalidEntry(
+                        entry: "\(name) webhook events",
+                        problem: "\(type) is not an event type (\(LifecycleEventType.allCases.map(\.rawValue).joined(separator: ", ")))")
+                }
+            }
+            if let zone = publisher.timeZone, TimeZone(identifier: zone) == nil {
+                throw .invalidEntry(entry: "\(name) timeZone", problem: "\(zone) is not a time zone name (such as Europe/Paris)")
+            }
+            guard (30...3_660).contains(publisher.eventRetentionDays) else {
+                throw .invalidEntry(entry: "\(name) eventRetentionDays", problem: "must be 30 to 3660 days")
             }
         }
     }

@@ -42,6 +42,14 @@ public struct EntitlementEngine: Sendable {
         let wasRevoked = state.transactions[fact.transactionId]?.revocationDate != nil
         if !isOlderView {
             var newer = fact
+            if let known = state.transactions[fact.transactionId], let was = known.expiresDate, let later = fact.expiresDate, later > was,
+                fact.revocationDate == nil
+            {
+                // Apple extended the renewal date: the period bought stays known (for reports).
+                newer.expiresBeforeExtension = known.expiresBeforeExtension ?? was
+            } else if let known = state.transactions[fact.transactionId] {
+                newer.expiresBeforeExtension = newer.expiresBeforeExtension ?? known.expiresBeforeExtension
+            }
             if newer.price == nil, let known = state.transactions[fact.transactionId] {
                 // Receipts carry no price: keep the one an earlier view (or the app) gave.
                 newer.price = known.price

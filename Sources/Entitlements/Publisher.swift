@@ -61,10 +61,23 @@ public struct Publisher: Sendable, Hashable, Codable {
         }
     }
 
-    /// Where change events are posted, HMAC-signed with the secret the variable holds.
+    /// Where lifecycle events are posted, HMAC-signed with the secret the variable holds.
     public struct Webhook: Sendable, Hashable, Codable {
         public var url: String
         public var secretVariable: String
+        /// The lifecycle event types to post (`LifecycleEventType` names); every type when absent.
+        public var events: [String]?
+        /// What a body's `type` says: `legacy` (the default: the seven names receivers built
+        /// before the lifecycle events know, where one fits) or `lifecycle` (the lifecycle
+        /// type's own name). `event` always carries the lifecycle name.
+        public var typeNames: TypeNames?
+
+        public enum TypeNames: String, Sendable, Hashable, Codable {
+            case legacy, lifecycle
+        }
+
+        /// Whether events of this type are posted.
+        public func posts(_ type: LifecycleEventType) -> Bool { events.map { $0.contains(type.rawValue) } ?? true }
     }
 
     /// How the publisher's backend and apps reach the HTTP API. Secrets are named by the
@@ -186,6 +199,13 @@ public struct Publisher: Sendable, Hashable, Codable {
 
     /// A day: StoreKit signs again what a device holds each time it syncs with the App Store.
     public static let defaultProofMaxAgeSeconds = 86_400
+    /// The time zone the reports' days are counted in (IANA name); UTC unless set.
+    public var timeZone: String?
+    /// How long the event log keeps each raw event, in days (30 to 3660); the reports keep
+    /// their figures after. 400 unless set.
+    public var eventRetentionDays: Int
+
+    public static let defaultEventRetentionDays = 400
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -201,6 +221,8 @@ public struct Publisher: Sendable, Hashable, Codable {
         api = try container.decodeIfPresent(APIAccess.self, forKey: .api)
         appAccountTokenNamespace = try container.decodeIfPresent(String.self, forKey: .appAccountTokenNamespace)
         proofMaxAgeSeconds = try container.decodeIfPresent(Int.self, forKey: .proofMaxAgeSeconds) ?? Self.defaultProofMaxAgeSeconds
+        timeZone = try container.decodeIfPresent(String.self, forKey: .timeZone)
+        eventRetentionDays = try container.decodeIfPresent(Int.self, forKey: .eventRetentionDays) ?? Self.defaultEventRetentionDays
     }
 
     public func app(bundleId: String) -> App? { apps.first { $0.bundleId == bundleId } }

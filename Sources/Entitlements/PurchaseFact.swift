@@ -47,6 +47,9 @@ public struct PurchaseFact: Sendable, Hashable, Codable {
     public var storefront: String?
     /// The kind of offer the customer redeemed with this transaction, when Apple says.
     public var offerKind: OfferKind?
+    /// The expiry this transaction had before Apple extended its renewal date (the period
+    /// it was bought for); `nil` when it was never extended.
+    public var expiresBeforeExtension: Date?
 
     /// Where a price comes from: events and reports say so beside every amount.
     public enum PriceSource: String, Sendable, Hashable, Codable {

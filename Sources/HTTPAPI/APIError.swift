@@ -44,9 +44,12 @@ enum JSONBody {
     }
 
     /// A document, keys sorted, slashes unescaped.
-    static func response(encoding value: some Encodable, status: HTTPResponse.Status = .ok) throws -> Response {
+    static func response(
+        encoding value: some Encodable, status: HTTPResponse.Status = .ok, dates: JSONEncoder.DateEncodingStrategy = .deferredToDate
+    ) throws -> Response {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = dates
         return Response(
             status: status, headers: [.contentType: "application/json; charset=utf-8"],
             body: ResponseBody(byteBuffer: ByteBuffer(bytes: try encoder.encode(value))))

@@ -68,6 +68,11 @@ extension EntitleAPI {
             return try JSONBody.response(encoding: ["jobs": try await jobQueue.recentJobs(queue: queue, limit: limit).map { $0.document() }]
             )
         }
+        // A day of every queue's figures, a sample a minute (the dashboard's charts' history).
+        routes.add(.get, "/v1/admin/queues/history") { request, context in
+            try requireAdmin(request, context)
+            return try JSONBody.response(encoding: ["minutes": try await QueueHistory(jobQueue: jobQueue).samples()])
+        }
         routes.add(.get, "/v1/admin/queues/{queue}/dead") { request, context in
             try requireAdmin(request, context)
             let queue = try RequestInput.path(context, "queue")

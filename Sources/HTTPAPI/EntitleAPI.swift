@@ -103,6 +103,8 @@ package struct EntitleAPI: Sendable {
         registerOperations(on: table)
         registerCredits(on: table)
         registerAppAccountToken(on: table)
+        EventsController(api: self).addRoutes(to: table)
+        ReportsController(api: self).addRoutes(to: table)
         registerDashboard(on: table)
     }
 

@@ -139,7 +139,7 @@ struct RunCommand: AsyncParsableCommand {
         let jobQueue = JobQueue(redis: pool, configuration: JobQueueConfiguration(prefix: options.keyPrefix), logger: logger)
 
         var handlers = JobHandlerRegistry.builtIn()
-        let sweep = WorkerCommand.addEntitlementJobs(
+        let entitlementServices = WorkerCommand.addEntitlementJobs(
             to: &handlers, settings: settings, jobQueue: jobQueue, queue: "default", logger: logger)
         let worker = WorkerService(
             configuration: .init(concurrency: ["default": concurrency]), jobQueue: jobQueue, registry: handlers, logger: logger)
@@ -149,7 +149,8 @@ struct RunCommand: AsyncParsableCommand {
             host: "127.0.0.1", port: apiPort, logger: logger
         ) { url in apiListening.yield(url) }
         let reload = SecretsReloadService([("webhook secrets", { try settings.reloadSecrets() })], logger: logger)
-        let services: [any Service] = [worker, sweep, reload] + api
+        let history = QueueHistoryRecorder(jobQueue: jobQueue, logger: logger)
+        let services: [any Service] = [worker] + entitlementServices + [reload, history] + api
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
                 services: services.map {

@@ -62,11 +62,12 @@ struct WorkerCommand: AsyncParsableCommand {
         return ConfigFiles.find("catalog.development.json")?.path
     }
 
-    /// Registers the entitlement jobs; returns the renewal sweep that goes with them.
+    /// Registers the entitlement jobs; returns the services that go with them: the renewal
+    /// sweep and the folder that keeps the reports.
     static func addEntitlementJobs(
         to handlers: inout JobHandlerRegistry, settings: EntitleConfiguration, jobQueue: JobQueue, queue: String,
         crashAfterWrite: Bool = false, logger: Logger
-    ) -> RenewalSweep {
+    ) -> [any Service] {
         var service = EntitlementService(configuration: settings, jobQueue: jobQueue, logger: logger)
         if crashAfterWrite {
             service.afterEntitlementWrite = { job in
@@ -76,9 +77,12 @@ struct WorkerCommand: AsyncParsableCommand {
         }
         EntitlementJobs.register(in: &handlers, service: service)
         let development = settings.mode != .production
-        return RenewalSweep(
+        let sweep = RenewalSweep(
             service: service, queue: queue, interval: development ? .seconds(2) : .seconds(60),
             grace: development ? .seconds(10) : .seconds(900), logger: logger)
+        let folder = ReportFolder(
+            store: service.store, catalog: settings.catalog, interval: development ? .milliseconds(250) : .seconds(1), logger: logger)
+        return [sweep, folder]
     }
 
     static func parseQueues(_ text: String) throws -> [String: Int] {
@@ -124,7 +128,7 @@ struct WorkerCommand: AsyncParsableCommand {
             }
             let crash = settings.mode != .production && environment["ENTITLE_CRASH_POINT"] == "after-entitlement-write"
             services.append(
-                Self.addEntitlementJobs(
+                contentsOf: Self.addEntitlementJobs(
                     to: &handlers, settings: settings, jobQueue: jobQueue, queue: concurrency.keys.sorted().first ?? "default",
                     crashAfterWrite: crash, logger: logger))
             // Rotated webhook secrets take effect on SIGHUP, without a restart.
@@ -137,6 +141,7 @@ struct WorkerCommand: AsyncParsableCommand {
         }
         let worker = WorkerService(configuration: configuration, jobQueue: jobQueue, registry: handlers, logger: logger)
         services.insert(worker, at: 0)
+        services.append(QueueHistoryRecorder(jobQueue: jobQueue, logger: logger))
         if let metricsPort {
             services.append(MetricsServer.make(registry: registry, host: metricsHost, port: metricsPort, logger: logger))
         }

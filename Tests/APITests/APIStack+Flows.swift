@@ -1,6 +1,8 @@
 import AsyncHTTPClient
+import EntitleCore
 import Foundation
 import HTTPTestSupport
+import Hummingbird
 import NIOCore
 import NIOHTTP1
 import RedisTestSupport
@@ -170,5 +172,62 @@ extension APIStack {
             // Twice in a row: nothing was between two steps of a hand-over.
             return quiet >= 2
         }
+    }
+}
+
+extension APIStack {
+    static let webhookSecret = "webhook-secret-0123456789abcdef"
+
+    /// `run` with a webhook receiver for demo (its deliveries at `/hooks` in the log; `answer`
+    /// decides each one's status, 200 unless it says otherwise) and demo's webhook taking
+    /// `typeNames` (`lifecycle` unless given).
+    static func runWithWebhooks(
+        _ name: String, typeNames: String = "lifecycle", notify: [String] = ["demo"],
+        answer: @escaping @Sendable (RequestLog.Entry) async -> HTTPResponse.Status = { _ in .ok },
+        catalog change: @escaping @Sendable (inout [[String: Any]]) -> Void = { _ in },
+        settings tune: @escaping @Sendable (inout EntitleConfiguration) -> Void = { _ in },
+        _ body: @Sendable @escaping (APIStack, RequestLog) async throws -> Void
+    ) async throws {
+        let hooks = RequestLog()
+        let receiver = Router()
+        receiver.post("hooks") { request, _ -> Response in
+            let entry = try await hooks.record(request)
+            return Response(status: await answer(entry))
+        }
+        try await LoopbackServer.run(receiver) { hookURL in
+            try await APIStack.run(
+                name, worker: true, notify: notify, environment: ["ENTITLE_TEST_WEBHOOK_SECRET": webhookSecret],
+                catalog: { publishers in
+                    for index in publishers.indices where publishers[index]["id"] as? String == "demo" {
+                        publishers[index]["webhook"] = [
+                            "url": hookURL + "/hooks", "secretVariable": "ENTITLE_TEST_WEBHOOK_SECRET", "typeNames": typeNames,
+                        ]
+                    }
+                    change(&publishers)
+                }, settings: tune
+            ) { api in try await body(api, hooks) }
+        }
+    }
+
+    /// A customer's lifecycle events, newest first (`GET /v1/customers/{id}/events`, every page).
+    func events(_ customer: String, token: String = demoToken) async throws -> [[String: Any]] {
+        var events: [[String: Any]] = []
+        var before: String?
+        repeat {
+            let path = "/v1/customers/\(Self.escape(customer))/events?limit=200" + (before.map { "&before=\($0)" } ?? "")
+            let reply = try await call(.GET, path, token: token, route: "GET /v1/customers/{id}/events")
+            if reply.status == 404 { return [] }
+            try #require(reply.status == 200, "\(path): \(reply.status) \(reply.text)")
+            events += reply.json["events"] as? [[String: Any]] ?? []
+            before = reply.json["next"] as? String
+        } while before != nil
+        return events
+    }
+
+    /// Folds what the event log holds into the reports, as the worker's folder does.
+    func foldReports(_ publisher: String = "demo") async throws {
+        let found = try #require(settings.catalog.publisher(publisher))
+        let generation = try await reports.reports.generation(publisher)
+        try await reports.fold(found, generation: generation)
     }
 }

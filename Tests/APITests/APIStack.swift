@@ -47,6 +47,9 @@ struct APIStack: Sendable {
     /// The routes the API registered (`GET /v1/jobs/{id}`).
     let routes: [String]
     let api: EntitleAPI
+    /// What the worker's folder does: the reports, folded from the event log on demand.
+    let reports: ReportFolder
+    let settings: EntitleConfiguration
 
     /// Serves the API as `entitle api` does (its own server settings) on a free loopback port.
     static func serve(_ api: EntitleAPI, _ body: @Sendable (String) async throws -> Void) async throws {
@@ -69,7 +72,8 @@ struct APIStack: Sendable {
     static func run(
         _ name: String, worker: Bool = false, adminToken: String? = adminToken, redisDown: Bool = false, notify: [String] = [],
         environment extra: [String: String] = [:], configure: @Sendable (inout EntitleAPI.Configuration) -> Void = { _ in },
-        catalog change: @Sendable (inout [[String: Any]]) -> Void = { _ in }, _ body: @Sendable (APIStack) async throws -> Void
+        catalog change: @Sendable (inout [[String: Any]]) -> Void = { _ in },
+        settings tune: @Sendable (inout EntitleConfiguration) -> Void = { _ in }, _ body: @Sendable (APIStack) async throws -> Void
     ) async throws {
         let inbox = RequestLog()
         let forwarder = Forwarder(publishers: notify)
@@ -112,7 +116,9 @@ struct APIStack: Sendable {
                 ]
                 if let adminToken { environment["ENTITLE_ADMIN_TOKEN"] = adminToken }
                 environment.merge(extra) { $1 }
-                let settings = try await EntitleConfiguration.load(catalogPath: catalog, environment: environment, logger: TestRedis.logger)
+                var loaded = try await EntitleConfiguration.load(catalogPath: catalog, environment: environment, logger: TestRedis.logger)
+                tune(&loaded)
+                let settings = loaded
                 var redis = try await TestRedis.configuration()
                 if redisDown {
                     // Nothing listens on port 1: every Redis call fails at once.
@@ -144,13 +150,16 @@ struct APIStack: Sendable {
                 }
                 if let workerService { tasks.addTask { try await workerService.run() } }
                 defer { workerService?.stop() }
+                let store = EntitlementStore(redis: jobQueue.redis, prefix: jobQueue.configuration.prefix, logger: TestRedis.logger)
+                let folder = ReportFolder(store: store, catalog: settings.catalog, interval: .milliseconds(200), logger: TestRedis.logger)
+                // The worker's folder keeps the reports as the tests run (they also fold on demand).
+                if worker { tasks.addTask { try await folder.run() } }
                 try await Self.serve(api) { url in
                     await forwarder.start(apiURL: url)
                     try await body(
                         APIStack(
                             url: url, simulatorURL: simulatorURL, jobQueue: jobQueue, inbox: inbox, forwarder: forwarder,
-                            routes: api.routes,
-                            api: api))
+                            routes: api.routes, api: api, reports: folder, settings: settings))
                 }
                 tasks.cancelAll()
             }
@@ -261,9 +270,10 @@ struct APIStack: Sendable {
         try await jobQueue.stats(queue: "default").total("enqueued")
     }
 
-    /// Every key this stack wrote (its prefix), with its size in bytes: "nothing written"
-    /// checks compare two of these. Consumers' heartbeats (which a running worker rewrites
-    /// every second) are left out.
+    /// Every key this stack wrote (its prefix), with a fingerprint of its content: "nothing
+    /// written" checks compare two of these. (Not `MEMORY USAGE`: a hash's size changes when
+    /// Redis finishes growing its table, which a mere read can do.) Consumers' heartbeats
+    /// (which a running worker rewrites every second) and the report folder's leases are left out.
     func keys() async throws -> [String: Int] {
         var found: [String: Int] = [:]
         var cursor = "0"
@@ -271,12 +281,40 @@ struct APIStack: Sendable {
             let reply = try await jobQueue.redis.send(["SCAN", cursor, "MATCH", jobQueue.configuration.prefix + ":*", "COUNT", "1000"])
             let parts = reply.array ?? []
             cursor = parts.first?.string ?? "0"
-            for key in (parts.last?.array ?? []).compactMap(\.string) where !key.hasSuffix(":consumers") {
-                found[key] = try await jobQueue.redis.send(["MEMORY", "USAGE", key]).int ?? 0
+            // Leases a running folder of the reports renews are no one's writing either.
+            for key in (parts.last?.array ?? []).compactMap(\.string) where !key.hasSuffix(":consumers") && !key.contains(":lease:") {
+                found[key] = try await fingerprint(key)
             }
         } while cursor != "0"
         return found
     }
+
+    /// The key's content, read by its type in a canonical order, hashed.
+    func fingerprint(_ key: String) async throws -> Int {
+        let redis = jobQueue.redis
+        let type = try await redis.send(["TYPE", key]).string ?? "none"
+        let content: [String]
+        switch type {
+        case "string": content = [try await redis.send(["GET", key]).string ?? ""]
+        case "hash": content = (try await redis.send(["HGETALL", key]).array ?? []).compactMap(\.string).pairs().sorted()
+        case "set": content = (try await redis.send(["SMEMBERS", key]).array ?? []).compactMap(\.string).sorted()
+        case "list": content = (try await redis.send(["LRANGE", key, "0", "-1"]).array ?? []).compactMap(\.string)
+        case "zset": content = (try await redis.send(["ZRANGE", key, "0", "-1", "WITHSCORES"]).array ?? []).compactMap(\.string)
+        case "stream":
+            let last = try await redis.send(["XREVRANGE", key, "+", "-", "COUNT", "1"]).array?.first?.array?.first?.string ?? ""
+            content = [String(try await redis.send(["XLEN", key]).int ?? 0), last]
+        default: content = []
+        }
+        var hasher = Hasher()
+        hasher.combine(type)
+        hasher.combine(content)
+        return hasher.finalize()
+    }
+}
+
+extension Array where Element == String {
+    /// `[k1, v1, k2, v2]` as `["k1=v1", "k2=v2"]`.
+    func pairs() -> [String] { stride(from: 0, to: count - 1, by: 2).map { self[$0] + "=" + self[$0 + 1] } }
 }
 
 /// A customer token as a publisher's backend mints it (HS256 with the demo's secret), or

@@ -123,7 +123,11 @@ import Testing
             #expect(wouldClaim["vouchedBy"] as? String == "recentSignature")
             #expect(wouldClaim["transferredFrom"] == nil, "not named to an app key")
             #expect(wouldMove["accessGranted"] as? Bool == true, "\(wouldMove)")
-            #expect(try await Self.state(api) == before, "a dry run writes nothing")
+            let afterPreview = try await Self.state(api)
+            #expect(
+                afterPreview == before,
+                "a dry run writes nothing: \(Set(before.keys).union(afterPreview.keys).filter { before[$0] != afterPreview[$0] }.map { "\($0) \(before[$0] ?? 0) -> \(afterPreview[$0] ?? 0)" })"
+            )
 
             let moved = try Self.result(try await Self.appClaim(api, ["signedTransaction": fresh], as: Self.bob))
             #expect(moved["accessGranted"] as? Bool == true, "\(moved)")

@@ -125,6 +125,11 @@ import Testing
             "GET /v1/jobs/{id}": Probe(method: "GET", path: "/v1/jobs/\(job)"),
             "GET /v1/customers/{id}/entitlements": Probe(method: "GET", path: "/v1/customers/ann%40example.com/entitlements"),
             "GET /v1/customers/{id}/access/{offerId}": Probe(method: "GET", path: "/v1/customers/ann%40example.com/access/premium"),
+            "GET /v1/customers/{id}/events": Probe(method: "GET", path: "/v1/customers/ann%40example.com/events?limit=5"),
+            "GET /v1/reports/{metric}": Probe(method: "GET", path: "/v1/reports/mrr?publisher=demo&by=week"),
+            "GET /v1/admin/publishers/{publisherId}/customers/{id}/events": Probe(
+                method: "GET", path: "/v1/admin/publishers/demo/customers/ann%40example.com/events"),
+            "GET /v1/admin/queues/history": Probe(method: "GET", path: "/v1/admin/queues/history"),
             "POST /v1/notifications/apple/{publisherId}": Probe(
                 method: "POST", path: "/v1/notifications/apple/demo", body: try json(["signedPayload": forged(signed)])),
             "POST /v1/transfers": Probe(

@@ -50,6 +50,17 @@ struct OpenAPIDocument: Sendable {
         #expect(problems.isEmpty, "\(route) \(reply.status): \(problems)")
     }
 
+    /// Problems with a webhook body against the schema `webhooks` gives its `event` (empty when it fits).
+    func checkWebhook(_ body: [String: Any]) -> [String] {
+        guard let event = body["event"] as? String else { return ["the body names no event"] }
+        let operation = ((json.value["webhooks"] as? [String: Any])?[event] as? [String: Any])?["post"] as? [String: Any]
+        let content = (operation?["requestBody"] as? [String: Any])?["content"] as? [String: Any]
+        guard let schema = (content?["application/json"] as? [String: Any])?["schema"] else {
+            return ["docs/openapi.json has no webhook \(event)"]
+        }
+        return validate(body, schema, at: event)
+    }
+
     /// Problems with `value` against `schema` (empty when it fits).
     func validate(_ value: Any, _ schema: Any, at path: String) -> [String] {
         guard var schema = schema as? [String: Any] else { return ["\(path): the schema is not an object"] }

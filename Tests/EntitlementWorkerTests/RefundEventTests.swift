@@ -26,15 +26,23 @@ import Testing
             (when, "REFUND_PRORATED", 33333, when)
         _ = engine.apply(refunded, to: &state, now: when)
 
-        let events = ChangeEvents(
+        let change = try ChangeEvents(
             publisher: publisher, clockOffset: 0, renewalCheckMargin: .seconds(5), billingRetryCheckInterval: .seconds(60), now: when
-        ).events(before: before, after: state)
-        let refund = try #require(events.first { $0.type == "refund" })
+        ).changes(before: before, after: state, version: 3)
+        let refund = try #require(change.events.first { $0.type == .refund })
         #expect(refund.revocationType == "REFUND_PRORATED" && refund.revocationPercentage == 33333)
-        let credit = try #require(events.first { $0.type == "credit" })
+        #expect(refund.customerVersion == 3)
+        let clawback = try #require(change.events.first { $0.type == .creditsClawedBack })
         // A third of 300 is 100; only 50 were left.
-        #expect(credit.amount == -50 && credit.shortfall == 50 && credit.revocationPercentage == 33333 && credit.balance == 0)
-        let posted = try JobPayloads.encode(refund)
+        #expect(clawback.amount == 50 && clawback.shortfall == 50 && clawback.revocationPercentage == 33333 && clawback.balance == 0)
+        // The webhooks: the refund's type and percentage, the clawback as the `credit` receivers
+        // of the earlier names know it (a negative amount).
+        let bodies = try change.followUps.filter { $0.type == .webhook }.map {
+            try JobPayloads.decode(JobPayloads.Webhook.self, $0.payload).event
+        }
+        let posted = try #require(bodies.first { $0.contains(#""event":"refund""#) })
         #expect(posted.contains(#""revocationPercentage":33333"#) && posted.contains(#""revocationType":"REFUND_PRORATED""#))
+        let credit = try #require(bodies.first { $0.contains(#""event":"credits_clawed_back""#) })
+        #expect(credit.contains(#""type":"credit""#) && credit.contains(#""amount":-50"#) && credit.contains(#""customerVersion":3"#))
     }
 }

@@ -1,0 +1,140 @@
+import Entitlements
+import Foundation
+import RedisClient
+import Reporting
+
+/// The event log: per publisher, one Redis stream per partition of its customers
+/// (`EntitlementKeys.events`), appended by `EntitlementStore.update` in the same script that
+/// writes the customer. Each entry is a lifecycle event (field `e`) or a change of report
+/// pieces (field `d`). Readers: the customer's timeline (`customerEvents`, through the ids the
+/// customer keeps in `ev`), the reports (`entries`, partition by partition).
+package struct EventLog: Sendable {
+    package let redis: RedisConnectionPool
+    package let keys: EntitlementKeys
+
+    package init(redis: RedisConnectionPool, keys: EntitlementKeys) {
+        self.redis = redis
+        self.keys = keys
+    }
+
+    /// One entry of the log.
+    package enum Entry: Sendable {
+        case event(LifecycleEvent)
+        case delta(ReportDelta, customer: String)
+        /// An entry this version cannot read (a newer writer's): skipped, and counted.
+        case unreadable
+    }
+
+    /// A change of report pieces, with whose they are.
+    struct DeltaRecord: Codable {
+        var c: String
+        var r: [ReportPiece]?
+        var a: [ReportPiece]?
+    }
+
+    // Dates as milliseconds since 1970, keys sorted: entries are small and always written the same.
+    static let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        encoder.dateEncodingStrategy = .millisecondsSince1970
+        return encoder
+    }()
+
+    static let decoder: JSONDecoder = {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .millisecondsSince1970
+        return decoder
+    }()
+
+    package static func encode(_ event: LifecycleEvent) throws -> String {
+        String(decoding: try encoder.encode(event), as: UTF8.self)
+    }
+
+    package static func encode(_ delta: ReportDelta, customer: String) throws -> String {
+        let record = DeltaRecord(c: customer, r: delta.removed.isEmpty ? nil : delta.removed, a: delta.added.isEmpty ? nil : delta.added)
+        return String(decoding: try encoder.encode(record), as: UTF8.self)
+    }
+
+    package static func decode(field: String, value: String) -> Entry {
+        do {
+            switch field {
+            case "e": return .event(try decoder.decode(LifecycleEvent.self, from: Data(value.utf8)))
+            case "d":
+                let record = try decoder.decode(DeltaRecord.self, from: Data(value.utf8))
+                return .delta(ReportDelta(removed: record.r ?? [], added: record.a ?? []), customer: record.c)
+            default: return .unreadable
+            }
+        } catch {
+            return .unreadable
+        }
+    }
+
+    /// Entries of one partition after stream id `after` ("0" for the start), oldest first, at
+    /// most `count`.
+    package func entries(publisher: String, partition: Int, after: String, count: Int) async throws -> [(id: String, entry: Entry)] {
+        let reply = try await redis.send([
+            "XRANGE", keys.events(publisher, partition: partition), "(" + after, "+", "COUNT", String(count),
+        ])
+        return Self.parse(reply)
+    }
+
+    static func parse(_ reply: RedisReply) -> [(id: String, entry: Entry)] {
+        (reply.array ?? []).compactMap { item in
+            guard let parts = item.array, parts.count == 2, let id = parts[0].string, let fields = parts[1].array, fields.count >= 2,
+                let field = fields[0].string, let value = fields[1].string
+            else { return nil }
+            return (id, decode(field: field, value: value))
+        }
+    }
+
+    /// The last entry id of each partition (`"0"` when it is empty): where a fold that wants
+    /// everything written so far stops.
+    package func heads(publisher: String) async throws -> [String] {
+        var heads: [String] = []
+        for partition in 0..<EntitlementKeys.partitions {
+            let reply = try await redis.send(["XREVRANGE", keys.events(publisher, partition: partition), "+", "-", "COUNT", "1"])
+            heads.append(Self.parse(reply).first?.id ?? "0")
+        }
+        return heads
+    }
+
+    /// A customer's lifecycle events, newest first: at most `limit`, older than the entry id
+    /// `before` when given; with the id to ask from for the next page, when there is one.
+    package func customerEvents(
+        publisher: String, customer: String, before: String?, limit: Int
+    ) async throws -> (events: [(id: String, event: LifecycleEvent)], next: String?) {
+        let listed = try await redis.send(["HGET", keys.customer(publisher, customer), "ev"]).string ?? ""
+        var ids = listed.split(separator: " ").map(String.init).reversed().map { $0 }
+        if let before { ids = ids.filter { Self.isEarlier($0, than: before) } }
+        let page = Array(ids.prefix(limit))
+        guard !page.isEmpty else { return ([], nil) }
+        let stream = keys.events(publisher, customer: customer)
+        let replies = try await redis.pipeline(page.map { ["XRANGE", stream, $0, $0] })
+        var events: [(id: String, event: LifecycleEvent)] = []
+        for (id, reply) in zip(page, replies) {
+            // An entry the log trimmed (older than the publisher's retention) is gone from the page.
+            guard case .event(let event)? = Self.parse(reply).first?.entry else { continue }
+            events.append((id, event))
+        }
+        return (events, ids.count > page.count ? page.last : nil)
+    }
+
+    /// Whether stream id `a` (`ms-seq`) is before `b`.
+    package static func isEarlier(_ a: String, than b: String) -> Bool {
+        func parts(_ id: String) -> (Int64, Int64) {
+            let pieces = id.split(separator: "-", maxSplits: 1)
+            return (Int64(pieces.first ?? "") ?? 0, pieces.count > 1 ? Int64(pieces[1]) ?? 0 : 0)
+        }
+        return parts(a) < parts(b)
+    }
+
+    /// Whether `text` is a stream id (`ms-seq`).
+    package static func isStreamId(_ text: String) -> Bool {
+        let pieces = text.split(separator: "-", omittingEmptySubsequences: false)
+        return pieces.count == 2 && pieces.allSatisfy { (1...20).contains($0.count) && $0.allSatisfy(\.isASCIIDigit) }
+    }
+}
+
+extension Character {
+    var isASCIIDigit: Bool { isASCII && isNumber }
+}

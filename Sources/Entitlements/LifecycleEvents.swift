@@ -1,0 +1,311 @@
+import Foundation
+
+/// Derives the lifecycle events a change to a customer makes, from the customer before and
+/// after it: the same change always yields the same events with the same ids, and a change
+/// that changes nothing yields none, so reruns and replays append nothing twice.
+///
+/// What happened when is Apple's: each event's `occurredAt` is a date from Apple's data (a
+/// purchase, an expiry, a refund, the signing of renewal info), never the moment Entitle
+/// learnt it (`recordedAt`).
+public struct LifecycleEvents: Sendable {
+    public let publisher: Publisher
+    /// The App Store's now, when the change is recorded.
+    public let now: Date
+
+    public init(publisher: Publisher, now: Date) {
+        self.publisher = publisher
+        self.now = now
+    }
+
+    public func derive(before: CustomerEntitlements, after: CustomerEntitlements) -> [LifecycleEvent] {
+        var events: [LifecycleEvent] = []
+        events += transactionEvents(before: before, after: after)
+        events += subscriptionEvents(before: before, after: after)
+        events += creditEvents(before: before, after: after)
+        for index in events.indices where events[index].originalTransactionId.map(after.sharedPurchases.contains) == true {
+            events[index].shared = true
+        }
+        return events
+    }
+
+    func event(_ type: LifecycleEventType, _ key: String, customer: String, at date: Date, fact: PurchaseFact? = nil) -> LifecycleEvent {
+        var event = LifecycleEvent(
+            id: "\(publisher.id):\(customer):\(type.rawValue):\(key)", type: type, publisher: publisher.id, customer: customer,
+            occurredAt: date, recordedAt: now)
+        if let fact { event.describe(fact, offer: publisher.offer(forProduct: fact.productId)) }
+        return event
+    }
+
+    static func ms(_ date: Date?) -> String { date.map { String(Int64(($0.timeIntervalSince1970 * 1000).rounded(.down))) } ?? "0" }
+
+    // MARK: Transactions
+
+    func transactionEvents(before: CustomerEntitlements, after: CustomerEntitlements) -> [LifecycleEvent] {
+        var events: [LifecycleEvent] = []
+        let ordered = after.transactions.values.sorted { ($0.purchaseDate, $0.transactionId) < ($1.purchaseDate, $1.transactionId) }
+        for fact in ordered {
+            let original = fact.originalTransactionId
+            if let old = before.transactions[fact.transactionId] {
+                events += changes(from: old, to: fact, in: after)
+                continue
+            }
+            // Transactions that came with a transfer are the purchase's past, not new purchases:
+            // the `transfer` event says the purchase moved.
+            if let since = after.heldSince[original], fact.purchaseDate < since { continue }
+            guard after.holds(originalTransactionId: original) else { continue }
+            let chain = ordered.filter {
+                $0.originalTransactionId == original && ($0.purchaseDate, $0.transactionId) < (fact.purchaseDate, fact.transactionId)
+            }
+            events += purchase(fact, after: chain.last, in: after)
+            if let kind = fact.offerKind, chain.last.map({ $0.offerKind != kind || $0.offerIdentifier != fact.offerIdentifier }) ?? true {
+                var redeemed = event(.offerRedeemed, fact.transactionId, customer: after.customer, at: fact.purchaseDate, fact: fact)
+                redeemed.offerKind = kind
+                redeemed.offerIdentifier = fact.offerIdentifier
+                redeemed.priceMilliunits = nil
+                redeemed.priceSource = nil
+                events.append(redeemed)
+            }
+            if let revoked = fact.revocationDate { events += refund(fact, at: revoked, in: after) }
+        }
+        return events
+    }
+
+    /// The event a new transaction is: exactly one of the revenue-carrying types (or a trial's
+    /// start), and a recovery when it ends a billing retry.
+    func purchase(_ fact: PurchaseFact, after previous: PurchaseFact?, in state: CustomerEntitlements) -> [LifecycleEvent] {
+        let customer = state.customer
+        guard fact.kind == .autoRenewable else {
+            return [event(.nonRenewingPurchase, fact.transactionId, customer: customer, at: fact.purchaseDate, fact: fact)]
+        }
+        guard let previous else {
+            let type: LifecycleEventType = fact.isFreeTrial ? .trialStarted : .initialPurchase
+            return [event(type, fact.transactionId, customer: customer, at: fact.purchaseDate, fact: fact)]
+        }
+        let previousExpires = previous.expiresDate ?? previous.purchaseDate
+        if fact.productId != previous.productId, fact.purchaseDate < previousExpires {
+            var change = event(.productChange, fact.transactionId, customer: customer, at: fact.purchaseDate, fact: fact)
+            change.fromProductId = previous.productId
+            change.toProductId = fact.productId
+            change.effective = "immediate"
+            change.change = kind(from: previous.productId, to: fact.productId)
+            return [change]
+        }
+        // Billing that had failed went through: the previous period's renewal, late (in its
+        // grace period or billing retry). Otherwise a purchase after the previous period ended
+        // is a resubscription.
+        let retried = state.billingRetries.contains { $0.transactionId == previous.transactionId }
+        let graceEnd = state.periods.filter { $0.transactionId == previous.transactionId }.compactMap(\.end).max()
+        let inGrace = graceEnd.map { $0 > previousExpires && fact.purchaseDate < $0 } ?? false
+        let recovered = retried || inGrace
+        let lapsed = !recovered && fact.purchaseDate > previousExpires
+        var events: [LifecycleEvent] = []
+        if previous.isFreeTrial, !fact.isFreeTrial, !lapsed {
+            events.append(event(.trialConverted, fact.transactionId, customer: customer, at: fact.purchaseDate, fact: fact))
+        } else {
+            var renewal = event(.renewal, fact.transactionId, customer: customer, at: fact.purchaseDate, fact: fact)
+            if fact.productId != previous.productId { renewal.fromProductId = previous.productId }
+            if lapsed { renewal.resubscribed = true }
+            events.append(renewal)
+        }
+        if recovered { events.append(event(.billingRecovered, fact.transactionId, customer: customer, at: fact.purchaseDate, fact: fact)) }
+        return events
+    }
+
+    /// An upgrade, a downgrade or a crossgrade, by the products' levels in their group
+    /// (1 is the highest).
+    func kind(from: String, to: String) -> String {
+        guard let old = publisher.level(ofProduct: from), let new = publisher.level(ofProduct: to), old != new else {
+            return "crossgrade"
+        }
+        return new < old ? "upgrade" : "downgrade"
+    }
+
+    /// What a newer view of a known transaction says happened: a refund or revocation, its
+    /// reversal, a renewal date extended. Only the customer holding the purchase (or credited
+    /// with a consumable) is told, so each is one event, never one per former holder.
+    func changes(from old: PurchaseFact, to fact: PurchaseFact, in state: CustomerEntitlements) -> [LifecycleEvent] {
+        guard state.holds(originalTransactionId: fact.originalTransactionId) else { return [] }
+        var events: [LifecycleEvent] = []
+        if let revoked = fact.revocationDate, old.revocationDate == nil {
+            events += refund(fact, at: revoked, in: state)
+        } else if fact.revocationDate == nil, let was = old.revocationDate {
+            let at = fact.signedDate ?? now
+            var reversed = event(
+                .refundReversed, "\(fact.transactionId):\(Self.ms(was)):\(Self.ms(at))", customer: state.customer, at: at, fact: fact)
+            reversed.revocationType = old.revocationType
+            events.append(reversed)
+        }
+        if fact.revocationDate == nil, let new = fact.expiresDate, let was = old.expiresDate, new > was,
+            fact.transactionId == state.subscriptions[fact.originalTransactionId]?.latestTransactionId
+        {
+            var extended = event(
+                .extension, "\(fact.transactionId):\(Self.ms(new))", customer: state.customer, at: fact.signedDate ?? now, fact: fact)
+            extended.previousExpiresDate = was
+            extended.priceMilliunits = nil
+            extended.priceSource = nil
+            events.append(extended)
+        }
+        return events
+    }
+
+    func refund(_ fact: PurchaseFact, at date: Date, in state: CustomerEntitlements) -> [LifecycleEvent] {
+        let family = fact.revocationType == "FAMILY_REVOKE" || (fact.revocationType == nil && fact.isFamilyShared)
+        var refund = event(
+            family ? .revoked : .refund, "\(fact.transactionId):\(Self.ms(date))", customer: state.customer, at: date, fact: fact)
+        refund.revocationType = fact.revocationType
+        refund.revocationPercentage = fact.revocationPercentage
+        if !family, let price = refund.priceMilliunits {
+            refund.refundMilliunits = Self.share(of: price, milliunits: fact.refundedShare)
+        }
+        return [refund]
+    }
+
+    /// `amount × milliunits / 100000`, rounded to the nearest, halves up.
+    public static func share(of amount: Int64, milliunits: Int) -> Int64 {
+        let clamped = Int64(min(max(milliunits, 0), 100_000))
+        let (product, overflow) = amount.multipliedReportingOverflow(by: clamped)
+        guard !overflow else { return amount / 100_000 * clamped }
+        return (product + 50_000) / 100_000
+    }
+
+    // MARK: Subscriptions
+
+    func subscriptionEvents(before: CustomerEntitlements, after: CustomerEntitlements) -> [LifecycleEvent] {
+        var events: [LifecycleEvent] = []
+        let customer = after.customer
+        for (original, record) in after.subscriptions.sorted(by: { $0.key < $1.key }) {
+            guard let latest = after.transactions[record.latestTransactionId] else { continue }
+            let old = before.subscriptions[original]
+            let said = record.asOf ?? now
+            // A subscription that came with a transfer: the `transfer` event says so; its state
+            // (billing, an expiry) is the previous holder's past.
+            if old == nil, after.heldSince[original] != nil { continue }
+            if let old {
+                if old.autoRenew == true, record.autoRenew == false, record.status.grantsAccess || record.status == .billingRetry {
+                    var cancelled = event(.cancellation, "\(original):\(Self.ms(said))", customer: customer, at: said, fact: latest)
+                    cancelled.reason = record.priceIncreaseConsented == false ? "priceIncreaseDeclined" : "voluntary"
+                    events.append(cancelled)
+                } else if old.autoRenew == false, record.autoRenew == true {
+                    events.append(event(.uncancellation, "\(original):\(Self.ms(said))", customer: customer, at: said, fact: latest))
+                }
+                if let next = record.autoRenewProductId, next != old.autoRenewProductId, next != record.productId,
+                    old.autoRenewProductId != nil
+                {
+                    var change = event(.productChange, "\(original):\(next):\(Self.ms(said))", customer: customer, at: said, fact: latest)
+                    change.fromProductId = record.productId
+                    change.toProductId = next
+                    change.effective = "atRenewal"
+                    change.change = kind(from: record.productId, to: next)
+                    change.priceMilliunits = nil
+                    change.priceSource = nil
+                    events.append(change)
+                }
+                if let consented = record.priceIncreaseConsented, consented != old.priceIncreaseConsented {
+                    var increase = event(
+                        .priceIncrease, "\(original):\(consented):\(Self.ms(said))", customer: customer, at: said, fact: latest)
+                    increase.consented = consented
+                    increase.priceMilliunits = nil
+                    increase.priceSource = nil
+                    events.append(increase)
+                }
+            }
+            let expires = latest.expiresDate ?? latest.purchaseDate
+            let retrying = record.isInBillingRetry == true && latest.revocationDate == nil
+            let wasRetrying = old?.isInBillingRetry == true && old?.latestTransactionId == latest.transactionId
+            if retrying, !wasRetrying {
+                var issue = event(.billingIssue, latest.transactionId, customer: customer, at: expires, fact: latest)
+                issue.gracePeriodExpiresDate = record.gracePeriodExpiresDate
+                issue.priceMilliunits = nil
+                issue.priceSource = nil
+                events.append(issue)
+            }
+            if retrying, let grace = record.gracePeriodExpiresDate, grace > expires,
+                !(wasRetrying && (old?.gracePeriodExpiresDate.map { $0 > expires } ?? false))
+            {
+                var started = event(.gracePeriodStarted, latest.transactionId, customer: customer, at: expires, fact: latest)
+                started.gracePeriodExpiresDate = grace
+                started.priceMilliunits = nil
+                started.priceSource = nil
+                events.append(started)
+            }
+            if retrying, old?.status == .gracePeriod, record.status == .billingRetry, old?.latestTransactionId == latest.transactionId {
+                let graceEnd = old?.gracePeriodExpiresDate ?? record.gracePeriodExpiresDate ?? expires
+                var lapsed = event(.gracePeriodExpired, latest.transactionId, customer: customer, at: graceEnd, fact: latest)
+                lapsed.gracePeriodExpiresDate = graceEnd
+                lapsed.priceMilliunits = nil
+                lapsed.priceSource = nil
+                events.append(lapsed)
+            }
+            let ended: Set<SubscriptionRecord.Status> = [.expired, .revoked]
+            if ended.contains(record.status), !(old.map { ended.contains($0.status) } ?? false) {
+                events.append(expiration(record, latest: latest, in: after))
+            }
+        }
+        return events
+    }
+
+    /// A subscription ended for good: when its last access ended, and why, as Apple says.
+    func expiration(_ record: SubscriptionRecord, latest: PurchaseFact, in state: CustomerEntitlements) -> LifecycleEvent {
+        let retry = state.billingRetries.last { $0.transactionId == latest.transactionId }
+        let accessEnd = state.periods.filter { $0.transactionId == latest.transactionId }.compactMap(\.effectiveEnd).max()
+        let end: Date
+        let reason: String
+        if record.status == .revoked, let revoked = latest.revocationDate {
+            (end, reason) = (revoked, "refund")
+        } else {
+            end = [retry?.to, accessEnd, latest.expiresDate].compactMap { $0 }.max() ?? latest.purchaseDate
+            switch record.expirationReason {
+            case .customerCancelled?: reason = "voluntary"
+            case .billingError?: reason = "billing"
+            case .priceIncreaseDeclined?: reason = "priceIncreaseDeclined"
+            case .productUnavailable?: reason = "productNotForSale"
+            case .other?: reason = "other"
+            case nil: reason = retry != nil ? "billing" : (record.autoRenew == false ? "voluntary" : "other")
+            }
+        }
+        var expired = event(.expiration, "\(record.originalTransactionId):\(Self.ms(end))", customer: state.customer, at: end, fact: latest)
+        expired.reason = reason
+        expired.trial = latest.isFreeTrial ? true : nil
+        expired.priceMilliunits = nil
+        expired.priceSource = nil
+        return expired
+    }
+
+    // MARK: Credits
+
+    func creditEvents(before: CustomerEntitlements, after: CustomerEntitlements) -> [LifecycleEvent] {
+        let entries = after.credits.entries
+        guard entries.count > before.credits.entries.count else { return [] }
+        var events: [LifecycleEvent] = []
+        var balance = before.credits.balance
+        for index in before.credits.entries.count..<entries.count {
+            let entry = entries[index]
+            let previous = balance
+            balance += entry.amount
+            let fact = after.transactions[entry.transactionId]
+            let type: LifecycleEventType
+            let key: String
+            switch entry.kind {
+            case .purchase: (type, key) = (.creditsGranted, "\(entry.transactionId):purchase")
+            case .reinstatement: (type, key) = (.creditsGranted, "\(entry.transactionId):reinstatement:\(index)")
+            case .spend: (type, key) = (.creditsSpent, "spend:\(entry.reference ?? String(index))")
+            case .clawback: (type, key) = (.creditsClawedBack, "\(entry.transactionId):clawback:\(index)")
+            }
+            var credit = event(type, key, customer: after.customer, at: entry.at, fact: fact)
+            credit.offerId = entry.offerId.isEmpty ? credit.offerId : entry.offerId
+            credit.amount = abs(entry.amount)
+            credit.balance = balance
+            credit.previousBalance = previous
+            credit.revocationPercentage = entry.kind == .clawback ? entry.percentage : nil
+            credit.shortfall = entry.shortfall
+            credit.reference = entry.reference
+            credit.reason = entry.kind == .reinstatement ? "refundReversed" : nil
+            // The purchase's price is on its own event; a credit event carries none.
+            credit.priceMilliunits = nil
+            credit.priceSource = nil
+            credit.currency = nil
+            events.append(credit)
+        }
+        return events
+    }
+}

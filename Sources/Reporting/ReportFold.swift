@@ -1,0 +1,159 @@
+import Entitlements
+import Foundation
+
+/// What a figure is broken down by: product, offer, storefront and (for money) currency.
+public struct ReportDimensions: Sendable, Hashable {
+    public var productId: String
+    public var offerId: String
+    public var storefront: String
+    public var currency: String
+
+    public init(productId: String = "", offerId: String = "", storefront: String = "", currency: String = "") {
+        self.productId = productId
+        self.offerId = offerId
+        self.storefront = storefront
+        self.currency = currency
+    }
+}
+
+/// One change to one figure on one day.
+public struct ReportIncrement: Sendable, Hashable {
+    public var day: ReportDay
+    public var metric: ReportMetric
+    public var dimensions: ReportDimensions
+    public var value: Int64
+
+    public init(day: ReportDay, metric: ReportMetric, dimensions: ReportDimensions, value: Int64) {
+        self.day = day
+        self.metric = metric
+        self.dimensions = dimensions
+        self.value = value
+    }
+}
+
+/// Where increments are kept: per month, each day's totals by currency (what a chart over a
+/// range reads); per day and per month, the figures by product, offer, storefront and
+/// currency (what a breakdown reads).
+public enum ReportBucket: Sendable, Hashable {
+    case totals(month: Int)
+    case day(ReportDay)
+    case month(Int)
+
+    /// `metric|dd|currency`.
+    public static func totalField(_ metric: ReportMetric, day: Int, currency: String) -> String {
+        "\(metric.rawValue)|\(String(format: "%02d", day))|\(clean(currency))"
+    }
+
+    /// `metric|product|offer|storefront|currency`.
+    public static func detailField(_ metric: ReportMetric, _ dimensions: ReportDimensions) -> String {
+        [metric.rawValue, dimensions.productId, dimensions.offerId, dimensions.storefront, dimensions.currency].map(clean).joined(
+            separator: "|")
+    }
+
+    static func clean(_ text: String) -> String { text.replacingOccurrences(of: "|", with: "_") }
+
+    /// Increments merged into what each bucket's fields change by (zeros left out).
+    public static func merge(_ increments: [ReportIncrement]) -> [ReportBucket: [String: Int64]] {
+        var buckets: [ReportBucket: [String: Int64]] = [:]
+        for increment in increments where increment.value != 0 {
+            let currency = increment.metric.isMoney ? increment.dimensions.currency : ""
+            var dimensions = increment.dimensions
+            dimensions.currency = currency
+            let detail = detailField(increment.metric, dimensions)
+            buckets[.totals(month: increment.day.monthKey), default: [:]][
+                totalField(increment.metric, day: increment.day.day, currency: currency), default: 0] += increment.value
+            buckets[.day(increment.day), default: [:]][detail, default: 0] += increment.value
+            buckets[.month(increment.day.monthKey), default: [:]][detail, default: 0] += increment.value
+        }
+        return buckets.mapValues { $0.filter { $0.value != 0 } }.filter { !$0.value.isEmpty }
+    }
+}
+
+/// Turns the event log's entries into report increments: lifecycle events into flows (a
+/// trial started, revenue, a refund, credits spent), changes of pieces into running totals
+/// (a piece adds one at the day it starts and takes it away at the day it ends). Pure, so the
+/// incremental reports and a rebuild from the log fold the same entries the same way.
+public struct ReportFold: Sendable {
+    public let calendar: ReportCalendar
+
+    public init(calendar: ReportCalendar) { self.calendar = calendar }
+
+    public func increments(of event: LifecycleEvent) -> [ReportIncrement] {
+        // A family member's access is someone else's purchase: not a sale.
+        guard event.familyShared != true, event.shared != true else { return [] }
+        let day = calendar.day(of: event.occurredAt)
+        let dimensions = ReportDimensions(
+            productId: event.productId ?? "", offerId: event.offerId ?? "", storefront: event.storefront ?? "",
+            currency: event.currency ?? "")
+        var increments: [ReportIncrement] = []
+        func count(_ metric: ReportMetric, _ value: Int64 = 1) {
+            increments.append(ReportIncrement(day: day, metric: metric, dimensions: dimensions, value: value))
+        }
+        if event.type.carriesRevenue, let price = event.priceMilliunits, event.currency != nil { count(.grossRevenue, price) }
+        switch event.type {
+        case .trialStarted: count(.newTrials)
+        case .initialPurchase: count(.newPaidSubscriptions)
+        case .trialConverted:
+            count(.newPaidSubscriptions)
+            count(.trialConversions)
+        case .renewal: count(event.resubscribed == true ? .reactivations : .renewals)
+        case .productChange: count(.productChanges)
+        case .cancellation: count(.cancellations)
+        case .uncancellation: count(.uncancellations)
+        case .billingIssue: count(.billingIssues)
+        case .billingRecovered: count(.billingRecoveries)
+        case .expiration:
+            if event.trial == true {
+                count(.trialExpirations)
+            } else {
+                count(.churned)
+                switch event.reason {
+                case "voluntary", "priceIncreaseDeclined": count(.churnedVoluntary)
+                case "billing": count(.churnedInvoluntary)
+                default: break
+                }
+            }
+        case .refund:
+            count(.refunds)
+            if let amount = event.refundMilliunits, event.currency != nil { count(.refundAmount, amount) }
+        case .creditsGranted: count(.creditsGranted, Int64(event.amount ?? 0))
+        case .creditsSpent: count(.creditsSpent, Int64(event.amount ?? 0))
+        case .creditsClawedBack: count(.creditsClawedBack, Int64(event.amount ?? 0))
+        case .refundReversed, .revoked, .transfer, .nonRenewingPurchase, .extension, .offerRedeemed, .priceIncrease,
+            .gracePeriodStarted, .gracePeriodExpired:
+            break
+        }
+        return increments
+    }
+
+    public func increments(of delta: ReportDelta) -> [ReportIncrement] {
+        var increments: [ReportIncrement] = []
+        for (pieces, sign) in [(delta.removed, Int64(-1)), (delta.added, Int64(1))] {
+            for piece in pieces {
+                let start = calendar.day(of: piece.from)
+                let end = piece.to.map(calendar.day(of:))
+                // A piece that starts and ends on one day is never there at a day's end.
+                if let end, end <= start { continue }
+                let dimensions = ReportDimensions(
+                    productId: piece.productId, offerId: piece.offerId, storefront: piece.storefront, currency: piece.currency)
+                var metrics: [(ReportMetric, Int64)] = []
+                switch piece.phase {
+                case .trial: metrics = [(.trialSubscriptions, 1)]
+                case .paying:
+                    metrics = [(.payingSubscriptions, 1)]
+                    if let monthly = piece.monthly, !piece.currency.isEmpty { metrics.append((.mrr, monthly)) }
+                case .grace: metrics = [(.gracePeriodSubscriptions, 1)]
+                case .billingRetry: metrics = [(.billingRetrySubscriptions, 1)]
+                case .credits: metrics = [(.customersWithCredits, 1)]
+                }
+                for (metric, value) in metrics {
+                    increments.append(ReportIncrement(day: start, metric: metric, dimensions: dimensions, value: sign * value))
+                    if let end {
+                        increments.append(ReportIncrement(day: end, metric: metric, dimensions: dimensions, value: -sign * value))
+                    }
+                }
+            }
+        }
+        return increments
+    }
+}

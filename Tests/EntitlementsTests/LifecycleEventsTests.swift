@@ -1,0 +1,235 @@
+import Entitlements
+import Foundation
+import Testing
+
+/// Which lifecycle events a change makes, derived from the customer before and after it: one
+/// test per kind of change, each also checking that applying it again makes nothing.
+@Suite struct LifecycleEventsTests {
+    let engine: EntitlementEngine
+    let publisher: Publisher
+    let day: TimeInterval = 86_400
+    let start = Date(timeIntervalSince1970: 1_790_000_000)
+    static let monthly = "com.entitle.demo.premium.monthly"
+    static let annual = "com.entitle.demo.premium.annual"
+    static let basic = "com.entitle.demo.basic.monthly"
+
+    init() throws {
+        let catalog = try EntitlementCatalog(json: try EntitlementCatalogTests.developmentCatalog)
+        publisher = try #require(catalog.publisher("demo"))
+        engine = EntitlementEngine(publisher: publisher)
+    }
+
+    func subscription(
+        _ id: String, _ product: String = monthly, at date: Date, days: Double = 30, original: String = "100", price: String = "9.99",
+        trial: Bool = false
+    ) -> PurchaseFact {
+        var fact = PurchaseFact(
+            transactionId: id, originalTransactionId: original, productId: product, bundleId: "com.entitle.demo", kind: .autoRenewable,
+            environment: "Production", purchaseDate: date, expiresDate: date.addingTimeInterval(days * day), signedDate: date,
+            price: trial ? "0" : price, currency: "USD", offerDiscountType: trial ? "FREE_TRIAL" : nil, storefront: "USA",
+            offerKind: trial ? .introductory : nil)
+        fact.isIntroductoryOffer = trial
+        return fact
+    }
+
+    func renewal(
+        autoRenew: Bool = true, next: String? = nil, retrying: Bool = false, grace: Date? = nil, at date: Date,
+        reason: RenewalFact.ExpirationReason? = nil, consented: Bool? = nil
+    ) -> RenewalFact {
+        RenewalFact(
+            originalTransactionId: "100", autoRenew: autoRenew, autoRenewProductId: next ?? Self.monthly, isInBillingRetry: retrying,
+            gracePeriodExpiresDate: grace, signedDate: date, expirationReason: reason, priceIncreaseConsented: consented)
+    }
+
+    /// Applies a change and returns its events; applying the same again must make none.
+    func events(
+        _ state: inout CustomerEntitlements, at now: Date, _ change: (inout CustomerEntitlements) -> Void
+    ) -> [LifecycleEvent] {
+        let before = state
+        change(&state)
+        let events = LifecycleEvents(publisher: publisher, now: now).derive(before: before, after: state)
+        var again = state
+        change(&again)
+        #expect(LifecycleEvents(publisher: publisher, now: now).derive(before: state, after: again).isEmpty, "a rerun makes no event")
+        return events
+    }
+
+    func types(_ events: [LifecycleEvent]) -> [LifecycleEventType] { events.map(\.type) }
+
+    @Test func aTrialConvertsRenewsAndALapsedSubscriptionResubscribes() {
+        var state = CustomerEntitlements(publisher: "demo", customer: "ann@example.com")
+        let trial = subscription("100", at: start, days: 7, trial: true)
+        let started = events(&state, at: start) { _ = engine.apply(trial, renewal: renewal(at: start), to: &$0, now: start) }
+        #expect(types(started) == [.trialStarted, .offerRedeemed])
+        #expect(started[0].priceMilliunits == 0 && started[0].storefront == "USA" && started[0].offerId == "premium")
+        #expect(started[0].id == "demo:ann@example.com:trial_started:100")
+
+        let paid = subscription("101", at: start.addingTimeInterval(7 * day))
+        let converted = events(&state, at: paid.purchaseDate) { _ = engine.apply(paid, to: &$0, now: paid.purchaseDate) }
+        #expect(types(converted) == [.trialConverted] && converted[0].priceMilliunits == 9_990 && converted[0].currency == "USD")
+
+        let next = subscription("102", at: start.addingTimeInterval(37 * day))
+        let renewed = events(&state, at: next.purchaseDate) { _ = engine.apply(next, to: &$0, now: next.purchaseDate) }
+        #expect(types(renewed) == [.renewal] && renewed[0].resubscribed == nil)
+
+        // Ten days after that period ended, the customer buys again: a resubscription.
+        let back = subscription("103", at: start.addingTimeInterval(77 * day))
+        let resubscribed = events(&state, at: back.purchaseDate) { _ = engine.apply(back, to: &$0, now: back.purchaseDate) }
+        #expect(types(resubscribed) == [.renewal] && resubscribed[0].resubscribed == true)
+    }
+
+    @Test func autoRenewChangesArecancellationsUncancellationsAndScheduledProductChanges() {
+        var state = CustomerEntitlements(publisher: "demo", customer: "ann@example.com")
+        let bought = subscription("100", at: start)
+        _ = engine.apply(bought, renewal: renewal(at: start), to: &state, now: start)
+        let off = start.addingTimeInterval(day)
+        let cancelled = events(&state, at: off) { _ = engine.apply(bought, renewal: renewal(autoRenew: false, at: off), to: &$0, now: off) }
+        #expect(types(cancelled) == [.cancellation] && cancelled[0].reason == "voluntary" && cancelled[0].occurredAt == off)
+        let on = off.addingTimeInterval(day)
+        #expect(types(events(&state, at: on) { _ = engine.apply(bought, renewal: renewal(at: on), to: &$0, now: on) }) == [.uncancellation])
+        let down = on.addingTimeInterval(day)
+        let scheduled = events(&state, at: down) {
+            _ = engine.apply(bought, renewal: renewal(next: Self.basic, at: down), to: &$0, now: down)
+        }
+        #expect(types(scheduled) == [.productChange])
+        #expect(scheduled[0].effective == "atRenewal" && scheduled[0].change == "downgrade" && scheduled[0].toProductId == Self.basic)
+        // The downgrade takes effect at renewal: a renewal of the other product, naming the one before.
+        let lower = subscription("101", Self.basic, at: start.addingTimeInterval(30 * day), price: "4.99")
+        let renewed = events(&state, at: lower.purchaseDate) { _ = engine.apply(lower, to: &$0, now: lower.purchaseDate) }
+        #expect(types(renewed) == [.renewal] && renewed[0].fromProductId == Self.monthly && renewed[0].priceMilliunits == 4_990)
+    }
+
+    @Test func anUpgradeIsAnImmediateProductChangeWithItsPrice() {
+        var state = CustomerEntitlements(publisher: "demo", customer: "ann@example.com")
+        _ = engine.apply(subscription("100", Self.basic, at: start, price: "4.99"), to: &state, now: start)
+        let upgrade = subscription("101", Self.monthly, at: start.addingTimeInterval(5 * day))
+        let changed = events(&state, at: upgrade.purchaseDate) { _ = engine.apply(upgrade, to: &$0, now: upgrade.purchaseDate) }
+        #expect(types(changed) == [.productChange])
+        #expect(changed[0].effective == "immediate" && changed[0].change == "upgrade" && changed[0].priceMilliunits == 9_990)
+    }
+
+    @Test func billingTroubleIsAnIssueAGracePeriodARecoveryOrAnExpiry() {
+        var state = CustomerEntitlements(publisher: "demo", customer: "ann@example.com")
+        let bought = subscription("100", at: start)
+        _ = engine.apply(bought, renewal: renewal(at: start), to: &state, now: start)
+        let expires = start.addingTimeInterval(30 * day)
+        let grace = expires.addingTimeInterval(16 * day)
+        let failing = events(&state, at: expires) {
+            _ = engine.apply(bought, renewal: renewal(retrying: true, grace: grace, at: expires), to: &$0, now: expires)
+        }
+        #expect(types(failing) == [.billingIssue, .gracePeriodStarted])
+        #expect(failing[0].occurredAt == expires && failing[1].gracePeriodExpiresDate == grace)
+        #expect(state.billingRetries.count == 1 && state.billingRetries[0].from == expires)
+        let recovered = subscription("101", at: expires.addingTimeInterval(3 * day))
+        let back = events(&state, at: recovered.purchaseDate) {
+            _ = engine.apply(recovered, renewal: renewal(at: recovered.purchaseDate), to: &$0, now: recovered.purchaseDate)
+        }
+        #expect(types(back) == [.renewal, .billingRecovered] && back[0].resubscribed == nil)
+        #expect(state.billingRetries[0].to == recovered.purchaseDate, "the retry ends where the renewal starts")
+
+        // Billing fails again with no grace period, and Apple gives up 60 days later.
+        let second = recovered.expiresDate ?? start
+        _ = events(&state, at: second) {
+            _ = engine.apply(recovered, renewal: renewal(retrying: true, at: second), to: &$0, now: second)
+        }
+        let givenUp = second.addingTimeInterval(60 * day)
+        let expired = events(&state, at: givenUp) {
+            _ = engine.apply(
+                recovered, renewal: renewal(autoRenew: false, at: givenUp, reason: .billingError), to: &$0, now: givenUp)
+        }
+        #expect(types(expired) == [.expiration] && expired[0].reason == "billing" && expired[0].occurredAt == givenUp)
+        #expect(state.billingRetries.last?.to == givenUp)
+    }
+
+    @Test func aGracePeriodThatEndsWithBillingStillFailingStopsAccess() {
+        var state = CustomerEntitlements(publisher: "demo", customer: "ann@example.com")
+        let bought = subscription("100", at: start)
+        _ = engine.apply(bought, renewal: renewal(at: start), to: &state, now: start)
+        let expires = start.addingTimeInterval(30 * day)
+        let grace = expires.addingTimeInterval(16 * day)
+        _ = events(&state, at: expires) {
+            _ = engine.apply(bought, renewal: renewal(retrying: true, grace: grace, at: expires), to: &$0, now: expires)
+        }
+        let after = grace.addingTimeInterval(3600)
+        let lapsed = events(&state, at: after) {
+            _ = engine.apply(bought, renewal: renewal(retrying: true, grace: grace, at: after), to: &$0, now: after)
+        }
+        #expect(types(lapsed) == [.gracePeriodExpired] && lapsed[0].occurredAt == grace)
+        #expect(LifecycleEventType.gracePeriodExpired.legacyName == "expiration", "receivers of the earlier names learn access stopped")
+    }
+
+    @Test func refundsCarryTheAmountRefundedAndFamilyRevocationsAreTheirOwnType() {
+        var state = CustomerEntitlements(publisher: "demo", customer: "ann@example.com")
+        var bought = subscription("100", Self.annual, at: start, days: 365, price: "99.99")
+        _ = engine.apply(bought, to: &state, now: start)
+        let when = start.addingTimeInterval(100 * day)
+        (bought.revocationDate, bought.revocationType, bought.revocationPercentage, bought.signedDate) =
+            (when, "REFUND_PRORATED", 72_603, when)
+        let refunded = events(&state, at: when) { _ = engine.apply(bought, to: &$0, now: when) }
+        #expect(types(refunded) == [.refund, .expiration])
+        #expect(refunded[0].refundMilliunits == 72_596 && refunded[0].revocationPercentage == 72_603)  // 99990 × 0.72603
+        #expect(refunded[1].reason == "refund" && refunded[1].occurredAt == when)
+        let later = when.addingTimeInterval(day)
+        (bought.revocationDate, bought.revocationType, bought.revocationPercentage, bought.signedDate) = (nil, nil, nil, later)
+        #expect(types(events(&state, at: later) { _ = engine.apply(bought, to: &$0, now: later) }).first == .refundReversed)
+
+        var family = CustomerEntitlements(publisher: "demo", customer: "kid@example.com")
+        var shared = subscription("200", at: start, original: "200")
+        shared.isFamilyShared = true
+        _ = engine.apply(shared, to: &family, now: start)
+        (shared.revocationDate, shared.revocationType, shared.signedDate) = (when, "FAMILY_REVOKE", when)
+        let revoked = events(&family, at: when) { _ = engine.apply(shared, to: &$0, now: when) }
+        #expect(revoked.first?.type == .revoked && revoked.first?.refundMilliunits == nil && revoked.first?.familyShared == true)
+    }
+
+    @Test func anExtensionAPriceIncreaseAndCreditsAreEvents() {
+        var state = CustomerEntitlements(publisher: "demo", customer: "ann@example.com")
+        var bought = subscription("100", at: start)
+        _ = engine.apply(bought, renewal: renewal(at: start), to: &state, now: start)
+        let was = bought.expiresDate
+        bought.expiresDate = was?.addingTimeInterval(10 * day)
+        bought.signedDate = start.addingTimeInterval(day)
+        let extended = events(&state, at: start.addingTimeInterval(day)) {
+            _ = engine.apply(bought, to: &$0, now: start.addingTimeInterval(day))
+        }
+        #expect(types(extended) == [.extension] && extended[0].previousExpiresDate == was)
+        #expect(state.transactions["100"]?.expiresBeforeExtension == was, "the period bought stays known")
+        let asked = start.addingTimeInterval(2 * day)
+        let increase = events(&state, at: asked) {
+            _ = engine.apply(bought, renewal: renewal(at: asked, consented: false), to: &$0, now: asked)
+        }
+        #expect(types(increase) == [.priceIncrease] && increase[0].consented == false)
+
+        var caller = CustomerEntitlements(publisher: "demo", customer: "caller@example.com")
+        let credits = PurchaseFact(
+            transactionId: "300", originalTransactionId: "300", productId: "com.entitle.demo.credits.100", bundleId: "com.entitle.demo",
+            kind: .consumable, environment: "Production", purchaseDate: start, signedDate: start, price: "0.99", currency: "USD")
+        let granted = events(&caller, at: start) { _ = engine.apply(credits, to: &$0, now: start) }
+        #expect(types(granted) == [.nonRenewingPurchase, .creditsGranted])
+        #expect(
+            granted[0].priceMilliunits == 990 && granted[1].amount == 100 && granted[1].balance == 100 && granted[1].previousBalance == 0)
+        let spent = events(&caller, at: start) { _ = $0.credits.spend(30, reference: "call-1", at: start) }
+        #expect(types(spent) == [.creditsSpent] && spent[0].amount == 30 && spent[0].balance == 70 && spent[0].reference == "call-1")
+    }
+
+    @Test func aPurchaseThatCameByATransferIsNoNewPurchaseAndFormerHoldersAreNotTold() {
+        var holder = CustomerEntitlements(publisher: "demo", customer: "ann@example.com")
+        var bought = subscription("100", at: start)
+        _ = engine.apply(bought, to: &holder, now: start)
+        let moved = start.addingTimeInterval(5 * day)
+        var taker = CustomerEntitlements(publisher: "demo", customer: "bob@example.com")
+        let arrived = events(&taker) { _ = engine.apply(bought, to: &$0, now: moved, accessFrom: moved) }
+        #expect(arrived.isEmpty, "the transfer event says it moved: \(types(arrived))")
+        let released = events(&holder, at: moved) { $0.release(originalTransactionId: "100", at: moved) }
+        #expect(released.isEmpty)
+        // A refund Apple reports later: the holder is told, the former holder's history changes quietly.
+        let when = moved.addingTimeInterval(day)
+        (bought.revocationDate, bought.signedDate) = (when, when)
+        #expect(types(events(&taker, at: when) { _ = engine.apply(bought, to: &$0, now: when) }).contains(.refund))
+        #expect(events(&holder, at: when) { engine.amendHistory(with: bought, in: &$0) }.isEmpty)
+    }
+
+    func events(_ state: inout CustomerEntitlements, _ change: (inout CustomerEntitlements) -> Void) -> [LifecycleEvent] {
+        events(&state, at: start, change)
+    }
+}

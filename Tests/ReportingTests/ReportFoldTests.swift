@@ -1,0 +1,204 @@
+import Entitlements
+import Foundation
+import Reporting
+import Testing
+
+/// The fold and the queries against references computed here by brute force: every running
+/// total is the number of pieces going on at each midnight, whatever order the deltas came in.
+@Suite struct ReportFoldTests {
+    /// Figures kept in memory, as Redis keeps them.
+    final class MemorySource: ReportSource, @unchecked Sendable {
+        // Filled before a query runs and only read while it does: no lock needed.
+        var buckets: [ReportBucket: [String: Int64]] = [:]
+
+        func add(_ increments: [ReportIncrement]) {
+            for (bucket, fields) in ReportBucket.merge(increments) {
+                for (field, value) in fields {
+                    buckets[bucket, default: [:]][field, default: 0] += value
+                    if buckets[bucket]?[field] == 0 { buckets[bucket]?[field] = nil }
+                }
+            }
+        }
+
+        func fields(of buckets: [ReportBucket]) async throws -> [[String: Int64]] { buckets.map { self.buckets[$0] ?? [:] } }
+
+        func firstMonth() async throws -> Int? {
+            buckets.keys.compactMap { bucket -> Int? in
+                if case .totals(let month) = bucket { return month }
+                return nil
+            }.min()
+        }
+    }
+
+    static let calendar = ReportCalendar.utc
+    static let start = Date(timeIntervalSince1970: 1_790_000_000)  // 2026-09-21T13:33:20Z
+
+    @Test func civilDaysAgreeWithFoundationsCalendar() throws {
+        var gregorian = Calendar(identifier: .gregorian)
+        let paris = try #require(TimeZone(identifier: "Europe/Paris"))
+        gregorian.timeZone = paris
+        let local = ReportCalendar(timeZone: paris)
+        var date = Date(timeIntervalSince1970: 946_684_800)  // 2000-01-01
+        for _ in 0..<3_000 {
+            let parts = gregorian.dateComponents([.year, .month, .day, .weekday], from: date)
+            let day = local.day(of: date)
+            #expect(day == ReportDay(year: try #require(parts.year), month: try #require(parts.month), day: try #require(parts.day)))
+            #expect(ReportCalendar.civil(ReportCalendar.ordinal(day)) == day)
+            // Monday is weekday 2 in Foundation's numbering.
+            let back = (try #require(parts.weekday) + 5) % 7
+            #expect(local.week(of: day) == local.adding(days: -back, to: day))
+            #expect(local.day(of: local.start(of: day)) == day, "a day's first instant is in it")
+            date = date.addingTimeInterval(86_400 * 3 + 3_917)
+        }
+        #expect(ReportDay("2024-02-29") != nil && ReportDay("2026-02-29") == nil && ReportDay("2026-13-01") == nil)
+        #expect(ReportDay("26-01-01") == nil && ReportDay("2026-1-01") == nil && ReportDay("+026-01-01") == nil)
+    }
+
+    @Test func aPricesMonthIsNormalisedByThePeriodItWasBoughtFor() {
+        func fact(days: Double, price: String, environment: String = "Production") -> PurchaseFact {
+            PurchaseFact(
+                transactionId: "1", originalTransactionId: "1", productId: "p", bundleId: "b", kind: .autoRenewable,
+                environment: environment, purchaseDate: Self.start, expiresDate: Self.start.addingTimeInterval(days * 86_400),
+                price: price, currency: "USD")
+        }
+        #expect(ReportTimeline.monthly(fact(days: 7, price: "7.99"), offer: nil) == 34_623)  // 7990 × 52 / 12 = 34623.3
+        #expect(ReportTimeline.monthly(fact(days: 31, price: "9.99"), offer: nil) == 9_990)
+        #expect(ReportTimeline.monthly(fact(days: 28, price: "9.99"), offer: nil) == 9_990)
+        #expect(ReportTimeline.monthly(fact(days: 91, price: "24.99"), offer: nil) == 8_330)
+        #expect(ReportTimeline.monthly(fact(days: 365, price: "99.99"), offer: nil) == 8_333)  // 8332.5, halves up
+        #expect(ReportTimeline.monthly(fact(days: 366, price: "99.99"), offer: nil) == 8_333)
+        #expect(ReportTimeline.monthly(fact(days: 5.0 / (24 * 60), price: "9.99", environment: "Sandbox"), offer: nil) == 9_990)
+        #expect(ReportTimeline.monthly(fact(days: 1.0 / 24, price: "99.99", environment: "Sandbox"), offer: nil) == 8_333)
+        var extended = fact(days: 31 + 30, price: "9.99")
+        extended.expiresBeforeExtension = Self.start.addingTimeInterval(31 * 86_400)
+        #expect(ReportTimeline.monthly(extended, offer: nil) == 9_990, "an extension does not make a month two")
+        #expect(PurchaseFact.milliunits(decimal: "1.9995") == 2_000 && PurchaseFact.milliunits(decimal: "0") == 0)
+        #expect(PurchaseFact.milliunits(decimal: "-1") == nil && PurchaseFact.milliunits(decimal: "1e3") == nil)
+    }
+
+    /// Random pieces added and taken away in random order: the running totals a query gives
+    /// equal the pieces still there counted at each midnight.
+    @Test(arguments: [1, 2, 3, 4, 5]) func runningTotalsEqualThePiecesCountedAtEachMidnight(seed: UInt64) async throws {
+        var random = SeededRandom(seed: seed)
+        let fold = ReportFold(calendar: Self.calendar)
+        let source = MemorySource()
+        var live: [ReportPiece] = []
+        let products = ["monthly", "annual"]
+        for _ in 0..<400 {
+            if !live.isEmpty && random.next(100) < 30 {
+                let index = Int(random.next(UInt64(live.count)))
+                let piece = live.remove(at: index)
+                source.add(fold.increments(of: ReportDelta(removed: [piece], added: [])))
+            } else {
+                let from = Self.start.addingTimeInterval(Double(random.next(120 * 86_400)))
+                let to: Date? = random.next(4) == 0 ? nil : from.addingTimeInterval(Double(random.next(40 * 86_400)))
+                let phases: [ReportPiece.Phase] = [.paying, .trial, .grace, .billingRetry, .credits]
+                let piece = ReportPiece(
+                    phase: phases[Int(random.next(5))], from: from, to: to, productId: products[Int(random.next(2))], offerId: "premium",
+                    storefront: random.next(2) == 0 ? "USA" : "FRA", currency: random.next(2) == 0 ? "USD" : "EUR",
+                    monthly: Int64(random.next(20_000)))
+                live.append(piece)
+                source.add(fold.increments(of: ReportDelta(removed: [], added: [piece])))
+            }
+        }
+        let query = ReportQuery(calendar: Self.calendar, source: source)
+        let first = Self.calendar.day(of: Self.start)
+        let last = Self.calendar.adding(days: 170, to: first)
+        let paying = try await query.run(.payingSubscriptions, from: first, to: last, by: .day)
+        let active = try await query.run(.activeSubscriptions, from: first, to: last, by: .day)
+        let mrr = try await query.run(.mrr, from: first, to: last, by: .day)
+        for point in paying.points {
+            let day = try #require(ReportDay(point.key))
+            let midnight = Self.calendar.start(of: Self.calendar.adding(days: 1, to: day))
+            func going(_ piece: ReportPiece) -> Bool { piece.from < midnight && (piece.to.map { $0 >= midnight } ?? true) }
+            #expect(point.value == Double(live.filter { $0.phase == .paying && going($0) }.count), "paying on \(day)")
+            let withAccess = live.filter { [.paying, .trial, .grace].contains($0.phase) && going($0) }.count
+            #expect(active.points.first { $0.key == point.key }?.value == Double(withAccess), "active on \(day)")
+            for currency in ["USD", "EUR"] {
+                let expected = live.filter { $0.phase == .paying && $0.currency == currency && going($0) }.reduce(0) {
+                    $0 + ($1.monthly ?? 0)
+                }
+                #expect(mrr.points.first { $0.key == point.key && $0.currency == currency }?.value ?? 0 == Double(expected))
+            }
+        }
+        // By month: each month's last day. By storefront: the range's last day.
+        let monthly = try await query.run(.payingSubscriptions, from: first, to: last, by: .month)
+        for point in monthly.points {
+            let lastDay = paying.points.last { $0.key.hasPrefix(point.key) }
+            #expect(point.value == lastDay?.value, "a month's running total is its last day's")
+        }
+        let byStorefront = try await query.run(.payingSubscriptions, from: first, to: last, by: .storefront)
+        #expect(byStorefront.points.reduce(0) { $0 + $1.value } == paying.points.last?.value)
+    }
+
+    @Test func flowsAreSummedPerPeriodAndMoneyKeepsItsCurrency() async throws {
+        let fold = ReportFold(calendar: Self.calendar)
+        let source = MemorySource()
+        var expectedRevenue: [String: Double] = [:]
+        for index in 0..<60 {
+            var event = LifecycleEvent(
+                id: "e\(index)", type: index % 3 == 0 ? .initialPurchase : .renewal, publisher: "demo", customer: "c\(index % 7)",
+                occurredAt: Self.start.addingTimeInterval(Double(index) * 36_000), recordedAt: Self.start)
+            event.productId = "monthly"
+            event.offerId = index % 2 == 0 ? "premium" : "basic"
+            event.currency = index % 4 == 0 ? "EUR" : "USD"
+            event.priceMilliunits = 9_990
+            event.resubscribed = index % 9 == 0 && index % 3 != 0 ? true : nil
+            expectedRevenue[event.currency ?? "", default: 0] += 9_990
+            source.add(fold.increments(of: event))
+        }
+        var family = LifecycleEvent(
+            id: "f", type: .initialPurchase, publisher: "demo", customer: "x", occurredAt: Self.start, recordedAt: Self.start)
+        (family.priceMilliunits, family.currency, family.familyShared) = (5_000, "USD", true)
+        source.add(fold.increments(of: family))
+        let query = ReportQuery(calendar: Self.calendar, source: source)
+        let first = Self.calendar.day(of: Self.start)
+        let last = Self.calendar.adding(days: 40, to: first)
+        let revenue = try await query.run(.grossRevenue, from: first, to: last, by: .week)
+        for currency in ["USD", "EUR"] {
+            #expect(revenue.points.filter { $0.currency == currency }.reduce(0) { $0 + $1.value } == expectedRevenue[currency])
+        }
+        let renewals = try await query.run(.renewals, from: first, to: last, by: .month)
+        let reactivations = try await query.run(.reactivations, from: first, to: last, by: .offer)
+        let initial = try await query.run(.newPaidSubscriptions, from: first, to: last, by: .day)
+        #expect(renewals.points.reduce(0) { $0 + $1.value } + reactivations.points.reduce(0) { $0 + $1.value } == 40)
+        #expect(initial.points.reduce(0) { $0 + $1.value } == 20, "a family member's access is no sale")
+        #expect(Set(reactivations.points.map(\.key)).isSubset(of: ["premium", "basic"]))
+    }
+
+    @Test func badRequestsAreRefusedWithAMessage() {
+        let today = ReportDay(year: 2026, month: 11, day: 25)
+        func refusal(_ metrics: [String], from: String? = nil, to: String? = nil, by: String? = nil) -> String? {
+            do {
+                _ = try ReportRequest.parse(metrics: metrics, from: from, to: to, by: by, today: today, calendar: Self.calendar)
+                return nil
+            } catch {
+                return error.message
+            }
+        }
+        #expect(refusal(["mrr"]) == nil)
+        #expect(refusal(["nope"])?.contains("unknown metric nope") == true)
+        #expect(refusal([])?.contains("name a metric") == true)
+        #expect(refusal(["mrr"], from: "2026-11-30", to: "2026-11-01")?.contains("after") == true)
+        #expect(refusal(["mrr"], from: "2010-01-01", to: "2026-11-01")?.contains("ten years") == true)
+        #expect(refusal(["mrr"], from: "2026-02-30")?.contains("yyyy-mm-dd") == true)
+        #expect(refusal(["mrr"], to: "yesterday")?.contains("yyyy-mm-dd") == true)
+        #expect(refusal(["mrr"], by: "hour")?.contains("by must be one of") == true)
+        let request = try? ReportRequest.parse(metrics: ["mrr"], from: nil, to: nil, by: nil, today: today, calendar: Self.calendar)
+        #expect(request?.from == ReportDay(year: 2026, month: 10, day: 27) && request?.to == today && request?.grouping == .day)
+    }
+}
+
+/// SplitMix64: the same sequence for a seed, on every machine.
+struct SeededRandom {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+    mutating func next(_ bound: UInt64) -> UInt64 { next() % bound }
+}
