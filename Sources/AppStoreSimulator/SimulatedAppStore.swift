@@ -151,6 +151,8 @@ public actor SimulatedAppStore {
                 ownership: transaction.inAppOwnershipType ?? .purchased)
             subscription.offer = offer
             subscription.transactionIds = previous?.transactionIds ?? []
+            // A resubscription continues the subscription's record.
+            subscription.history = previous?.history ?? []
             record.transaction = transaction
             if monthly {
                 subscription.commitment = SimulatedSubscription.Commitment(

@@ -316,7 +316,9 @@ public struct EntitlementEngine: Sendable {
             let expires = older.expiresDate ?? older.purchaseDate
             let graceEnd = state.periods[index].end.flatMap { $0 > expires ? $0 : nil }
             let replacement = siblings.filter { newer in
-                guard newer.purchaseDate > older.purchaseDate else { return false }
+                // Newer as the subscription orders them: an upgrade bought at the very moment of
+                // a renewal (the same purchase date) replaces it.
+                guard (newer.purchaseDate, newer.transactionId) > (older.purchaseDate, older.transactionId) else { return false }
                 let productChange = newer.productId != older.productId && newer.purchaseDate < expires
                 let recovery = graceEnd.map { newer.purchaseDate >= expires && newer.purchaseDate < $0 } ?? false
                 return productChange || recovery

@@ -49,9 +49,10 @@ public struct LifecycleEvents: Sendable {
                 events += changes(from: old, to: fact, in: after)
                 continue
             }
-            // Transactions that came with a transfer are the purchase's past, not new purchases:
-            // the `transfer` event says the purchase moved.
-            if let since = after.heldSince[original], fact.purchaseDate < since { continue }
+            // Transactions that came with a transfer (the change that made the customer its
+            // holder) are the purchase's past, not new purchases: the `transfer` event says the
+            // purchase moved. One bought before the transfer and learnt after it is past too.
+            if let since = after.heldSince[original], before.heldSince[original] != since || fact.purchaseDate < since { continue }
             guard after.holds(originalTransactionId: original) else { continue }
             let chain = ordered.filter {
                 $0.originalTransactionId == original && ($0.purchaseDate, $0.transactionId) < (fact.purchaseDate, fact.transactionId)
@@ -93,7 +94,10 @@ public struct LifecycleEvents: Sendable {
         // Billing that had failed went through: the previous period's renewal, late (in its
         // grace period or billing retry). Otherwise a purchase after the previous period ended
         // is a resubscription.
-        let retried = state.billingRetries.contains { $0.transactionId == previous.transactionId }
+        // (A retry Apple gave up on before this purchase is not one it recovered from.)
+        let retried = state.billingRetries.contains { retry in
+            retry.transactionId == previous.transactionId && (retry.to.map { $0 >= fact.purchaseDate } ?? true)
+        }
         let graceEnd = state.periods.filter { $0.transactionId == previous.transactionId }.compactMap(\.end).max()
         let inGrace = graceEnd.map { $0 > previousExpires && fact.purchaseDate < $0 } ?? false
         let recovered = retried || inGrace

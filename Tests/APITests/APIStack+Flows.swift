@@ -18,12 +18,12 @@ extension APIStack {
         return any as? [String: Any] ?? [:]
     }
 
-    func simulatorJSON(_ path: String, _ json: String? = nil, method: HTTPMethod? = nil) async throws -> Any? {
+    func simulatorJSON(_ path: String, _ json: String? = nil, method: HTTPMethod? = nil, limit: Int = 1 << 24) async throws -> Any? {
         var request = HTTPClientRequest(url: simulatorURL + path)
         request.method = method ?? (json == nil ? .GET : .POST)
         if let json { request.body = .bytes(ByteBuffer(string: json)) }
         let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
-        let body = try await response.body.collect(upTo: 1 << 24)
+        let body = try await response.body.collect(upTo: limit)
         try #require((200..<300).contains(Int(response.status.code)), "\(path) answered \(response.status): \(String(buffer: body))")
         return try? JSONSerialization.jsonObject(with: Data(body.readableBytesView))
     }
