@@ -1,0 +1,82 @@
+import EntitleCore
+import Entitlements
+import Foundation
+import LocalProcesses
+import RedisClient
+import RedisTestSupport
+import Testing
+
+/// `entitle report`: the figures the event log folds into, as JSON, CSV and a table; bad
+/// requests refused with a message and a non-zero exit; `rebuild` equal to the figures kept.
+@Suite struct ReportCommandTests {
+    static let catalog = #"""
+        {"publishers":[{"id":"mag","timeZone":"Europe/Paris","apps":[{"bundleId":"com.mag","appAppleId":1234567890,"environments":["Production"]}],
+          "offers":[{"offerId":"monthly","productIds":["sub.monthly"],"entitlements":["read"]}]}]}
+        """#
+
+    @Test func reportsFiguresRefusesBadRequestsAndRebuildsEqual() async throws {
+        let cli = try await CLI("report")
+        let file = FileManager.default.temporaryDirectory.appending(path: "report-catalog-\(UUID().uuidString).json")
+        defer { try? FileManager.default.removeItem(at: file) }
+        try Self.catalog.write(to: file, atomically: true, encoding: .utf8)
+        let catalog = try EntitlementCatalog(json: Data(Self.catalog.utf8))
+        let publisher = try #require(catalog.publisher("mag"))
+        let store = EntitlementStore(redis: try await TestRedis.pool(), prefix: cli.prefix, logger: TestRedis.logger)
+        let engine = EntitlementEngine(publisher: publisher)
+        // Three readers subscribe on 2026-03-01, 02 and 03 (10:00 UTC, 11:00 in Paris), at 4.99 EUR a month.
+        for index in 0..<3 {
+            let bought = Date(timeIntervalSince1970: 1_772_359_200 + Double(index) * 86_400)  // 2026-03-01T10:00:00Z
+            let events = ChangeEvents(
+                publisher: publisher, clockOffset: 0, renewalCheckMargin: .seconds(60), billingRetryCheckInterval: .seconds(3600), now: bought)
+            _ = try await store.update(
+                publisher: "mag", customer: "reader\(index)@example.com", fence: nil,
+                { state in
+                    _ = engine.apply(
+                        PurchaseFact(
+                            transactionId: "\(100 + index)", originalTransactionId: "\(100 + index)", productId: "sub.monthly",
+                            bundleId: "com.mag", kind: .autoRenewable, environment: "Production", purchaseDate: bought,
+                            expiresDate: bought.addingTimeInterval(31 * 86_400), price: "4.99", currency: "EUR", storefront: "FRA"),
+                        to: &state, now: bought)
+                },
+                effects: { before, after, version in try events.changes(before: before, after: after, version: version) })
+        }
+        let common = ["--publisher", "mag", "--catalog", file.path, "--from", "2026-03-01", "--to", "2026-03-05"]
+        // The figures are folded by workers, none of which runs here: a rebuild brings the figures
+        // in use up to the log's end, folds the log again beside them, and compares.
+        let first = try await cli.run(["report", "rebuild"] + common.prefix(4) + ["--use"])
+        #expect(first.status == 0 && first.output.contains("now in use"), "\(first.output) \(first.errors)")
+        let again = try await cli.run(["report", "rebuild"] + common.prefix(4))
+        #expect(again.status == 0 && again.output.contains("equal"), "\(again.output) \(again.errors)")
+
+        let report = try await cli.json(["report"] + common + ["--metric", "payingSubscriptions", "--metric", "mrr", "--json"])
+        #expect(report["publisher"] as? String == "mag" && report["by"] as? String == "day")
+        let metrics = try #require(report["metrics"] as? [String: Any])
+        let paying = try #require(metrics["payingSubscriptions"] as? [[String: Any]]).map { $0["value"] as? Double ?? -1 }
+        #expect(paying == [1, 2, 3, 3, 3], "\(paying)")
+        let mrr = try #require(metrics["mrr"] as? [[String: Any]])
+        #expect(mrr.last?["currency"] as? String == "EUR" && mrr.last?["value"] as? Double == 14_970)
+        #expect((report["units"] as? [String: String])?["mrr"] == "milliunits")
+
+        let csv = try await cli.run(["report"] + common + ["--metric", "newPaidSubscriptions", "--by", "month", "--csv"])
+        #expect(csv.status == 0 && csv.output.contains("metric,key,currency,value") && csv.output.contains("newPaidSubscriptions,2026-03,,3"))
+        let table = try await cli.run(["report"] + common + ["--by", "offer"])
+        #expect(table.status == 0 && table.output.contains("activeSubscriptions (count)") && table.output.contains("monthly  3"))
+
+        for (arguments, message) in [
+            (["--metric", "nope"], "unknown metric nope"),
+            (["--metric", "mrr", "--by", "hour"], "by must be one of"),
+            (["--metric", "mrr", "--to", "2026-02-30"], "to must be a date"),
+        ] {
+            let refused = try await cli.run(["report"] + common + arguments)
+            #expect(refused.status == 64 && refused.errors.contains(message), "\(arguments): \(refused.status) \(refused.errors)")
+        }
+        let reversed = try await cli.run(["report", "--publisher", "mag", "--catalog", file.path, "--from", "2026-03-05", "--to", "2026-03-01"])
+        #expect(reversed.status == 64 && reversed.errors.contains("is after to"))
+        let long = try await cli.run(["report", "--publisher", "mag", "--catalog", file.path, "--from", "2010-01-01", "--to", "2026-03-01"])
+        #expect(long.status == 64 && long.errors.contains("ten years"))
+        let unknown = try await cli.run(["report", "--publisher", "acme", "--catalog", file.path])
+        #expect(unknown.status == 1 && unknown.errors.contains("no publisher acme"))
+        let both = try await cli.run(["report"] + common + ["--json", "--csv"])
+        #expect(both.status == 64 && both.errors.contains("choose one"))
+    }
+}
