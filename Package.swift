@@ -180,6 +180,12 @@ let package = Package(
             dependencies: ["RedisClient", .product(name: "Logging", package: "swift-log")],
             path: "bench/ClusterBenchmark"
         ),
+        /// `bench/reports.sh`: a year's report for 100,000 subscribers, and the bytes of the log and figures.
+        .executableTarget(
+            name: "report-bench",
+            dependencies: ["EntitleCore", "Entitlements", "Reporting", "RedisClient", .product(name: "Logging", package: "swift-log")],
+            path: "bench/ReportBenchmark"
+        ),
         /// Starts a private redis-server for tests when the test command did not give one.
         .target(
             name: "RedisTestSupport",

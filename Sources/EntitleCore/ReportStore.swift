@@ -8,9 +8,9 @@ import Reporting
 /// the one in use and take its place:
 ///
 /// - `{prefix}:rep:{P}:generation`: string, the generation in use (1 when absent)
-/// - `{prefix}:rep:{P}:gN:t:YYYYMM`: hash `metric|dd|currency` -> each day's total
-/// - `{prefix}:rep:{P}:gN:d:YYYYMMDD`: hash `metric|product|offer|storefront|currency` -> the day's figure
-/// - `{prefix}:rep:{P}:gN:m:YYYYMM`: the same fields, the month's figure
+/// - `{prefix}:rep:{P}:gN:t:METRIC:YYYYMM`: hash `dd|currency` -> each day's total
+/// - `{prefix}:rep:{P}:gN:d:METRIC:YYYYMMDD`: hash `product|offer|storefront|currency` -> the day's figure
+/// - `{prefix}:rep:{P}:gN:m:METRIC:YYYYMM`: the same fields, the month's figure
 /// - `{prefix}:rep:{P}:gN:cursor`: hash partition -> the last event-log entry folded in
 /// - `{prefix}:rep:{P}:gN:meta`: hash `firstMonth`
 /// - `{prefix}:rep:{P}:lease:gN:NN`: string, the process folding partition NN (a lease)
@@ -32,9 +32,9 @@ package struct ReportStore: Sendable {
 
     func key(_ publisher: String, generation: Int, bucket: ReportBucket) -> String {
         switch bucket {
-        case .totals(let month): key(publisher, generation: generation, "t:\(month)")
-        case .day(let day): key(publisher, generation: generation, "d:\(day.value)")
-        case .month(let month): key(publisher, generation: generation, "m:\(month)")
+        case .totals(let month, let metric): key(publisher, generation: generation, "t:\(metric.rawValue):\(month)")
+        case .day(let day, let metric): key(publisher, generation: generation, "d:\(metric.rawValue):\(day.value)")
+        case .month(let month, let metric): key(publisher, generation: generation, "m:\(metric.rawValue):\(month)")
         }
     }
 
@@ -89,10 +89,7 @@ package struct ReportStore: Sendable {
             key(publisher, generation: generation, "index"),
         ]
         var arguments = [String(partition), expected, cursor]
-        let firstMonth = buckets.keys.compactMap { bucket -> Int? in
-            if case .totals(let month) = bucket { return month }
-            return nil
-        }.min()
+        let firstMonth = buckets.keys.map(\.month).min()
         arguments.append(firstMonth.map(String.init) ?? "")
         for (bucket, fields) in buckets.sorted(by: { "\($0.key)" < "\($1.key)" }) {
             keys.append(key(publisher, generation: generation, bucket: bucket))

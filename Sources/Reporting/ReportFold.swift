@@ -31,23 +31,31 @@ public struct ReportIncrement: Sendable, Hashable {
     }
 }
 
-/// Where increments are kept: per month, each day's totals by currency (what a chart over a
-/// range reads); per day and per month, the figures by product, offer, storefront and
-/// currency (what a breakdown reads).
+/// Where increments are kept, per metric (a report reads its metric's buckets only): per
+/// month, each day's totals by currency (what a chart over a range reads: one small bucket a
+/// month); per day and per month, the figures by product, offer, storefront and currency
+/// (what a breakdown reads).
 public enum ReportBucket: Sendable, Hashable {
-    case totals(month: Int)
-    case day(ReportDay)
-    case month(Int)
+    case totals(month: Int, metric: ReportMetric)
+    case day(ReportDay, metric: ReportMetric)
+    case month(Int, metric: ReportMetric)
 
-    /// `metric|dd|currency`.
-    public static func totalField(_ metric: ReportMetric, day: Int, currency: String) -> String {
-        "\(metric.rawValue)|\(String(format: "%02d", day))|\(clean(currency))"
+    /// `dd|currency`.
+    public static func totalField(day: Int, currency: String) -> String {
+        "\(day < 10 ? "0" : "")\(day)|\(clean(currency))"
     }
 
-    /// `metric|product|offer|storefront|currency`.
-    public static func detailField(_ metric: ReportMetric, _ dimensions: ReportDimensions) -> String {
-        [metric.rawValue, dimensions.productId, dimensions.offerId, dimensions.storefront, dimensions.currency].map(clean).joined(
-            separator: "|")
+    /// The month of a bucket.
+    public var month: Int {
+        switch self {
+        case .totals(let month, _), .month(let month, _): month
+        case .day(let day, _): day.monthKey
+        }
+    }
+
+    /// `product|offer|storefront|currency`.
+    public static func detailField(_ dimensions: ReportDimensions) -> String {
+        [dimensions.productId, dimensions.offerId, dimensions.storefront, dimensions.currency].map(clean).joined(separator: "|")
     }
 
     static func clean(_ text: String) -> String { text.replacingOccurrences(of: "|", with: "_") }
@@ -59,11 +67,11 @@ public enum ReportBucket: Sendable, Hashable {
             let currency = increment.metric.isMoney ? increment.dimensions.currency : ""
             var dimensions = increment.dimensions
             dimensions.currency = currency
-            let detail = detailField(increment.metric, dimensions)
-            buckets[.totals(month: increment.day.monthKey), default: [:]][
-                totalField(increment.metric, day: increment.day.day, currency: currency), default: 0] += increment.value
-            buckets[.day(increment.day), default: [:]][detail, default: 0] += increment.value
-            buckets[.month(increment.day.monthKey), default: [:]][detail, default: 0] += increment.value
+            let detail = detailField(dimensions)
+            buckets[.totals(month: increment.day.monthKey, metric: increment.metric), default: [:]][
+                totalField(day: increment.day.day, currency: currency), default: 0] += increment.value
+            buckets[.day(increment.day, metric: increment.metric), default: [:]][detail, default: 0] += increment.value
+            buckets[.month(increment.day.monthKey, metric: increment.metric), default: [:]][detail, default: 0] += increment.value
         }
         return buckets.mapValues { $0.filter { $0.value != 0 } }.filter { !$0.value.isEmpty }
     }

@@ -115,14 +115,13 @@ public struct ReportQuery: Sendable {
         let stock = metric.kind == .stock
         let firstMonth = stock ? (try await source.firstMonth() ?? from.monthKey) : from.monthKey
         let months = Self.months(from: min(firstMonth, from.monthKey), to: to.monthKey)
-        let buckets = try await source.fields(of: months.map { ReportBucket.totals(month: $0) })
+        let buckets = try await source.fields(of: months.map { ReportBucket.totals(month: $0, metric: metric) })
         var daily: [ReportDay: [String: Double]] = [:]
-        let prefix = metric.rawValue + "|"
         for (month, fields) in zip(months, buckets) {
-            for (field, value) in fields where field.hasPrefix(prefix) {
+            for (field, value) in fields {
                 let parts = field.split(separator: "|", omittingEmptySubsequences: false)
-                guard parts.count == 3, let day = Int(parts[1]) else { continue }
-                daily[ReportDay(value: month * 100 + day), default: [:]][String(parts[2]), default: 0] += Double(value)
+                guard parts.count == 2, let day = Int(parts[0]) else { continue }
+                daily[ReportDay(value: month * 100 + day), default: [:]][String(parts[1]), default: 0] += Double(value)
             }
         }
         var result: [ReportDay: [String: Double]] = [:]
@@ -214,32 +213,31 @@ public struct ReportQuery: Sendable {
         var buckets: [ReportBucket] = []
         if metric.kind == .stock {
             let first = try await source.firstMonth() ?? to.monthKey
-            buckets += Self.months(from: first, to: to.monthKey).dropLast().map { .month($0) }
-            buckets += calendar.days(from: ReportDay(year: to.year, month: to.month, day: 1), to: to).map { .day($0) }
+            buckets += Self.months(from: first, to: to.monthKey).dropLast().map { .month($0, metric: metric) }
+            buckets += calendar.days(from: ReportDay(year: to.year, month: to.month, day: 1), to: to).map { .day($0, metric: metric) }
         } else {
             for month in Self.months(from: from.monthKey, to: to.monthKey) {
                 let first = ReportDay(value: month * 100 + 1)
                 let last = ReportDay(value: month * 100 + ReportCalendar.daysIn(year: month / 100, month: month % 100))
                 if first >= from && last <= to {
-                    buckets.append(.month(month))
+                    buckets.append(.month(month, metric: metric))
                 } else {
-                    buckets += calendar.days(from: max(first, from), to: min(last, to)).map { .day($0) }
+                    buckets += calendar.days(from: max(first, from), to: min(last, to)).map { .day($0, metric: metric) }
                 }
             }
         }
-        let prefix = metric.rawValue + "|"
         var values: [GroupKey: Double] = [:]
         for fields in try await source.fields(of: buckets) {
-            for (field, value) in fields where field.hasPrefix(prefix) {
+            for (field, value) in fields {
                 let parts = field.split(separator: "|", omittingEmptySubsequences: false).map(String.init)
-                guard parts.count == 5 else { continue }
+                guard parts.count == 4 else { continue }
                 let dimension =
                     switch grouping {
-                    case .offer: parts[2]
-                    case .storefront: parts[3]
-                    default: parts[1]
+                    case .offer: parts[1]
+                    case .storefront: parts[2]
+                    default: parts[0]
                     }
-                values[GroupKey(key: dimension.isEmpty ? "unknown" : dimension, currency: parts[4]), default: 0] += Double(value)
+                values[GroupKey(key: dimension.isEmpty ? "unknown" : dimension, currency: parts[3]), default: 0] += Double(value)
             }
         }
         return metric.kind == .stock ? values.filter { $0.value != 0 } : values

@@ -87,7 +87,8 @@ import Testing
                 try await api.advance(seconds: 3 * 86_400)
                 try await api.settle()
             }
-            try await api.simulator("/simulator/subscriptions/\(try #require(bought[2]["originalTransactionId"] as? String))/auto-renew-off", "{}")
+            try await api.simulator(
+                "/simulator/subscriptions/\(try #require(bought[2]["originalTransactionId"] as? String))/auto-renew-off", "{}")
             try await api.advance(seconds: 40 * 86_400)
             try await api.settle()
             try await api.simulator("/simulator/transactions/\(try #require(bought[1]["transactionId"] as? String))/refund", "{}")
@@ -130,12 +131,17 @@ import Testing
                     Self.rows(in: html).filter { $0["data-metric"] == metric }.map { row in
                         "\(row["data-key"] ?? "")|\(row["data-currency"] ?? "")|\(Self.number(Double(row["data-value"] ?? "")))"
                     })
-                #expect(!expected.isEmpty && shown == expected, "\(metric): the page shows \(shown.subtracting(expected).sorted().prefix(5)), the API \(expected.subtracting(shown).sorted().prefix(5))")
+                #expect(
+                    !expected.isEmpty && shown == expected,
+                    "\(metric): the page shows \(shown.subtracting(expected).sorted().prefix(5)), the API \(expected.subtracting(shown).sorted().prefix(5))"
+                )
                 compared += shown.count
             }
             #expect(compared > 300, "the charts showed \(compared) points")
             // A figure that says something: paying subscriptions rose, then the refund took one.
-            let paying = Self.rows(in: html).filter { $0["data-metric"] == "payingSubscriptions" }.compactMap { Double($0["data-value"] ?? "") }
+            let paying = Self.rows(in: html).filter { $0["data-metric"] == "payingSubscriptions" }.compactMap {
+                Double($0["data-value"] ?? "")
+            }
             #expect((paying.max() ?? 0) >= 3, "\(paying)")
 
             // The queue charts drew a day of history before the page sampled anything itself.

@@ -8,7 +8,9 @@ import Testing
     @Test func badReportAndEventRequestsAreRefusedWithAMessage() async throws {
         try await APIStack.run("report-routes", worker: true) { api in
             let bought = try await api.buy("premium.monthly", extra: ["environment": "Production"])
-            _ = try await api.claim(["customer": "ann@example.com", "signedTransaction": try #require(bought["signedTransaction"] as? String)])
+            _ = try await api.claim([
+                "customer": "ann@example.com", "signedTransaction": try #require(bought["signedTransaction"] as? String),
+            ])
             try await api.foldReports()
             func report(_ query: String, token: String = APIStack.demoToken) async throws -> APIStack.Reply {
                 try await api.call(.GET, "/v1/reports/" + query, token: token, route: "GET /v1/reports/{metric}")

@@ -27,7 +27,8 @@ import Testing
         for index in 0..<3 {
             let bought = Date(timeIntervalSince1970: 1_772_359_200 + Double(index) * 86_400)  // 2026-03-01T10:00:00Z
             let events = ChangeEvents(
-                publisher: publisher, clockOffset: 0, renewalCheckMargin: .seconds(60), billingRetryCheckInterval: .seconds(3600), now: bought)
+                publisher: publisher, clockOffset: 0, renewalCheckMargin: .seconds(60), billingRetryCheckInterval: .seconds(3600),
+                now: bought)
             _ = try await store.update(
                 publisher: "mag", customer: "reader\(index)@example.com", fence: nil,
                 { state in
@@ -58,7 +59,8 @@ import Testing
         #expect((report["units"] as? [String: String])?["mrr"] == "milliunits")
 
         let csv = try await cli.run(["report"] + common + ["--metric", "newPaidSubscriptions", "--by", "month", "--csv"])
-        #expect(csv.status == 0 && csv.output.contains("metric,key,currency,value") && csv.output.contains("newPaidSubscriptions,2026-03,,3"))
+        #expect(
+            csv.status == 0 && csv.output.contains("metric,key,currency,value") && csv.output.contains("newPaidSubscriptions,2026-03,,3"))
         let table = try await cli.run(["report"] + common + ["--by", "offer"])
         #expect(table.status == 0 && table.output.contains("activeSubscriptions (count)") && table.output.contains("monthly  3"))
 
@@ -70,7 +72,9 @@ import Testing
             let refused = try await cli.run(["report"] + common + arguments)
             #expect(refused.status == 64 && refused.errors.contains(message), "\(arguments): \(refused.status) \(refused.errors)")
         }
-        let reversed = try await cli.run(["report", "--publisher", "mag", "--catalog", file.path, "--from", "2026-03-05", "--to", "2026-03-01"])
+        let reversed = try await cli.run([
+            "report", "--publisher", "mag", "--catalog", file.path, "--from", "2026-03-05", "--to", "2026-03-01",
+        ])
         #expect(reversed.status == 64 && reversed.errors.contains("is after to"))
         let long = try await cli.run(["report", "--publisher", "mag", "--catalog", file.path, "--from", "2010-01-01", "--to", "2026-03-01"])
         #expect(long.status == 64 && long.errors.contains("ten years"))

@@ -23,10 +23,7 @@ import Testing
         func fields(of buckets: [ReportBucket]) async throws -> [[String: Int64]] { buckets.map { self.buckets[$0] ?? [:] } }
 
         func firstMonth() async throws -> Int? {
-            buckets.keys.compactMap { bucket -> Int? in
-                if case .totals(let month) = bucket { return month }
-                return nil
-            }.min()
+            buckets.keys.map(\.month).min()
         }
     }
 
