@@ -19,7 +19,8 @@ import uuid
 import redis
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
-BIN = os.path.join(ROOT, '.build', 'release', 'entitle')
+BIN = os.environ.get('ENTITLE_BIN') or os.path.join(ROOT, '.build', 'release', 'entitle')
+PROCESSES = [int(p) for p in os.environ.get('BENCH_PROCESSES', '1,2').split(',')]
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
 PORT = 6392
 r = redis.Redis(port=PORT)
@@ -91,7 +92,7 @@ def main():
                                               {'bundleId': 'com.entitle.demo', 'productId': products[i % 2]}), range(N)))
     transactions = [b['signedTransaction'] for b in bought]
     rows = []
-    for procs in (1, 2):
+    for procs in PROCESSES:
         prefix = f'bench-receipts-{procs}'
         enqueue(prefix, [('receipt', {'publisher': 'demo', 'customer': f'c{i}@example.com', 'signedTransaction': jws})
                          for i, jws in enumerate(transactions)])

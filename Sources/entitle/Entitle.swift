@@ -9,7 +9,7 @@ struct Entitle: AsyncParsableCommand {
         abstract: "Entitle: self-hosted App Store purchase processing on a Redis job queue.",
         subcommands: [
             RunCommand.self, APICommand.self, WorkerCommand.self, EnqueueCommand.self, QueuesCommand.self, JobsCommand.self,
-            DeadCommand.self, VerifyCommand.self, SimulatorCommand.self, CustomersCommand.self, ReportCommand.self,
+            DeadCommand.self, VerifyCommand.self, SimulatorCommand.self, CustomersCommand.self, ReportCommand.self, MigrateCommand.self,
         ]
     )
 

@@ -84,3 +84,26 @@ import Testing
         #expect(both.status == 64 && both.errors.contains("choose one"))
     }
 }
+
+/// `entitle migrate customers`: customers written before the event log move to their
+/// partition's keys, readable there; one written at both places is named, not overwritten.
+@Suite struct MigrateCommandTests {
+    @Test func customersMoveToTheirPartitionsKeys() async throws {
+        let cli = try await CLI("migrate")
+        let keys = EntitlementKeys(prefix: cli.prefix)
+        let document = #"{"publisher":"mag","customer":"old@example.com","transactions":{},"periods":[],"subscriptions":{},"credits":{"entries":[]}}"#
+        for customer in ["old@example.com", "both@example.com"] {
+            _ = try await cli.redis.send(["HSET", keys.legacyCustomer("mag", customer), "doc", document, "v", "3"])
+        }
+        _ = try await cli.redis.send(["HSET", keys.customer("mag", "both@example.com"), "doc", document, "v", "7"])
+        let dry = try await cli.run(["migrate", "customers", "--dry-run"])
+        #expect(dry.status == 0 && dry.output.contains("2 customers would move"), "\(dry.output) \(dry.errors)")
+        let run = try await cli.run(["migrate", "customers"])
+        #expect(run.status == 1 && run.output.contains("1 customers moved") && run.errors.contains("both@example.com"), "\(run.output) \(run.errors)")
+        #expect(try await cli.redis.send(["HGET", keys.customer("mag", "old@example.com"), "v"]).string == "3")
+        #expect(try await cli.redis.send(["EXISTS", keys.legacyCustomer("mag", "old@example.com")]).int == 0)
+        #expect(try await cli.redis.send(["HGET", keys.customer("mag", "both@example.com"), "v"]).string == "7", "the new one kept")
+        let again = try await cli.run(["migrate", "customers"])
+        #expect(again.status == 1 && again.output.contains("0 customers moved"))
+    }
+}
