@@ -21,6 +21,8 @@ import redis
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
 BIN = os.environ.get('ENTITLE_BIN') or os.path.join(ROOT, '.build', 'release', 'entitle')
 PROCESSES = [int(p) for p in os.environ.get('BENCH_PROCESSES', '1,2').split(',')]
+# `--no-reports`: the workers leave the folding of the event log to others (after the event log only).
+EXTRA_WORKER_ARGS = os.environ.get('BENCH_WORKER_ARGS', '').split()
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
 PORT = 6392
 r = redis.Redis(port=PORT)
@@ -47,7 +49,8 @@ def enqueue(prefix, jobs):
 def run_workers(prefix, procs, job_type, n, simulator, metrics_base):
     env = dict(os.environ, ENTITLE_ENV='development', ENTITLE_SIMULATOR_URL=simulator)
     workers = [subprocess.Popen([BIN, 'worker', '--redis', f'redis://127.0.0.1:{PORT}', '--prefix', prefix, '--queues', 'default=32',
-                                 '--log-level', 'error', '--metrics-port', str(metrics_base + i)], env=env) for i in range(procs)]
+                                 '--log-level', 'error', '--metrics-port', str(metrics_base + i)] + EXTRA_WORKER_ARGS, env=env)
+               for i in range(procs)]
     stats = f'{prefix}:{{default}}:stats'
     deadline = time.time() + 600
     while int(r.hget(stats, f'succeeded:{job_type}') or 0) + int(r.hget(stats, f'failed:{job_type}') or 0) < n and time.time() < deadline:

@@ -20,8 +20,8 @@ PY=${PEERS_VENV:-$HOME/.peers-venv}/bin/python
 export BENCH_PROCESSES=${BENCH_PROCESSES:-1}
 for round in $(seq "$rounds"); do
   for side in before after; do
-    bin=.build/release/entitle; [ "$side" = before ] && bin=$before
-    rate=$(ENTITLE_BIN=$bin VERIFY_PEER_VENV=/nonexistent "$PY" bench/receipts.py "$n" | head -1 | python3 -c 'import json,sys; print(json.load(sys.stdin)["rows"][0]["receipt_jobs_per_s"])')
+    bin=.build/release/entitle; args=${AFTER_WORKER_ARGS:-}; [ "$side" = before ] && bin=$before && args=""
+    rate=$(BENCH_WORKER_ARGS="$args" ENTITLE_BIN=$bin VERIFY_PEER_VENV=/nonexistent "$PY" bench/receipts.py "$n" | head -1 | python3 -c 'import json,sys; print(json.load(sys.stdin)["rows"][0]["receipt_jobs_per_s"])')
     echo "round $round $side $rate"
   done
 done | python3 -c '

@@ -32,30 +32,20 @@ package struct EventLog: Sendable {
         var a: [ReportPiece]?
     }
 
-    // Dates as milliseconds since 1970, keys sorted: entries are small and always written the same.
-    static let encoder: JSONEncoder = {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = .sortedKeys
-        encoder.dateEncodingStrategy = .millisecondsSince1970
-        return encoder
-    }()
-
     static let decoder: JSONDecoder = {
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .millisecondsSince1970
         return decoder
     }()
 
-    package static func encode(_ event: LifecycleEvent) throws -> String {
-        String(decoding: try encoder.encode(event), as: UTF8.self)
-    }
+    package static func encode(_ event: LifecycleEvent) throws -> String { EventLogJSON.encode(event) }
 
-    package static func encode(_ delta: ReportDelta, customer: String) throws -> String {
-        let record = DeltaRecord(c: customer, r: delta.removed.isEmpty ? nil : delta.removed, a: delta.added.isEmpty ? nil : delta.added)
-        return String(decoding: try encoder.encode(record), as: UTF8.self)
-    }
+    package static func encode(_ delta: ReportDelta, customer: String) throws -> String { EventLogJSON.encode(delta, customer: customer) }
 
     package static func decode(field: String, value: String) -> Entry {
+        // The fast reader first; what it does not know, `JSONDecoder`.
+        if field == "e", let event = EventLogReader.event(value) { return .event(event) }
+        if field == "d", let (delta, customer) = EventLogReader.delta(value) { return .delta(delta, customer: customer) }
         do {
             switch field {
             case "e": return .event(try decoder.decode(LifecycleEvent.self, from: Data(value.utf8)))
@@ -76,6 +66,16 @@ package struct EventLog: Sendable {
             "XRANGE", keys.events(publisher, partition: partition), "(" + after, "+", "COUNT", String(count),
         ])
         return Self.parse(reply)
+    }
+
+    /// `entries` for every partition at once (one pipelined round trip): partition by partition,
+    /// the entries after its cursor.
+    package func entries(publisher: String, after cursors: [String], count: Int) async throws -> [[(id: String, entry: Entry)]] {
+        let replies = try await redis.pipeline(
+            cursors.enumerated().map { partition, cursor in
+                ["XRANGE", keys.events(publisher, partition: partition), "(" + cursor, "+", "COUNT", String(count)]
+            })
+        return replies.map(Self.parse)
     }
 
     static func parse(_ reply: RedisReply) -> [(id: String, entry: Entry)] {

@@ -13,7 +13,7 @@ import Reporting
 /// - `{prefix}:rep:{P}:gN:m:METRIC:YYYYMM`: the same fields, the month's figure
 /// - `{prefix}:rep:{P}:gN:cursor`: hash partition -> the last event-log entry folded in
 /// - `{prefix}:rep:{P}:gN:meta`: hash `firstMonth`
-/// - `{prefix}:rep:{P}:lease:gN:NN`: string, the process folding partition NN (a lease)
+/// - `{prefix}:rep:{P}:lease:gN`: string, the process folding the publisher's log (a lease)
 ///
 /// Folding is exactly once: increments and the partition's new cursor are written by one
 /// script, only if the cursor is still where the folder read from.
@@ -91,17 +91,20 @@ package struct ReportStore: Sendable {
         var arguments = [String(partition), expected, cursor]
         let firstMonth = buckets.keys.map(\.month).min()
         arguments.append(firstMonth.map(String.init) ?? "")
-        for (bucket, fields) in buckets.sorted(by: { "\($0.key)" < "\($1.key)" }) {
-            keys.append(key(publisher, generation: generation, bucket: bucket))
+        // In key order, so the same increments always make the same script call.
+        for (name, fields) in buckets.map({ (key(publisher, generation: generation, bucket: $0.key), $0.value) }).sorted(by: { $0.0 < $1.0 }
+        ) {
+            keys.append(name)
             arguments.append(String(fields.count))
-            for (field, value) in fields.sorted(by: { $0.key < $1.key }) { arguments += [field, String(value)] }
+            for (field, value) in fields { arguments += [field, String(value)] }
         }
         return try await redis.run(Self.apply, keys: keys, arguments: arguments).int == 1
     }
 
-    /// Takes (or renews) the lease on folding a partition for `holder`; false when another holds it.
-    package func lease(_ publisher: String, generation: Int, partition: Int, holder: String, for duration: Duration) async throws -> Bool {
-        let key = base(publisher) + ":lease:g\(generation):\(partition)"
+    /// Takes (or renews) the lease on folding a publisher's log into a generation for `holder`;
+    /// false when another holds it.
+    package func lease(_ publisher: String, generation: Int, holder: String, for duration: Duration) async throws -> Bool {
+        let key = base(publisher) + ":lease:g\(generation)"
         let milliseconds = String(max(1, duration.components.seconds * 1000))
         if try await redis.send(["SET", key, holder, "NX", "PX", milliseconds]).string == "OK" { return true }
         guard try await redis.send(["GET", key]).string == holder else { return false }

@@ -9,8 +9,9 @@ import ServiceLifecycle
 /// Keeps the reports up to date from the event log: every `interval`, each partition of each
 /// publisher's log is folded from where its cursor stands (`ReportFold`), the increments and
 /// the new cursor written in one script (`ReportStore.apply`), so no entry counts twice even
-/// when a folder dies between reading and writing. Every worker process runs one; a lease per
-/// partition keeps them from doing the same work, and the cursor keeps them right if two do.
+/// when a folder dies between reading and writing. Every worker process runs one (unless
+/// `--no-reports`); a lease per publisher keeps them from doing the same work, and the
+/// cursors keep them right if two do.
 package struct ReportFolder: Service, CustomStringConvertible {
     package let log: EventLog
     package let reports: ReportStore
@@ -50,19 +51,24 @@ package struct ReportFolder: Service, CustomStringConvertible {
     }
 
     /// Folds each partition's new entries into `generation`, up to `heads` (the last entry of
-    /// each partition to take; everything there is when `nil`). Returns the entries folded.
+    /// each partition to take; everything there is when `nil`). One process folds a
+    /// publisher at a time (a lease); each round reads every partition in one pipelined round
+    /// trip, so an idle log costs three commands a round. Returns the entries folded.
     @discardableResult
     package func fold(_ publisher: Publisher, generation: Int, until heads: [String]? = nil, batch: Int = 500) async throws -> Int {
+        guard try await reports.lease(publisher.id, generation: generation, holder: holder, for: .seconds(30)) else { return 0 }
         let fold = ReportFold(calendar: ReportCalendar(publisher: publisher))
+        var cursors = try await reports.cursors(publisher.id, generation: generation)
         var folded = 0
-        for partition in 0..<EntitlementKeys.partitions {
-            guard try await reports.lease(publisher.id, generation: generation, partition: partition, holder: holder, for: .seconds(30))
-            else { continue }
-            var cursor = try await reports.cursors(publisher.id, generation: generation)[partition]
-            while true {
-                var entries = try await log.entries(publisher: publisher.id, partition: partition, after: cursor, count: batch)
-                if let head = heads?[partition] { entries = entries.filter { !EventLog.isEarlier(head, than: $0.id) } }
-                guard let last = entries.last else { break }
+        while true {
+            var rounds = try await log.entries(publisher: publisher.id, after: cursors, count: batch)
+            if let heads {
+                for partition in rounds.indices { rounds[partition].removeAll { EventLog.isEarlier(heads[partition], than: $0.id) } }
+            }
+            guard rounds.contains(where: { !$0.isEmpty }) else { break }
+            var more = false
+            for (partition, entries) in rounds.enumerated() {
+                guard let last = entries.last else { continue }
                 var increments: [ReportIncrement] = []
                 for (_, entry) in entries {
                     switch entry {
@@ -72,17 +78,19 @@ package struct ReportFolder: Service, CustomStringConvertible {
                     }
                 }
                 let written = try await reports.apply(
-                    ReportBucket.merge(increments), publisher: publisher.id, generation: generation, partition: partition, from: cursor,
-                    to: last.id)
+                    ReportBucket.merge(increments), publisher: publisher.id, generation: generation, partition: partition,
+                    from: cursors[partition], to: last.id)
                 if written {
                     folded += entries.count
-                    cursor = last.id
+                    cursors[partition] = last.id
+                    more = more || entries.count == batch
                 } else {
-                    // Another folder moved the cursor: go on from where it stands.
-                    cursor = try await reports.cursors(publisher.id, generation: generation)[partition]
+                    // Another folder moved the cursor (its lease ran out under it): go on from there.
+                    cursors[partition] = try await reports.cursors(publisher.id, generation: generation)[partition]
+                    more = true
                 }
-                if entries.count < batch, written { break }
             }
+            if !more { break }
         }
         return folded
     }

@@ -65,7 +65,7 @@ public struct ReportPiece: Sendable, Hashable, Codable {
 
     /// Milliseconds since 1970, saturating: a piece's dates come from Apple's.
     static func milliseconds(_ date: Date) -> Int64 {
-        let value = (date.timeIntervalSince1970 * 1000).rounded(.down)
+        let value = (date.timeIntervalSince1970 * 1000).rounded()
         return value >= 9.2e18 ? Int64.max : value <= -9.2e18 ? Int64.min : Int64(value)
     }
 }

@@ -38,6 +38,13 @@ struct WorkerCommand: AsyncParsableCommand {
     @Option(help: "Redis connections this process opens (blocking claims use their own).")
     var connections: Int = 8
 
+    @Flag(
+        inversion: .prefixedNo,
+        help:
+            "Fold the event log into the reports in this process (--no-reports: leave it to other workers, or to an `entitle worker --queues reports=1` of its own)."
+    )
+    var reports = true
+
     @Option(
         help: """
             The publishers' catalog (JSON), which enables the entitlement jobs (default: $ENTITLE_CATALOG; with \
@@ -66,7 +73,7 @@ struct WorkerCommand: AsyncParsableCommand {
     /// sweep and the folder that keeps the reports.
     static func addEntitlementJobs(
         to handlers: inout JobHandlerRegistry, settings: EntitleConfiguration, jobQueue: JobQueue, queue: String,
-        crashAfterWrite: Bool = false, logger: Logger
+        crashAfterWrite: Bool = false, reports: Bool = true, logger: Logger
     ) -> [any Service] {
         var service = EntitlementService(configuration: settings, jobQueue: jobQueue, logger: logger)
         if crashAfterWrite {
@@ -81,8 +88,8 @@ struct WorkerCommand: AsyncParsableCommand {
             service: service, queue: queue, interval: development ? .seconds(2) : .seconds(60),
             grace: development ? .seconds(10) : .seconds(900), logger: logger)
         let folder = ReportFolder(
-            store: service.store, catalog: settings.catalog, interval: development ? .milliseconds(250) : .seconds(1), logger: logger)
-        return [sweep, folder]
+            store: service.store, catalog: settings.catalog, interval: .seconds(1), logger: logger)
+        return reports ? [sweep, folder] : [sweep]
     }
 
     static func parseQueues(_ text: String) throws -> [String: Int] {
@@ -130,7 +137,7 @@ struct WorkerCommand: AsyncParsableCommand {
             services.append(
                 contentsOf: Self.addEntitlementJobs(
                     to: &handlers, settings: settings, jobQueue: jobQueue, queue: concurrency.keys.sorted().first ?? "default",
-                    crashAfterWrite: crash, logger: logger))
+                    crashAfterWrite: crash, reports: reports, logger: logger))
             // Rotated webhook secrets take effect on SIGHUP, without a restart.
             services.append(SecretsReloadService([("webhook secrets", { try settings.reloadSecrets() })], logger: logger))
             logger.info(

@@ -66,7 +66,7 @@ import Testing
                 return String(decoding: buffer.prefix(max(0, read)), as: UTF8.self)
             }
             #expect(answered.hasPrefix("HTTP/1.1 200"))
-            let open = try await Self.blocking { try Self.waitUntilClosed([socket], deadline: .now() + 15) }
+            let open = try await Self.blocking { try Self.waitUntilClosed([socket], deadline: .now() + 30) }
             #expect(open == 0, "the idle keep-alive connection was closed")
 
             // A connection in use is not: a request every 250 ms for 5 s, longer than every
@@ -85,7 +85,7 @@ import Testing
                 return answers
             }
             #expect(answers == 20, "\(answers) of 20 requests answered on a connection in use for 5 s")
-            let busyOpen = try await Self.blocking { try Self.waitUntilClosed([busy], deadline: .now() + 15) }
+            let busyOpen = try await Self.blocking { try Self.waitUntilClosed([busy], deadline: .now() + 30) }
             #expect(busyOpen == 0, "the connection, once idle, was closed")
 
             // A job nobody runs: waiting on it for 4 s outlasts every deadline, and is answered.
