@@ -121,8 +121,15 @@ public struct AppStoreServerAPIClient: Sendable {
         try await call(.GET, "/inApps/v1/lookup/\(try Self.pathComponent(orderId))")
     }
 
-    /// Send Consumption Information.
+    /// Send Consumption Information (V2, App Store Server API 1.19): Apple answers 202.
     public func sendConsumptionInformation(transactionId: String, _ request: ConsumptionRequest) async throws(AppStoreError) {
+        let _: Empty = try await call(
+            .PUT, "/inApps/v2/transactions/consumption/\(try Self.pathComponent(transactionId))", body: request)
+    }
+
+    /// Send Consumption Information V1, which Apple deprecated for the V2 endpoint.
+    @available(*, deprecated, message: "Apple deprecated V1: use sendConsumptionInformation(transactionId:_:) with ConsumptionRequest")
+    public func sendConsumptionData(transactionId: String, _ request: ConsumptionRequestV1) async throws(AppStoreError) {
         let _: Empty = try await call(
             .PUT, "/inApps/v1/transactions/consumption/\(try Self.pathComponent(transactionId))", body: request)
     }

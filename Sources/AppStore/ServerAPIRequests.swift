@@ -15,8 +15,9 @@ public struct NotificationHistoryRequest: Codable, Sendable, Hashable {
     }
 }
 
-/// Send Consumption Information, answering a `CONSUMPTION_REQUEST`. Values are Apple's codes.
-public struct ConsumptionRequest: Codable, Sendable, Hashable {
+/// Send Consumption Information V1's body (deprecated by Apple since App Store Server API
+/// 1.19 for `ConsumptionRequest` and the V2 endpoint). Values are Apple's codes.
+public struct ConsumptionRequestV1: Codable, Sendable, Hashable {
     public var customerConsented: Bool
     public var consumptionStatus: Int
     public var platform: Int

@@ -413,6 +413,7 @@ extension SimulatedAppStore {
         var record = try transaction(transactionId)
         guard !record.isRevoked else { throw SimulatorError(.conflict, "transaction \(transactionId) is already refunded") }
         record.consumptionRequested = true
+        record.consumptionRequestedAt = clock.now
         store(record)
         let uuid = try await notify(
             .consumptionRequest, nil, v1: "CONSUMPTION_REQUEST", transactionId: transactionId,
@@ -451,7 +452,8 @@ extension SimulatedAppStore {
             transactionId: transactionId, originalTransactionId: record.transaction.originalTransactionId ?? transactionId,
             productId: record.transaction.productId ?? "", revoked: record.isRevoked,
             signedTransaction: try signedTransaction(transactionId),
-            consumption: record.consumption, finishedDate: record.finishedAt.map(AppleTimestamp.init), notifications: notifications)
+            consumption: record.consumption, consumptionV1: record.consumptionV1, finishedDate: record.finishedAt.map(AppleTimestamp.init),
+            notifications: notifications)
     }
 
     /// The current state of a subscription (`GET /simulator/subscriptions/{id}`).

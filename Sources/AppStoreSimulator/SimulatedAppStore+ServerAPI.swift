@@ -126,10 +126,54 @@ extension SimulatedAppStore {
         return response
     }
 
-    /// Send Consumption Information (V1): for a consumable or an auto-renewable subscription
-    /// only, and accepted only while Apple awaits it.
+    /// Send Consumption Information (V2, API 1.19): every product type, checked against each
+    /// 400 error Apple names for it, and accepted only while Apple awaits it (12 hours after
+    /// the `CONSUMPTION_REQUEST`). Apple's pages give some of these errors no number: the
+    /// simulator answers them 4000000 with the error's name in the message.
     public func recordConsumption(
         _ transactionId: String, environment: AppStoreEnvironment, bundleId: String, _ request: ConsumptionRequest
+    ) throws(AppleAPIError) {
+        var record = try scoped(transactionId, environment, bundleId)
+        guard record.transaction.inAppOwnershipType != .familyShared else {
+            throw .badRequest(4_000_185, "FamilyTransactionNotSupportedError: family-shared transactions are not supported.")
+        }
+        guard request.customerConsented else {
+            throw .badRequest(4_000_035, "InvalidCustomerConsentedError: customerConsented must be true.")
+        }
+        guard DeliveryStatus.documented.contains(request.deliveryStatus) else {
+            throw .badRequest(4_000_036, "InvalidDeliveryStatusError: invalid delivery status.")
+        }
+        if let preference = request.refundPreference, !RefundPreference.documented.contains(preference) {
+            throw .badRequest(4_000_000, "InvalidRefundPreferenceError: invalid refund preference.")
+        }
+        if let percentage = request.consumptionPercentage {
+            guard (0...100_000).contains(percentage) else {
+                throw .badRequest(4_000_000, "ConsumptionPercentageOutOfRangeError: the consumption percentage is out of range.")
+            }
+            guard record.transaction.type != .autoRenewable else {
+                throw .badRequest(
+                    4_000_209,
+                    "ConsumptionPercentageAutoRenewableSubscriptionError: no consumption percentage for an auto-renewable subscription.")
+            }
+            guard request.deliveryStatus == .delivered || percentage == 0 else {
+                throw .badRequest(
+                    4_000_000, "UndeliveredConsumptionPercentageNonZeroError: an undelivered purchase's consumption percentage must be 0.")
+            }
+        }
+        guard record.consumptionRequested, let asked = record.consumptionRequestedAt, clock.now < asked.addingTimeInterval(12 * 3600)
+        else {
+            // Apple documents no error of its own for this; the simulator answers its general one.
+            throw .badRequest(4_000_000, "Invalid request. The transaction has no outstanding consumption request.")
+        }
+        record.consumption = request
+        record.consumptionRequested = false
+        store(record)
+    }
+
+    /// Send Consumption Information V1 (deprecated by Apple): for a consumable or an
+    /// auto-renewable subscription only, and accepted only while Apple awaits it.
+    public func recordConsumptionV1(
+        _ transactionId: String, environment: AppStoreEnvironment, bundleId: String, _ request: ConsumptionRequestV1
     ) throws(AppleAPIError) {
         var record = try scoped(transactionId, environment, bundleId)
         // Apple answers 4000047 for another product type since API 1.11; 4000043 is no longer sent.
@@ -146,7 +190,7 @@ extension SimulatedAppStore {
             // Apple documents no error of its own for this; the simulator answers its general one.
             throw .badRequest(4_000_000, "Invalid request. The transaction has no outstanding consumption request.")
         }
-        record.consumption = request
+        record.consumptionV1 = request
         record.consumptionRequested = false
         store(record)
     }

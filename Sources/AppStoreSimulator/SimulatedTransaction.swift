@@ -10,10 +10,13 @@ struct SimulatedTransaction: Sendable {
     var orderId: String
     var isTrialPeriod = false
     var isInIntroOfferPeriod = false
-    /// What the app sent with Send Consumption Information.
+    /// What the developer sent with Send Consumption Information (V2), and with V1.
     var consumption: ConsumptionRequest?
+    var consumptionV1: ConsumptionRequestV1?
     /// Set when a consumption request is outstanding.
     var consumptionRequested = false
+    /// When Apple asked (the developer has 12 hours to answer).
+    var consumptionRequestedAt: Date?
     /// When the publisher's server called Finish Transaction for it.
     var finishedAt: Date?
 

@@ -85,7 +85,9 @@ public struct TransactionSnapshot: Codable, Sendable, Hashable {
     public var productId: String
     public var revoked: Bool
     public var signedTransaction: String
+    /// What the developer sent with Send Consumption Information (V2), and with V1.
     public var consumption: ConsumptionRequest?
+    public var consumptionV1: ConsumptionRequestV1?
     /// When the publisher's server called Finish Transaction for it (ms since 1970).
     public var finishedDate: AppleTimestamp?
     public var notifications: [String]

@@ -77,10 +77,17 @@ extension SimulatorServer {
                     paginationToken: request.uri.queryParameters.get("paginationToken"))
             }
         }
-        group.put("v1/transactions/consumption/:id") { request, context in
+        group.put("v2/transactions/consumption/:id") { request, context in
             try await self.apple(request, status: .accepted) { bundleId throws(AppleAPIError) -> Empty in
                 let body = try await Self.appleBody(ConsumptionRequest.self, request)
                 try await store.recordConsumption(try Self.id(context), environment: environment, bundleId: bundleId, body)
+                return Empty()
+            }
+        }
+        group.put("v1/transactions/consumption/:id") { request, context in
+            try await self.apple(request, status: .accepted) { bundleId throws(AppleAPIError) -> Empty in
+                let body = try await Self.appleBody(ConsumptionRequestV1.self, request)
+                try await store.recordConsumptionV1(try Self.id(context), environment: environment, bundleId: bundleId, body)
                 return Empty()
             }
         }

@@ -13,6 +13,8 @@ package enum EntitlementJobType: String, CaseIterable, Codable, Sendable {
     case spend
     /// Tells Apple which customer a purchase belongs to (Set App Account Token).
     case appAccountToken = "app-account-token"
+    /// Answers Apple's `CONSUMPTION_REQUEST` with Send Consumption Information.
+    case consumption
 }
 
 /// A job's payload that names its job type and encodes itself (`JobPayloads`).

@@ -332,6 +332,17 @@ package struct EntitlementStore: Sendable {
         try await redis.send(["EXISTS", notificationKey(publisher, id)]).int == 1
     }
 
+    /// Records a customer's answer to sharing consumption information with Apple (Apple asks
+    /// for it when the customer requests a refund), in the customer's hash beside the document.
+    package func setConsumptionConsent(_ consented: Bool, publisher: String, customer: String) async throws {
+        _ = try await redis.send(["HSET", customerKey(publisher, customer), "consumptionConsent", consented ? "1" : "0"])
+    }
+
+    /// The customer's recorded answer, nil when none was recorded.
+    package func consumptionConsent(publisher: String, customer: String) async throws -> Bool? {
+        try await redis.send(["HGET", customerKey(publisher, customer), "consumptionConsent"]).string.map { $0 == "1" }
+    }
+
     /// Marks a notification applied, for `retention` (Apple retries for about three days).
     package func markApplied(publisher: String, notification id: String, retention: Duration = .seconds(30 * 86_400)) async throws {
         _ = try await redis.send(["SET", notificationKey(publisher, id), "1", "EX", String(retention.components.seconds)])

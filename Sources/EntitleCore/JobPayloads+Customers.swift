@@ -68,3 +68,32 @@ extension JobPayloads.AppAccountToken {
     /// One job per purchase at a time, whoever asks (the API or the CLI).
     package var uniqueKey: String { "token:\(publisher):\(originalTransactionId)" }
 }
+
+extension JobPayloads {
+    /// `consumption`: answers Apple's `CONSUMPTION_REQUEST` about a transaction (Send
+    /// Consumption Information), from the notification's verified signed transaction.
+    package struct Consumption: EntitlementJobPayload, Hashable {
+        package static var jobType: EntitlementJobType { .consumption }
+
+        package var publisher: String
+        package var transactionId: String
+        package var bundleId: String?
+        /// The notification's signed transaction; verified again.
+        package var signedTransaction: String
+        /// When Apple signed the request (the notification's `signedDate`): Apple waits 12 hours.
+        package var requestedAt: Date
+        /// Apple's `consumptionRequestReason` (`UNINTENDED_PURCHASE`, ...).
+        package var reason: String?
+
+        package init(
+            publisher: String, transactionId: String, bundleId: String?, signedTransaction: String, requestedAt: Date, reason: String?
+        ) {
+            self.publisher = publisher
+            self.transactionId = transactionId
+            self.bundleId = bundleId
+            self.signedTransaction = signedTransaction
+            self.requestedAt = requestedAt
+            self.reason = reason
+        }
+    }
+}

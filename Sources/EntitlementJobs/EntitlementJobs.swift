@@ -20,6 +20,7 @@ package enum EntitlementJobs {
                 case .notification: JobRegistration(handler: NotificationJobHandler(service: service), retryPolicy: apple)
                 case .spend: JobRegistration(handler: SpendJobHandler(service: service), retryPolicy: apple)
                 case .appAccountToken: JobRegistration(handler: AppAccountTokenJobHandler(service: service), retryPolicy: apple)
+                case .consumption: JobRegistration(handler: ConsumptionJobHandler(service: service), retryPolicy: apple)
                 case .webhook:
                     // Publishers' endpoints go down for hours: back off to an hour, for about a day.
                     JobRegistration(

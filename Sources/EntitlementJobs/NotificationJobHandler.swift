@@ -29,6 +29,8 @@ package struct NotificationJobHandler: EntitlementJobHandler {
         package var subscription: SubscriptionRecord?
         /// The `refund` job a refund, revocation or reversal became.
         package var refundJobId: String?
+        /// The `consumption` job a `CONSUMPTION_REQUEST` became.
+        package var consumptionJobId: String?
         package var message: String?
     }
 
@@ -89,6 +91,20 @@ package struct NotificationJobHandler: EntitlementJobHandler {
                     }
                 }
                 try await apply(evidence, to: &result, publisher: publisher, appAccountToken: fact.appAccountToken, job: job)
+            }
+            if verified.payload.notificationType == .consumptionRequest,
+                let signedTransaction = verified.payload.data?.signedTransactionInfo
+            {
+                var requestedAt = verified.payload.signedDate?.date ?? .distantPast
+                if verified.payload.signedDate == nil { requestedAt = try await service.configuration.clock.now() }
+                let consumption = JobPayloads.Consumption(
+                    publisher: publisher.id, transactionId: fact.transactionId, bundleId: fact.bundleId,
+                    signedTransaction: signedTransaction, requestedAt: requestedAt,
+                    reason: verified.payload.data?.consumptionRequestReason?.rawValue)
+                result.consumptionJobId =
+                    try await service.jobQueue.enqueue(
+                        try EnqueueRequest(consumption, queue: job.queue, idempotencyKey: "consumption:\(publisher.id):\(uuid)")
+                    ).id
             }
         } else {
             result.message = Self.nothingToApply(verified)

@@ -134,6 +134,11 @@ public struct EntitlementCatalog: Sendable, Hashable, Codable {
             if let zone = publisher.timeZone, TimeZone(identifier: zone) == nil {
                 throw .invalidEntry(entry: "\(name) timeZone", problem: "\(zone) is not a time zone name (such as Europe/Paris)")
             }
+            if let policy = publisher.consumption {
+                if let offers = policy.offers, let unknown = offers.first(where: { publisher.offer($0) == nil }) {
+                    throw .invalidEntry(entry: "\(name) consumption.offers", problem: "names no offer \(unknown)")
+                }
+            }
             guard (30...3_660).contains(publisher.eventRetentionDays) else {
                 throw .invalidEntry(entry: "\(name) eventRetentionDays", problem: "must be 30 to 3660 days")
             }

@@ -206,6 +206,8 @@ public struct Publisher: Sendable, Hashable, Codable {
     public var eventRetentionDays: Int
 
     public static let defaultEventRetentionDays = 400
+    /// Whether and how Entitle answers Apple's `CONSUMPTION_REQUEST`s; unanswered when absent.
+    public var consumption: ConsumptionPolicy?
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -223,6 +225,7 @@ public struct Publisher: Sendable, Hashable, Codable {
         proofMaxAgeSeconds = try container.decodeIfPresent(Int.self, forKey: .proofMaxAgeSeconds) ?? Self.defaultProofMaxAgeSeconds
         timeZone = try container.decodeIfPresent(String.self, forKey: .timeZone)
         eventRetentionDays = try container.decodeIfPresent(Int.self, forKey: .eventRetentionDays) ?? Self.defaultEventRetentionDays
+        consumption = try container.decodeIfPresent(ConsumptionPolicy.self, forKey: .consumption)
     }
 
     public func app(bundleId: String) -> App? { apps.first { $0.bundleId == bundleId } }

@@ -103,6 +103,7 @@ package struct EntitleAPI: Sendable {
         registerOperations(on: table)
         registerCredits(on: table)
         registerAppAccountToken(on: table)
+        registerConsumptionConsent(on: table)
         EventsController(api: self).addRoutes(to: table)
         ReportsController(api: self).addRoutes(to: table)
         registerDashboard(on: table)

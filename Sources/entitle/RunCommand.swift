@@ -203,6 +203,9 @@ struct RunCommand: AsyncParsableCommand {
                 try:
                   curl -s -H 'Authorization: Bearer \(token)' '\(apiURL)/v1/customers/demo%40example.com/entitlements'
                   curl -s -X POST \(simulatorURL)/simulator/purchases -d '{"bundleId":"com.entitle.demo","productId":"com.entitle.demo.credits.100"}'
+                Apple asking about a refund request (CONSUMPTION_REQUEST), which the worker answers:
+                  curl -s -X POST \(simulatorURL)/simulator/transactions/TRANSACTION_ID/consumption-request -d '{}'
+                  curl -s \(simulatorURL)/simulator/transactions/TRANSACTION_ID    # "consumption": what Apple received
                 """)
             if !once { say("serving until Ctrl-C") }
         }

@@ -137,6 +137,9 @@ import Testing
                 body: try json(["originalTransactionId": transactionId, "to": "bob smith@example.com"])),
             "POST /v1/customers/{id}/credits/spend": Probe(
                 method: "POST", path: "/v1/customers/ann%40example.com/credits/spend", body: try json(["amount": 0, "reference": "r1"])),
+            "PUT /v1/customers/{id}/consumption-consent": Probe(
+                method: "PUT", path: "/v1/customers/ann%40example.com/consumption-consent", body: try json(["consented": "yes"])),
+            "GET /v1/customers/{id}/consumption-consent": Probe(method: "GET", path: "/v1/customers/ann%40example.com/consumption-consent"),
             "PUT /v1/purchases/{originalTransactionId}/appAccountToken": Probe(
                 method: "PUT", path: "/v1/purchases/\(transactionId)/appAccountToken", body: try json(["appAccountToken": "not a uuid"])),
             "GET /v1/queues": Probe(method: "GET", path: "/v1/queues"),

@@ -286,7 +286,8 @@ import Testing
         try await SimulatorHarness.run { sim in
             let api = try await sim.apiClient()
             let credits = try await sim.purchase("com.entitle.demo.credits.100")
-            let information = ConsumptionRequest(customerConsented: true, consumptionStatus: 2, deliveryStatus: 0)
+            let information = ConsumptionRequest(
+                customerConsented: true, deliveryStatus: .delivered, sampleContentProvided: false, consumptionPercentage: 50_000)
             // Apple only takes consumption information it asked for.
             await #expect(throws: AppStoreError.self) {
                 try await api.sendConsumptionInformation(transactionId: credits.transactionId, information)

@@ -9,24 +9,57 @@ import Testing
     static let nonConsumable = "com.entitle.demo.issue.2026.11"
     static let monthly = "com.entitle.demo.premium.monthly"
 
-    @Test func consumptionInformationForAnUnsupportedTypeIsApples4000047() async throws {
+    /// Send Consumption Information V2 (API 1.19) as Apple's pages define it: every product
+    /// type; each named 400 error for what breaks its rules; only within the 12 hours after
+    /// Apple asked.
+    @Test func consumptionInformationV2FollowsApplesRules() async throws {
         try await SimulatorHarness.run { sim in
             let api = try await sim.apiClient()
-            let information = ConsumptionRequest(customerConsented: true, consumptionStatus: 2, deliveryStatus: 0)
+            func send(_ id: String, _ request: ConsumptionRequest) async -> Int? {
+                do {
+                    try await api.sendConsumptionInformation(transactionId: id, request)
+                    return nil
+                } catch {
+                    return error.apiErrorCode ?? -1
+                }
+            }
+            let delivered = ConsumptionRequest(customerConsented: true, deliveryStatus: .delivered, sampleContentProvided: false)
+            // A non-consumable is a supported type since V2; not before Apple asked.
             let book = try await sim.purchase(Self.nonConsumable)
-            let refused = await #expect(throws: AppStoreError.self) {
-                try await api.sendConsumptionInformation(transactionId: book.transactionId, information)
-            }
-            // Apple replaced InvalidTransactionNotConsumableError (4000043) in API 1.11.
-            #expect(refused?.apiErrorCode == AppleErrorCode.invalidTransactionTypeNotSupported)
-            // An auto-renewable subscription is a supported type: accepted once Apple asked.
+            #expect(await send(book.transactionId, delivered) == 4_000_000)
+            _ = try await sim.transactionEvent(book.transactionId, "consumption-request")
+            var unconsented = delivered
+            unconsented.customerConsented = false
+            #expect(await send(book.transactionId, unconsented) == 4_000_035, "InvalidCustomerConsentedError")
+            var unknownStatus = delivered
+            unknownStatus.deliveryStatus = DeliveryStatus(rawValue: "LOST")
+            #expect(await send(book.transactionId, unknownStatus) == 4_000_036, "InvalidDeliveryStatusError")
+            var outOfRange = delivered
+            outOfRange.consumptionPercentage = 100_001
+            #expect(await send(book.transactionId, outOfRange) == 4_000_000, "ConsumptionPercentageOutOfRangeError")
+            var undelivered = ConsumptionRequest(
+                customerConsented: true, deliveryStatus: .undeliveredServerOutage, sampleContentProvided: false, consumptionPercentage: 1)
+            #expect(await send(book.transactionId, undelivered) == 4_000_000, "UndeliveredConsumptionPercentageNonZeroError")
+            undelivered.consumptionPercentage = 0
+            #expect(await send(book.transactionId, undelivered) == nil)
+            let recorded = try await sim.get("/simulator/transactions/\(book.transactionId)").decode(TransactionSnapshot.self)
+            #expect(recorded.consumption == undelivered)
+            // Answered once: a second answer finds no request outstanding.
+            #expect(await send(book.transactionId, undelivered) == 4_000_000)
+
+            // An auto-renewable subscription takes no percentage (Apple computes it from time).
             let subscription = try await sim.purchase(Self.monthly, #""useIntroductoryOffer":false"#)
-            let unasked = await #expect(throws: AppStoreError.self) {
-                try await api.sendConsumptionInformation(transactionId: subscription.transactionId, information)
-            }
-            #expect(unasked?.apiErrorCode != 4_000_043 && unasked?.apiErrorCode != AppleErrorCode.invalidTransactionTypeNotSupported)
             _ = try await sim.transactionEvent(subscription.transactionId, "consumption-request")
-            try await api.sendConsumptionInformation(transactionId: subscription.transactionId, information)
+            var withPercentage = delivered
+            withPercentage.consumptionPercentage = 10_000
+            #expect(await send(subscription.transactionId, withPercentage) == 4_000_209)
+            #expect(await send(subscription.transactionId, delivered) == nil)
+
+            // Twelve hours after Apple asked, it takes no answer.
+            let late = try await sim.purchase("com.entitle.demo.credits.100")
+            _ = try await sim.transactionEvent(late.transactionId, "consumption-request")
+            try await sim.advance(seconds: 12 * 3600 + 1)
+            #expect(await send(late.transactionId, delivered) == 4_000_000)
         }
     }
 

@@ -193,7 +193,7 @@ import Testing
             _ = try await log.record(request)
             return Response.json(bytes: lookup)
         }
-        router.put("sandbox/inApps/v1/transactions/consumption/:id") { request, _ in
+        router.put("sandbox/inApps/v2/transactions/consumption/:id") { request, _ in
             _ = try await log.record(request)
             return Response(status: .accepted)
         }
@@ -243,7 +243,10 @@ import Testing
             #expect(order.signedTransactions == ["signed_transaction_one", "signed_transaction_two"])
 
             try await api.sendConsumptionInformation(
-                transactionId: "49571273", ConsumptionRequest(customerConsented: true, consumptionStatus: 1, deliveryStatus: 0))
+                transactionId: "49571273",
+                ConsumptionRequest(
+                    customerConsented: true, deliveryStatus: .delivered, sampleContentProvided: false, consumptionPercentage: 67_932,
+                    refundPreference: .grantProrated))
 
             let extended = try await api.extendSubscriptionRenewalDate(
                 originalTransactionId: "2312412",
@@ -261,7 +264,7 @@ import Testing
             entries.map { "\($0.method) \($0.path)" } == [
                 "GET /sandbox/inApps/v1/subscriptions/4321", "GET /sandbox/inApps/v2/refund/lookup/555",
                 "POST /sandbox/inApps/v1/notifications/history", "GET /sandbox/inApps/v1/lookup/W002182",
-                "PUT /sandbox/inApps/v1/transactions/consumption/49571273", "PUT /sandbox/inApps/v1/subscriptions/extend/2312412",
+                "PUT /sandbox/inApps/v2/transactions/consumption/49571273", "PUT /sandbox/inApps/v1/subscriptions/extend/2312412",
                 "POST /sandbox/inApps/v1/notifications/test",
             ])
         #expect(entries[0].query == "status=1&status=2")
@@ -272,8 +275,16 @@ import Testing
         #expect(historyBody["notificationType"] as? String == "SUBSCRIBED")
         #expect(historyBody["onlyFailures"] as? Bool == true)
         let consumption = try #require(try JSONSerialization.jsonObject(with: Data(entries[4].body)) as? [String: Any])
+        // Apple's V2 body (API 1.19): five fields, Apple's names and string values.
+        #expect(
+            Set(consumption.keys) == [
+                "customerConsented", "deliveryStatus", "sampleContentProvided", "consumptionPercentage", "refundPreference",
+            ])
         #expect(consumption["customerConsented"] as? Bool == true)
-        #expect(consumption["consumptionStatus"] as? Int == 1)
+        #expect(consumption["deliveryStatus"] as? String == "DELIVERED")
+        #expect(consumption["sampleContentProvided"] as? Bool == false)
+        #expect(consumption["consumptionPercentage"] as? Int == 67_932)
+        #expect(consumption["refundPreference"] as? String == "GRANT_PRORATED")
         let extendBody = try #require(try JSONSerialization.jsonObject(with: Data(entries[5].body)) as? [String: Any])
         #expect(extendBody["extendByDays"] as? Int == 45)
     }
