@@ -67,6 +67,8 @@ public actor NotificationDispatcher {
     private var draining = false
     private var holding = false
     private var held: [String] = []
+    /// Apps (or every app, `nil`) whose notifications do not reach their receiver.
+    private var unreachable: Set<String?> = []
     private var timers: [UUID: Task<Void, Never>] = [:]
 
     public init(configuration: Configuration, clock: SimulatedClock, httpClient: HTTPClient = .shared, logger: Logger) {
@@ -92,6 +94,14 @@ public actor NotificationDispatcher {
         record.isTest = isTest
         records.append(record)
         if holding { held.append(notification.uuid) } else { enqueue(notification.uuid, retry: true) }
+    }
+
+    /// Switches delivery off or on for one app (`nil`: every app). While off, a notification's
+    /// attempt fails as an unreachable server's does (`NO_RESPONSE`, recorded for Get
+    /// Notification History) and is not retried, as if Apple's retries had all failed too:
+    /// only the history has it.
+    public func setDelivery(_ enabled: Bool, bundleId: String?) {
+        if enabled { unreachable.remove(bundleId) } else { unreachable.insert(bundleId) }
     }
 
     /// Stops delivering; notifications are recorded and kept until `release`.
@@ -148,14 +158,15 @@ public actor NotificationDispatcher {
     private func deliver(_ uuid: String, retry: Bool) async {
         guard let position = index[uuid] else { return }
         let notification = records[position].notification
+        let reachable = !unreachable.contains(nil) && !unreachable.contains(notification.bundleId)
         if let url = configuration.url {
             let body = (try? JSONSerialization.data(withJSONObject: ["signedPayload": notification.signedPayload])) ?? Data()
-            let result = await post(url, body: Array(body))
+            let result = reachable ? await post(url, body: Array(body)) : .noResponse
             var attempt = SendAttemptItem()
             attempt.attemptDate = AppleTimestamp(clock.now)
             attempt.sendAttemptResult = result
             records[position].attempts.append(attempt)
-            if result != .success, retry, records[position].retries < configuration.retryDelays.count {
+            if result != .success, retry, reachable, records[position].retries < configuration.retryDelays.count {
                 let delay = configuration.retryDelays[records[position].retries]
                 records[position].retries += 1
                 let id = UUID()
@@ -168,7 +179,7 @@ public actor NotificationDispatcher {
         }
         if let url = configuration.v1URL, let body = notification.v1Body {
             var attempt = SendAttemptItem()
-            attempt.sendAttemptResult = await post(url, body: body)
+            attempt.sendAttemptResult = reachable ? await post(url, body: body) : .noResponse
             attempt.attemptDate = AppleTimestamp(clock.now)
             records[position].v1Attempts.append(attempt)
         }
@@ -203,14 +214,21 @@ public actor NotificationDispatcher {
     public func history(
         bundleId: String, environment: AppStoreEnvironment, request: NotificationHistoryRequest, paginationToken: String?
     ) throws(AppleAPIError) -> NotificationHistoryResponse {
+        // Apple's checks, as its pages name them: StartDateAfterEndDateError,
+        // StartDateTooFarInPastError (180 days, 30 in the sandbox), MultipleFiltersSuppliedError,
+        // InvalidNotificationTypeError (a subtype without its type).
         guard request.startDate < request.endDate else {
-            throw .badRequest(4_000_013, "Invalid request. The start date is earlier than the end date.")
+            throw .badRequest(4_000_013, "Invalid request. The end date precedes the start date or the dates are the same.")
         }
-        guard request.startDate.date > clock.now.addingTimeInterval(-180 * 86_400) else {
-            throw .badRequest(4_000_012, "Invalid request. The start date is too far in the past.")
+        let kept: Double = environment == .sandbox ? 30 : 180
+        guard request.startDate.date > clock.now.addingTimeInterval(-kept * 86_400) else {
+            throw .badRequest(4_000_012, "Invalid request. The start date is earlier than the allowed start date.")
         }
         guard request.transactionId == nil || (request.notificationType == nil && request.notificationSubtype == nil) else {
             throw .badRequest(4_000_019, "Invalid request. Only one of transactionId or notificationType may be given.")
+        }
+        guard request.notificationSubtype == nil || request.notificationType != nil else {
+            throw .badRequest(4_000_018, "Invalid request. The notification subtype needs its notification type.")
         }
         let matching = records.filter { record in
             let notification = record.notification

@@ -144,6 +144,13 @@ extension SimulatorServer {
             let (pending, held) = await store.notifications.outstanding()
             return Response.encoded(DeliveryState(pending: pending, held: held))
         }
+        control.post("notifications/delivery") { request, _ in
+            try await Self.handle {
+                let body = try await Self.decode(DeliveryRequest.self, request)
+                await store.notifications.setDelivery(body.enabled, bundleId: body.bundleId)
+                return Response(status: .noContent)
+            }
+        }
         control.post("notifications/hold") { _, _ in
             await store.notifications.hold()
             return Response(status: .noContent)
@@ -223,6 +230,11 @@ struct ClockFreeze: Codable { var frozen: Bool }
 struct DeliveryState: Codable { var pending: Int; var held: Int }
 struct ClockAdvance: Codable { var seconds: Double }
 struct ReleaseRequest: Codable { var order: NotificationDispatcher.ReleaseOrder? }
+/// `POST /simulator/notifications/delivery`: switch delivery off (or on) for one app, or all.
+struct DeliveryRequest: Codable {
+    var enabled: Bool
+    var bundleId: String?
+}
 struct NotificationURLs: Codable { var url: String?; var v1Url: String? }
 struct ControlError: Codable { var error: String; var message: String }
 
@@ -232,6 +244,7 @@ struct NotificationSummary: Codable {
     var notificationType: String
     var subtype: String?
     var transactionId: String
+    var bundleId: String
     var environment: String
     var createdAt: AppleTimestamp
     var delivered: Bool
@@ -245,6 +258,7 @@ struct NotificationSummary: Codable {
         notificationType = notification.type.rawValue
         subtype = notification.subtype?.rawValue
         transactionId = notification.transactionId
+        bundleId = notification.bundleId
         environment = notification.environment.rawValue
         createdAt = AppleTimestamp(notification.createdAt)
         delivered = record.delivered

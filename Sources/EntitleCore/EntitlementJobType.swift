@@ -15,6 +15,8 @@ package enum EntitlementJobType: String, CaseIterable, Codable, Sendable {
     case appAccountToken = "app-account-token"
     /// Answers Apple's `CONSUMPTION_REQUEST` with Send Consumption Information.
     case consumption
+    /// Brings in the notifications Apple sent that never arrived (Get Notification History).
+    case reconcile
 }
 
 /// A job's payload that names its job type and encodes itself (`JobPayloads`).

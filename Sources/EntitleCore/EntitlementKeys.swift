@@ -16,6 +16,9 @@
 /// - `{prefix}:ent:P:notification:N`: "1" while notification N counts as applied
 /// - `{prefix}:ent:P:lock:{T}`, `{prefix}:ent:P:fence:{T}`: `TransactionLock`'s lease and
 ///   fence, hash-tagged by T so both sit in one Redis Cluster slot
+/// - `{prefix}:ent:P:reconciled:B:E`: hash, how far app B's notifications in environment E
+///   have been reconciled (`through`, ms) and the page a reconcile under way reached
+///   (`start`, `end`, `token`)
 /// - `{prefix}:ent:renewals`: sorted set of `P/T` by when its renewal check is due (ms)
 /// - channel `{prefix}:ent:P:changes`: `{"publisher", "customer", "version"}` per change
 package struct EntitlementKeys: Sendable, Hashable {
@@ -71,6 +74,9 @@ package struct EntitlementKeys: Sendable, Hashable {
     }
     package func fence(_ publisher: String, _ originalTransactionId: String) -> String {
         key(publisher, "fence", "{\(originalTransactionId)}")
+    }
+    package func reconciled(_ publisher: String, bundleId: String, environment: String) -> String {
+        key(publisher, "reconciled", "\(bundleId):\(environment)")
     }
     package var renewals: String { "\(prefix):ent:renewals" }
     /// A renewal index member.

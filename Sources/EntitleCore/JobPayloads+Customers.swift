@@ -97,3 +97,22 @@ extension JobPayloads {
         }
     }
 }
+
+extension JobPayloads {
+    /// `reconcile`: pages through Apple's Notification History for each of the publisher's
+    /// apps with an App Store Server API key and queues every notification not yet applied,
+    /// as if it had arrived. Without `since`, from where the last reconcile ended.
+    package struct Reconcile: EntitlementJobPayload, Hashable {
+        package static var jobType: EntitlementJobType { .reconcile }
+
+        package var publisher: String
+        package var since: Date?
+        package var until: Date?
+
+        package init(publisher: String, since: Date? = nil, until: Date? = nil) {
+            self.publisher = publisher
+            self.since = since
+            self.until = until
+        }
+    }
+}

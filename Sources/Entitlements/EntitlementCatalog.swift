@@ -139,6 +139,9 @@ public struct EntitlementCatalog: Sendable, Hashable, Codable {
                     throw .invalidEntry(entry: "\(name) consumption.offers", problem: "names no offer \(unknown)")
                 }
             }
+            guard publisher.reconcileIntervalSeconds == 0 || (300...86_400).contains(publisher.reconcileIntervalSeconds) else {
+                throw .invalidEntry(entry: "\(name) reconcileIntervalSeconds", problem: "must be 0 (never) or 300 to 86400")
+            }
             guard (30...3_660).contains(publisher.eventRetentionDays) else {
                 throw .invalidEntry(entry: "\(name) eventRetentionDays", problem: "must be 30 to 3660 days")
             }

@@ -208,6 +208,11 @@ public struct Publisher: Sendable, Hashable, Codable {
     public static let defaultEventRetentionDays = 400
     /// Whether and how Entitle answers Apple's `CONSUMPTION_REQUEST`s; unanswered when absent.
     public var consumption: ConsumptionPolicy?
+    /// How often the worker reconciles the publisher's notifications with Apple's
+    /// Notification History, in seconds (0: never; 300 to 86400 otherwise). 3600 unless set.
+    public var reconcileIntervalSeconds: Int
+
+    public static let defaultReconcileIntervalSeconds = 3600
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -226,6 +231,8 @@ public struct Publisher: Sendable, Hashable, Codable {
         timeZone = try container.decodeIfPresent(String.self, forKey: .timeZone)
         eventRetentionDays = try container.decodeIfPresent(Int.self, forKey: .eventRetentionDays) ?? Self.defaultEventRetentionDays
         consumption = try container.decodeIfPresent(ConsumptionPolicy.self, forKey: .consumption)
+        reconcileIntervalSeconds =
+            try container.decodeIfPresent(Int.self, forKey: .reconcileIntervalSeconds) ?? Self.defaultReconcileIntervalSeconds
     }
 
     public func app(bundleId: String) -> App? { apps.first { $0.bundleId == bundleId } }

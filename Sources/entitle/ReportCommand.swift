@@ -29,19 +29,7 @@ struct ReportCommand: AsyncParsableCommand {
         var catalog: String?
 
         func load() throws -> Publisher {
-            guard let path = WorkerCommand.catalogPath(catalog) else {
-                throw ValidationError("give --catalog (or ENTITLE_CATALOG): the publisher's time zone and offers are read from it")
-            }
-            let publishers: EntitlementCatalog
-            do {
-                publishers = try EntitlementCatalog(json: try Data(contentsOf: URL(fileURLWithPath: path)))
-            } catch {
-                throw CommandFailure("cannot use the catalog \(path): \(error)")
-            }
-            guard let found = publishers.publisher(publisher) else {
-                throw CommandFailure("no publisher \(publisher) in the catalog \(path)")
-            }
-            return found
+            return try WorkerCommand.publisher(publisher, catalog: catalog, why: "the publisher's time zone and offers are read from it")
         }
 
         func store(_ logger: Logger) throws -> (EntitlementStore, RedisConnectionPool) {

@@ -140,7 +140,7 @@ struct RunCommand: AsyncParsableCommand {
 
         var handlers = JobHandlerRegistry.builtIn()
         let entitlementServices = WorkerCommand.addEntitlementJobs(
-            to: &handlers, settings: settings, jobQueue: jobQueue, queue: "default", logger: logger)
+            to: &handlers, settings: settings, jobQueue: jobQueue, queue: "default", reconcile: true, logger: logger)
         let worker = WorkerService(
             configuration: .init(concurrency: ["default": concurrency]), jobQueue: jobQueue, registry: handlers, logger: logger)
         let (apiReady, apiListening) = AsyncStream<String>.makeStream()

@@ -44,18 +44,8 @@ extension CustomersCommand {
         var queue: String = "default"
 
         func run() async throws {
-            guard let path = WorkerCommand.catalogPath(catalog) else {
-                throw ValidationError("give --catalog (or ENTITLE_CATALOG): the publisher and its app are checked against it")
-            }
-            let publishers: EntitlementCatalog
-            do {
-                publishers = try EntitlementCatalog(json: try Data(contentsOf: URL(fileURLWithPath: path)))
-            } catch {
-                throw CommandFailure("cannot use the catalog \(path): \(error)")
-            }
-            guard let publisher = publishers.publisher(self.publisher) else {
-                throw CommandFailure("no publisher \(self.publisher) in the catalog \(path)")
-            }
+            let publisher = try WorkerCommand.publisher(
+                self.publisher, catalog: catalog, why: "the publisher and its app are checked against it")
             let payload: JobPayloads.AppAccountToken
             do throws(JobRefusal) {
                 payload = try .checked(

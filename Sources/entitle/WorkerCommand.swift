@@ -1,6 +1,7 @@
 import ArgumentParser
 import EntitleCore
 import EntitlementJobs
+import Entitlements
 import Foundation
 import JobQueue
 import Logging
@@ -45,6 +46,13 @@ struct WorkerCommand: AsyncParsableCommand {
     )
     var reports = true
 
+    @Flag(
+        inversion: .prefixedNo,
+        help: """
+            Queue each publisher's reconcile job (Get Notification History) once per its reconcileIntervalSeconds             (default: on in production, off with ENTITLE_ENV=development, where tests and demos drive the simulator's             notifications themselves).
+            """)
+    var reconcile: Bool?
+
     @Option(
         help: """
             The publishers' catalog (JSON), which enables the entitlement jobs (default: $ENTITLE_CATALOG; with \
@@ -61,6 +69,20 @@ struct WorkerCommand: AsyncParsableCommand {
         guard (0.1...60).contains(blockTimeout) else { throw ValidationError("--block-timeout must be 0.1-60 seconds") }
     }
 
+    /// A publisher of the catalog (`option`, `$ENTITLE_CATALOG` or the development one),
+    /// for a command that checks its input against it (`why` says what is read).
+    static func publisher(_ id: String, catalog option: String?, why: String) throws -> Publisher {
+        guard let path = catalogPath(option) else { throw ValidationError("give --catalog (or ENTITLE_CATALOG): \(why)") }
+        let publishers: EntitlementCatalog
+        do {
+            publishers = try EntitlementCatalog(json: try Data(contentsOf: URL(fileURLWithPath: path)))
+        } catch {
+            throw CommandFailure("cannot use the catalog \(path): \(error)")
+        }
+        guard let found = publishers.publisher(id) else { throw CommandFailure("no publisher \(id) in the catalog \(path)") }
+        return found
+    }
+
     /// The catalog to load: the option, `$ENTITLE_CATALOG`, or the development catalog.
     static func catalogPath(_ option: String?) -> String? {
         let environment = ProcessInfo.processInfo.environment
@@ -70,10 +92,10 @@ struct WorkerCommand: AsyncParsableCommand {
     }
 
     /// Registers the entitlement jobs; returns the services that go with them: the renewal
-    /// sweep and the folder that keeps the reports.
+    /// sweep, the reconcile schedule and the folder that keeps the reports.
     static func addEntitlementJobs(
         to handlers: inout JobHandlerRegistry, settings: EntitleConfiguration, jobQueue: JobQueue, queue: String,
-        crashAfterWrite: Bool = false, reports: Bool = true, logger: Logger
+        crashAfterWrite: Bool = false, reports: Bool = true, reconcile: Bool? = nil, logger: Logger
     ) -> [any Service] {
         var service = EntitlementService(configuration: settings, jobQueue: jobQueue, logger: logger)
         if crashAfterWrite {
@@ -89,7 +111,13 @@ struct WorkerCommand: AsyncParsableCommand {
             grace: development ? .seconds(10) : .seconds(900), logger: logger)
         let folder = ReportFolder(
             store: service.store, catalog: settings.catalog, interval: .seconds(1), logger: logger)
-        return reports ? [sweep, folder] : [sweep]
+        var services: [any Service] = [sweep]
+        if reconcile ?? !development {
+            services.append(
+                ReconcileSchedule(service: service, queue: queue, tick: development ? .seconds(5) : .seconds(60), logger: logger))
+        }
+        if reports { services.append(folder) }
+        return services
     }
 
     static func parseQueues(_ text: String) throws -> [String: Int] {
@@ -137,7 +165,7 @@ struct WorkerCommand: AsyncParsableCommand {
             services.append(
                 contentsOf: Self.addEntitlementJobs(
                     to: &handlers, settings: settings, jobQueue: jobQueue, queue: concurrency.keys.sorted().first ?? "default",
-                    crashAfterWrite: crash, reports: reports, logger: logger))
+                    crashAfterWrite: crash, reports: reports, reconcile: reconcile, logger: logger))
             // Rotated webhook secrets take effect on SIGHUP, without a restart.
             services.append(SecretsReloadService([("webhook secrets", { try settings.reloadSecrets() })], logger: logger))
             logger.info(
