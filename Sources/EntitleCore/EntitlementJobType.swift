@@ -17,6 +17,8 @@ package enum EntitlementJobType: String, CaseIterable, Codable, Sendable {
     case consumption
     /// Brings in the notifications Apple sent that never arrived (Get Notification History).
     case reconcile
+    /// Rebuilds a customer's purchases from Apple's history and statuses.
+    case resync
 }
 
 /// A job's payload that names its job type and encodes itself (`JobPayloads`).

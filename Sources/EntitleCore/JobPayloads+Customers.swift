@@ -116,3 +116,27 @@ extension JobPayloads {
         }
     }
 }
+
+extension JobPayloads {
+    /// `resync`: rebuilds a customer's purchases from Apple (Get Transaction History and Get
+    /// All Subscription Statuses), for the purchases the customer holds.
+    package struct Resync: EntitlementJobPayload, Hashable {
+        package static var jobType: EntitlementJobType { .resync }
+
+        package var publisher: String
+        package var customer: String
+
+        package init(publisher: String, customer: String) {
+            self.publisher = publisher
+            self.customer = customer
+        }
+
+        /// One resync of a customer at a time (a long id by its FNV-1a digest: keys hold 256 bytes).
+        package var uniqueKey: String {
+            guard customer.utf8.count > 160 else { return "resync:\(publisher):\(customer)" }
+            var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+            for byte in customer.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+            return "resync:\(publisher):#" + String(hash, radix: 16)
+        }
+    }
+}

@@ -22,6 +22,7 @@ package enum EntitlementJobs {
                 case .appAccountToken: JobRegistration(handler: AppAccountTokenJobHandler(service: service), retryPolicy: apple)
                 case .consumption: JobRegistration(handler: ConsumptionJobHandler(service: service), retryPolicy: apple)
                 case .reconcile: JobRegistration(handler: ReconcileJobHandler(service: service), retryPolicy: apple, timeout: .seconds(600))
+                case .resync: JobRegistration(handler: ResyncJobHandler(service: service), retryPolicy: apple, timeout: .seconds(120))
                 case .webhook:
                     // Publishers' endpoints go down for hours: back off to an hour, for about a day.
                     JobRegistration(

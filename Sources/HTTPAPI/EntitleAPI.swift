@@ -104,6 +104,7 @@ package struct EntitleAPI: Sendable {
         registerCredits(on: table)
         registerAppAccountToken(on: table)
         registerConsumptionConsent(on: table)
+        registerResync(on: table)
         EventsController(api: self).addRoutes(to: table)
         ReportsController(api: self).addRoutes(to: table)
         registerDashboard(on: table)

@@ -8,7 +8,7 @@ import RedisClient
 struct CustomersCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "customers", abstract: "Inspect customers' entitlements; bind a purchase to a customer's appAccountToken.",
-        subcommands: [Show.self, SetAppAccountToken.self])
+        subcommands: [Show.self, SetAppAccountToken.self, Resync.self])
 
     struct Show: AsyncParsableCommand {
         static let configuration = CommandConfiguration(

@@ -34,15 +34,7 @@ struct ReconcileCommand: AsyncParsableCommand {
     @Option(help: "Wait up to this many seconds for the job and print its result (JSON); a failed job exits non-zero.")
     var wait: Double?
 
-    @Option(
-        help: """
-            The publishers' catalog (default: $ENTITLE_CATALOG; with ENTITLE_ENV=development, \
-            Config/catalog.development.json).
-            """)
-    var catalog: String?
-
-    @Option(help: "The queue the workers read.")
-    var queue: String = "default"
+    @OptionGroup var target: CatalogOptions
 
     /// An ISO 8601 moment or a day (UTC midnight).
     static func moment(_ text: String, option: String) throws -> Date {
@@ -59,7 +51,7 @@ struct ReconcileCommand: AsyncParsableCommand {
         let until = try self.until.map { try Self.moment($0, option: "until") }
         if let since, let until, since >= until { throw ValidationError("--since must be before --until") }
         if let wait, !(0...3600).contains(wait) { throw ValidationError("--wait must be 0 to 3600 seconds") }
-        let found = try WorkerCommand.publisher(publisher, catalog: catalog, why: "the publisher is checked against it")
+        let found = try WorkerCommand.publisher(publisher, catalog: target.catalog, why: "the publisher is checked against it")
         guard found.apps.contains(where: { $0.apiKey != nil }) || ProcessInfo.processInfo.environment["ENTITLE_ENV"] == "development"
         else {
             throw CommandFailure(
@@ -69,7 +61,7 @@ struct ReconcileCommand: AsyncParsableCommand {
         let jobQueue = try options.makeJobQueue(logger: logger, connections: 1)
         defer { jobQueue.redis.close() }
         let request = try EnqueueRequest(
-            JobPayloads.Reconcile(publisher: publisher, since: since, until: until), queue: queue,
+            JobPayloads.Reconcile(publisher: publisher, since: since, until: until), queue: target.queue,
             uniqueKey: ReconcileSchedule.uniqueKey(publisher))
         let result = try await jobQueue.enqueue(request)
         if result.outcome == .conflict {
@@ -81,7 +73,9 @@ struct ReconcileCommand: AsyncParsableCommand {
         }
         let deadline = ContinuousClock.now + .milliseconds(Int64(wait * 1000))
         while true {
-            guard let job = try await jobQueue.job(id: result.id, queue: queue) else { throw CommandFailure("job \(result.id) is gone") }
+            guard let job = try await jobQueue.job(id: result.id, queue: target.queue) else {
+                throw CommandFailure("job \(result.id) is gone")
+            }
             switch job.status {
             case .succeeded:
                 print(job.result ?? "{}")

@@ -33,19 +33,11 @@ extension CustomersCommand {
         @Option(name: .customLong("bundle-id"), help: "Which app, when the publisher has several.")
         var bundleId: String?
 
-        @Option(
-            help: """
-                The publishers' catalog (default: $ENTITLE_CATALOG; with ENTITLE_ENV=development, \
-                Config/catalog.development.json).
-                """)
-        var catalog: String?
-
-        @Option(help: "The queue the workers read.")
-        var queue: String = "default"
+        @OptionGroup var target: CatalogOptions
 
         func run() async throws {
             let publisher = try WorkerCommand.publisher(
-                self.publisher, catalog: catalog, why: "the publisher and its app are checked against it")
+                self.publisher, catalog: target.catalog, why: "the publisher and its app are checked against it")
             let payload: JobPayloads.AppAccountToken
             do throws(JobRefusal) {
                 payload = try .checked(
@@ -57,10 +49,10 @@ extension CustomersCommand {
             let logger = options.makeLogger("entitle.customers")
             let jobQueue = try options.makeJobQueue(logger: logger, connections: 1)
             defer { jobQueue.redis.close() }
-            let request = try EnqueueRequest(payload, queue: queue, uniqueKey: payload.uniqueKey)
+            let request = try EnqueueRequest(payload, queue: target.queue, uniqueKey: payload.uniqueKey)
             let result = try await jobQueue.enqueue(request)
             // The same request again names the job in flight; another token must wait for it.
-            if result.outcome == .conflict, try await jobQueue.job(id: result.id, queue: queue)?.payload != request.payload {
+            if result.outcome == .conflict, try await jobQueue.job(id: result.id, queue: target.queue)?.payload != request.payload {
                 throw CommandFailure(
                     "job \(result.id) for this purchase has not finished; follow it with `entitle jobs show \(result.id)` and retry")
             }

@@ -140,6 +140,7 @@ import Testing
             "PUT /v1/customers/{id}/consumption-consent": Probe(
                 method: "PUT", path: "/v1/customers/ann%40example.com/consumption-consent", body: try json(["consented": "yes"])),
             "GET /v1/customers/{id}/consumption-consent": Probe(method: "GET", path: "/v1/customers/ann%40example.com/consumption-consent"),
+            "POST /v1/customers/{id}/resync": Probe(method: "POST", path: "/v1/customers/ann%40example.com/resync"),
             "PUT /v1/purchases/{originalTransactionId}/appAccountToken": Probe(
                 method: "PUT", path: "/v1/purchases/\(transactionId)/appAccountToken", body: try json(["appAccountToken": "not a uuid"])),
             "GET /v1/queues": Probe(method: "GET", path: "/v1/queues"),

@@ -90,15 +90,7 @@ import Testing
             try await both { try await api.simulator("/simulator/transactions/\(books[$0]!)/refund", "{}") }
 
             func answer(_ publisher: String, _ customer: String) async throws -> String {
-                // As of a second after the simulator's (frozen) now: what happened at this very
-                // moment is in, whatever a millisecond of the clocks' rounding says.
-                let document = try await api.customer(
-                    customer, at: try await api.simulatorNow().addingTimeInterval(1), token: tokens[publisher]!)
-                let events = try await api.call(
-                    .GET, "/v1/customers/\(APIStack.escape(customer))/events?limit=100", token: tokens[publisher]!,
-                    route: "GET /v1/customers/{id}/events")
-                let types = ((events.json["events"] as? [[String: Any]]) ?? []).compactMap { $0["type"] as? String }.sorted()
-                return Self.json(["document": Self.projection(document), "events": types])
+                try await Self.answer(api, tokens[publisher]!, customer)
             }
             func same(_ when: String) async throws {
                 for customer in Self.customers {
@@ -220,6 +212,79 @@ extension ReconcileFlowTests {
             try await api.advance(seconds: 3600)
             #expect(Set(try await second.schedule()) == Set(queued))
             try await api.settle()
+        }
+    }
+}
+
+extension ReconcileFlowTests {
+    /// A customer's document and events as the two publishers' namesakes are compared.
+    static func answer(_ api: APIStack, _ token: String, _ customer: String) async throws -> String {
+        let document = try await api.customer(customer, at: try await api.simulatorNow().addingTimeInterval(1), token: token)
+        let events = try await api.call(
+            .GET, "/v1/customers/\(APIStack.escape(customer))/events?limit=100", token: token, route: "GET /v1/customers/{id}/events")
+        let types = ((events.json["events"] as? [[String: Any]]) ?? []).compactMap { $0["type"] as? String }.sorted()
+        return json(["document": projection(document), "events": types])
+    }
+
+    /// `POST /v1/customers/{id}/resync` rebuilds a customer who missed notifications from
+    /// Apple's history and statuses: equal to the namesake who received them, and nothing
+    /// the same Apple account bought for nobody here is added.
+    @Test(.timeLimit(.minutes(4))) func aResyncRebuildsACustomerFromApplesHistory() async throws {
+        try await APIStack.run("resync", worker: true, notify: ["demo"]) { api in
+            try await api.simulator("/simulator/clock/freeze", #"{"frozen":true}"#)
+            try await api.simulator("/simulator/notifications/delivery", #"{"enabled":false,"bundleId":"com.entitle.keep"}"#)
+            let tokens = ["demo": APIStack.demoToken, "keep": APIStack.keepToken]
+            var subscriptions: [String: String] = [:]
+            var credits: [String: String] = [:]
+            for publisher in ["demo", "keep"] {
+                let account = "account-\(publisher)"
+                func bought(_ product: String, _ customer: String?, _ extra: [String: Any] = [:]) async throws -> [String: Any] {
+                    let bought = try await api.buy(
+                        product, account: account, publisher: publisher, extra: extra.merging(["environment": "Production"]) { $1 })
+                    if let customer {
+                        _ = try await api.claim(
+                            ["customer": customer, "signedTransaction": try #require(bought["signedTransaction"] as? String)],
+                            token: tokens[publisher]!)
+                    }
+                    return bought
+                }
+                subscriptions[publisher] = try #require(
+                    try await bought("premium.monthly", "sam@example.com", ["useIntroductoryOffer": false])["originalTransactionId"]
+                        as? String)
+                credits[publisher] = try #require(try await bought("credits.100", "sam@example.com")["transactionId"] as? String)
+                // The same Apple account buys an issue nobody brings here.
+                _ = try await bought("issue.2026.11", nil)
+            }
+            try await api.settle()
+            try await api.advance(seconds: 31 * Self.day)
+            try await api.settle()
+            for publisher in ["demo", "keep"] {
+                try await api.simulator("/simulator/subscriptions/\(subscriptions[publisher]!)/auto-renew-off", "{}")
+                try await api.simulator("/simulator/transactions/\(credits[publisher]!)/refund", #"{"percentage":50000}"#)
+            }
+            try await api.settle()
+            #expect(
+                try await Self.answer(api, APIStack.keepToken, "sam@example.com")
+                    != (try await Self.answer(api, APIStack.demoToken, "sam@example.com")))
+
+            let path = "/v1/customers/sam%40example.com/resync"
+            let reply = try await api.call(.POST, path, token: APIStack.keepToken, route: "POST /v1/customers/{id}/resync")
+            try #require(reply.status == 202, "\(reply.text)")
+            let result = try await api.result(try #require(reply.json["jobId"] as? String), token: APIStack.keepToken)
+            try await api.settle()
+            #expect(result["changed"] as? Bool == true && (result["purchases"] as? [String])?.count == 2, "\(result)")
+            let kept = try await Self.answer(api, APIStack.keepToken, "sam@example.com")
+            let delivered = try await Self.answer(api, APIStack.demoToken, "sam@example.com")
+            #expect(kept == delivered, "keep \(kept)\ndemo \(delivered)")
+            #expect(!kept.contains("issue:2026-11"), "the account's other purchase is nobody's here")
+            // Again: nothing changes.
+            let again = try await api.call(.POST, path, token: APIStack.keepToken, route: "POST /v1/customers/{id}/resync")
+            let second = try await api.result(try #require(again.json["jobId"] as? String), token: APIStack.keepToken)
+            #expect(second["changed"] as? Bool == false, "\(second)")
+            #expect(try await Self.answer(api, APIStack.keepToken, "sam@example.com") == kept)
+            // An unknown customer is a 404; an app key may not ask.
+            #expect(try await api.call(.POST, "/v1/customers/nobody%40example.com/resync", token: APIStack.keepToken).status == 404)
+            #expect(try await api.call(.POST, path, token: APIStack.appKey).status == 403)
         }
     }
 }

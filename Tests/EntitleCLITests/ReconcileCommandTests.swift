@@ -53,4 +53,28 @@ import Testing
         let after = try await cli.queueStats()
         #expect(String(describing: after["queued"]) == String(describing: before["queued"]), "\(before) -> \(after)")
     }
+
+    /// `entitle customers resync`: a customer the store does not have, or a publisher the
+    /// catalog does not, is refused with a message, and nothing is queued.
+    @Test func resyncRefusesWhatItCannotDo() async throws {
+        let cli = try await CLI("resync")
+        let catalog = FileManager.default.temporaryDirectory.appendingPathComponent("resync-catalog-\(UUID().uuidString).json")
+        defer { try? FileManager.default.removeItem(at: catalog) }
+        try Data(
+            #"{"publishers":[{"id":"mag","apps":[{"bundleId":"com.mag","appAppleId":1234567890,"environments":["Production"]}],"offers":[]}]}"#
+                .utf8
+        ).write(to: catalog)
+        let before = try await cli.queueStats()
+        for (arguments, status, message) in [
+            (["ann@example.com", "--publisher", "mag"], Int32(1), "mag has no customer ann@example.com"),
+            (["ann@example.com", "--publisher", "nobody"], 1, "no publisher nobody"),
+            (["", "--publisher", "mag"], 64, "CUSTOMER must have 1 to 256 bytes"),
+        ] {
+            let refused = try await cli.run(["customers", "resync", "--catalog", catalog.path] + arguments)
+            #expect(refused.status == status, "\(arguments): \(refused.status) \(refused.errors)")
+            #expect(refused.errors.contains(message), "\(arguments): \(refused.errors)")
+        }
+        let after = try await cli.queueStats()
+        #expect(String(describing: after["queued"]) == String(describing: before["queued"]))
+    }
 }
