@@ -22,6 +22,11 @@ package struct NotificationJobHandler: EntitlementJobHandler {
         package var subtype: String?
         package var notificationId: String
         package var duplicate: Bool
+        /// What was done with it (docs/entitlements.md, "Notification types"): `applied` (its
+        /// transaction and renewal info, to the customers holding the purchase), `refund` (a
+        /// `refund` job), `recorded` (nothing to apply, on purpose: `message` says why),
+        /// `duplicate` (applied before).
+        package var handling: String?
         package var customer: String?
         package var originalTransactionId: String?
         package var accessGranted: Bool?
@@ -31,6 +36,8 @@ package struct NotificationJobHandler: EntitlementJobHandler {
         package var refundJobId: String?
         /// The `consumption` job a `CONSUMPTION_REQUEST` became.
         package var consumptionJobId: String?
+        /// The webhook job a publisher-level event (`consent_rescinded`) became.
+        package var webhookJobId: String?
         package var message: String?
     }
 
@@ -65,9 +72,11 @@ package struct NotificationJobHandler: EntitlementJobHandler {
         var result = Result(publisher: publisher.id, notificationType: type, subtype: subtype, notificationId: uuid, duplicate: false)
         if try await service.store.wasApplied(publisher: publisher.id, notification: uuid) {
             result.duplicate = true
+            result.handling = "duplicate"
             return result
         }
         if let transaction = verified.transaction {
+            result.handling = "applied"
             let fact = try reader.fact(transaction)
             result.originalTransactionId = fact.originalTransactionId
             switch verified.payload.notificationType {
@@ -76,6 +85,7 @@ package struct NotificationJobHandler: EntitlementJobHandler {
                 let refund = JobPayloads.Refund(
                     publisher: publisher.id, transactionId: fact.transactionId, originalTransactionId: fact.originalTransactionId,
                     bundleId: fact.bundleId, signedTransaction: signedTransaction)
+                result.handling = "refund"
                 result.refundJobId =
                     try await service.jobQueue.enqueue(
                         try EnqueueRequest(refund, queue: job.queue, idempotencyKey: "refund:\(publisher.id):\(uuid)")
@@ -107,10 +117,43 @@ package struct NotificationJobHandler: EntitlementJobHandler {
                     ).id
             }
         } else {
+            result.handling = "recorded"
             result.message = Self.nothingToApply(verified)
+            if verified.payload.notificationType == .rescindConsent, publisher.webhook?.posts(name: Self.consentRescinded) == true {
+                result.webhookJobId = try await consentRescinded(verified, uuid: uuid, publisher: publisher, job: job)
+            }
         }
         try await service.store.markApplied(publisher: publisher.id, notification: uuid)
         return result
+    }
+
+    /// The publisher-level webhook event of a `RESCIND_CONSENT`.
+    static let consentRescinded = "consent_rescinded"
+
+    /// Posts `consent_rescinded` to the publisher's webhook: a parent or guardian withdrew
+    /// consent for the app of one Apple account (Apple's app transaction). It names no
+    /// customer (Apple's notification names none); the publisher's backend finds its own
+    /// by the app transaction id, which its app sends with StoreKit's AppTransaction.
+    func consentRescinded(_ verified: VerifiedNotification, uuid: String, publisher: Publisher, job: JobContext) async throws -> String {
+        var body: [String: Any] = [
+            "id": "\(Self.consentRescinded):\(uuid)", "event": Self.consentRescinded, "type": Self.consentRescinded,
+            "publisher": publisher.id, "notificationUUID": uuid,
+            "recordedAt": ISO8601DateFormatter().string(from: try await service.configuration.clock.now()),
+        ]
+        if let signed = verified.payload.signedDate?.date { body["occurredAt"] = ISO8601DateFormatter().string(from: signed) }
+        let app = verified.appTransaction
+        let data = verified.payload.appData
+        body["appTransactionId"] = app?.appTransactionId
+        body["bundleId"] = app?.bundleId ?? data?.bundleId
+        body["appAppleId"] = app?.appAppleId ?? data?.appAppleId
+        body["environment"] = (app?.receiptType ?? data?.environment)?.rawValue
+        let text = String(decoding: try JSONSerialization.data(withJSONObject: body, options: [.sortedKeys]), as: UTF8.self)
+        let eventId = "\(Self.consentRescinded):\(uuid)"
+        return try await service.jobQueue.enqueue(
+            try EnqueueRequest(
+                JobPayloads.Webhook(publisher: publisher.id, event: text, eventId: eventId), queue: job.queue,
+                idempotencyKey: "webhook:\(eventId)")
+        ).id
     }
 
     /// Why a verified notification without a transaction changes no customer: Entitle

@@ -125,7 +125,8 @@ public struct EntitlementCatalog: Sendable, Hashable, Codable {
                 guard let url = URL(string: webhook.url), ["http", "https"].contains(url.scheme ?? ""), url.host != nil else {
                     throw .invalidEntry(entry: "\(name) webhook", problem: "\(webhook.url) is not an http(s) URL")
                 }
-                for type in webhook.events ?? [] where LifecycleEventType(rawValue: type) == nil {
+                for type in webhook.events ?? []
+                where LifecycleEventType(rawValue: type) == nil && !Publisher.Webhook.appEvents.contains(type) {
                     throw .invalidEntry(
                         entry: "\(name) webhook events",
                         problem: "\(type) is not an event type (\(LifecycleEventType.allCases.map(\.rawValue).joined(separator: ", ")))")

@@ -77,7 +77,14 @@ public struct Publisher: Sendable, Hashable, Codable {
         }
 
         /// Whether events of this type are posted.
-        public func posts(_ type: LifecycleEventType) -> Bool { events.map { $0.contains(type.rawValue) } ?? true }
+        public func posts(_ type: LifecycleEventType) -> Bool { posts(name: type.rawValue) }
+
+        /// Whether events of this name are posted: a lifecycle type's, or one of `appEvents`.
+        public func posts(name: String) -> Bool { events.map { $0.contains(name) } ?? true }
+
+        /// Events about an app rather than a customer, posted like the lifecycle events:
+        /// `consent_rescinded` (Apple's `RESCIND_CONSENT`).
+        public static let appEvents: Set<String> = ["consent_rescinded"]
     }
 
     /// How the publisher's backend and apps reach the HTTP API. Secrets are named by the
