@@ -113,7 +113,9 @@ public struct AppStoreServerAPIClient: Sendable {
     )
         async throws(AppStoreError) -> NotificationHistoryResponse
     {
-        try await call(.POST, "/inApps/v1/notifications/history", query: [("paginationToken", paginationToken)], body: request)
+        // Each environment's history from its own host: a production answer must not be the sandbox's.
+        try await call(
+            .POST, "/inApps/v1/notifications/history", query: [("paginationToken", paginationToken)], body: request, fallback: false)
     }
 
     /// Look Up Order ID (the id on the customer's emailed invoice).
@@ -180,7 +182,8 @@ public struct AppStoreServerAPIClient: Sendable {
     struct Empty: Codable {}
 
     private func call<Response: Decodable>(
-        _ method: HTTPMethod, _ path: String, query: [(String, String?)] = [], body: (some Encodable)? = Empty?.none
+        _ method: HTTPMethod, _ path: String, query: [(String, String?)] = [], body: (some Encodable)? = Empty?.none,
+        fallback: Bool = true
     ) async throws(AppStoreError) -> Response {
         let bodyBytes: [UInt8]?
         do {
@@ -196,7 +199,7 @@ public struct AppStoreServerAPIClient: Sendable {
         do {
             return try await send(method, primary + path + queryString, body: bodyBytes)
         } catch let error
-            where configuration.environment == .production && configuration.sandboxFallback
+            where fallback && configuration.environment == .production && configuration.sandboxFallback
             && (error.apiErrorCode == 4_040_010 || error.httpStatus == 401)
         {
             return try await send(method, configuration.sandboxURL + path + queryString, body: bodyBytes)

@@ -16,6 +16,8 @@
 /// - `{prefix}:ent:P:notification:N`: "1" while notification N counts as applied
 /// - `{prefix}:ent:P:lock:{T}`, `{prefix}:ent:P:fence:{T}`: `TransactionLock`'s lease and
 ///   fence, hash-tagged by T so both sit in one Redis Cluster slot
+/// - `{prefix}:ent:P:consumption:T:M`: string, the consumption information sent for T's
+///   request of M (JSON), for two days
 /// - `{prefix}:ent:P:reconciled:B:E`: hash, how far app B's notifications in environment E
 ///   have been reconciled (`through`, ms) and the page a reconcile under way reached
 ///   (`start`, `end`, `token`)
@@ -74,6 +76,11 @@ package struct EntitlementKeys: Sendable, Hashable {
     }
     package func fence(_ publisher: String, _ originalTransactionId: String) -> String {
         key(publisher, "fence", "{\(originalTransactionId)}")
+    }
+    /// What was sent to Apple for a consumption request (transaction T, asked at ms M), kept
+    /// two days so a job rerun after a crash does not send it twice.
+    package func consumptionSent(_ publisher: String, transactionId: String, askedMs: Int64) -> String {
+        key(publisher, "consumption", "\(transactionId):\(askedMs)")
     }
     package func reconciled(_ publisher: String, bundleId: String, environment: String) -> String {
         key(publisher, "reconciled", "\(bundleId):\(environment)")

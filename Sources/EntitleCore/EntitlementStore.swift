@@ -343,6 +343,17 @@ package struct EntitlementStore: Sendable {
         try await redis.send(["HGET", customerKey(publisher, customer), "consumptionConsent"]).string.map { $0 == "1" }
     }
 
+    /// Keeps what was sent to Apple for a consumption request (two days: Apple takes answers for 12 hours).
+    package func keepConsumptionSent(_ json: String, publisher: String, transactionId: String, askedMs: Int64) async throws {
+        let key = keys.consumptionSent(publisher, transactionId: transactionId, askedMs: askedMs)
+        _ = try await redis.send(["SET", key, json, "EX", String(2 * 86_400)])
+    }
+
+    /// What was sent to Apple for a consumption request, if it was.
+    package func consumptionSent(publisher: String, transactionId: String, askedMs: Int64) async throws -> String? {
+        try await redis.send(["GET", keys.consumptionSent(publisher, transactionId: transactionId, askedMs: askedMs)]).string
+    }
+
     /// Marks a notification applied, for `retention` (Apple retries for about three days).
     package func markApplied(publisher: String, notification id: String, retention: Duration = .seconds(30 * 86_400)) async throws {
         _ = try await redis.send(["SET", notificationKey(publisher, id), "1", "EX", String(retention.components.seconds)])

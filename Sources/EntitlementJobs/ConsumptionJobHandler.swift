@@ -24,7 +24,7 @@ package struct ConsumptionJobHandler: EntitlementJobHandler {
         /// Whether Apple was sent (and took) an answer.
         package var sent: Bool
         /// Why nothing was sent: `notAnswered` (the publisher's policy), `offerNotAnswered`,
-        /// `noConsent`, `deadlinePassed`.
+        /// `familyShared`, `noConsent`, `unknownPurchase` (no customer holds it), `deadlinePassed`.
         package var skipped: String?
         /// What Apple was sent.
         package var deliveryStatus: String?
@@ -61,6 +61,19 @@ package struct ConsumptionJobHandler: EntitlementJobHandler {
             result.skipped = "offerNotAnswered"
             return result
         }
+        guard !fact.isFamilyShared else {
+            // Apple takes no consumption information about a family-shared transaction (4000185).
+            result.skipped = "familyShared"
+            return result
+        }
+        let askedMs = Int64((payload.requestedAt.timeIntervalSince1970 * 1000).rounded(.down))
+        if let earlier = try await service.store.consumptionSent(
+            publisher: publisher.id, transactionId: fact.transactionId, askedMs: askedMs),
+            let sent = try? JSONDecoder.iso8601.decode(Result.self, from: Data(earlier.utf8))
+        {
+            // Sent before a crash kept this job from finishing: not sent twice.
+            return sent
+        }
         let now = try await service.configuration.clock.now()
         guard now < result.answerBy else {
             result.skipped = "deadlinePassed"
@@ -76,8 +89,12 @@ package struct ConsumptionJobHandler: EntitlementJobHandler {
             result.skipped = "noConsent"
             return result
         }
-        var holder: CustomerEntitlements?
-        if let customer { holder = try await service.store.load(publisher: publisher.id, customer: customer).state }
+        guard let customer else {
+            // Bought before Entitle, or delivered by another system: Entitle cannot say.
+            result.skipped = "unknownPurchase"
+            return result
+        }
+        let holder = try await service.store.load(publisher: publisher.id, customer: customer).state
         let assessment = ConsumptionAssessment.assess(fact, holder: holder, now: now)
         var preference = policy.refundPreference.map { RefundPreference(rawValue: $0.rawValue) }
         // Apple: a prorated grant needs a percentage strictly between 0 and 100 % (it computes
@@ -104,6 +121,20 @@ package struct ConsumptionJobHandler: EntitlementJobHandler {
         result.refundPreference = request.refundPreference?.rawValue
         result.sampleContentProvided = request.sampleContentProvided
         result.basis = assessment.basis
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .iso8601
+        try await service.store.keepConsumptionSent(
+            String(decoding: try encoder.encode(result), as: UTF8.self), publisher: publisher.id, transactionId: fact.transactionId,
+            askedMs: askedMs)
         return result
+    }
+}
+
+extension JSONDecoder {
+    /// A decoder of ISO 8601 dates.
+    fileprivate static var iso8601: JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        return decoder
     }
 }

@@ -56,16 +56,27 @@ package struct ReconcileJobHandler: EntitlementJobHandler {
         }
         var result = Result(publisher: publisher.id, stretches: [], notificationJobIds: [])
         let gateways = service.configuration.gateways[publisher.id] ?? [:]
+        // Apple refusing one app or environment (a wrong key) does not keep the others from
+        // being reconciled; the job fails at the end, naming each refusal.
+        var refusals: [(code: String, message: String)] = []
         for app in publisher.apps {
             guard let gateway = gateways[app.bundleId] else { continue }
             for environment in ["Production", "Sandbox"] where app.environments.contains(environment) {
                 guard let client = environment == "Production" ? gateway.production : gateway.sandbox else { continue }
-                let (stretch, jobIds) = try await reconcile(
-                    gateway: gateway, client: client, environment: environment, publisher: publisher, payload: payload, now: now,
-                    job: job)
-                result.stretches.append(stretch)
-                result.notificationJobIds += jobIds.prefix(Self.listedJobs - result.notificationJobIds.count)
+                do {
+                    let (stretch, jobIds) = try await reconcile(
+                        gateway: gateway, client: client, environment: environment, publisher: publisher, payload: payload, now: now,
+                        job: job)
+                    result.stretches.append(stretch)
+                    result.notificationJobIds += jobIds.prefix(Self.listedJobs - result.notificationJobIds.count)
+                } catch let refusal as JobRefusal {
+                    let (code, message) = refusal.codeAndMessage
+                    refusals.append((code, "\(app.bundleId) \(environment): \(message)"))
+                }
             }
+        }
+        if let first = refusals.first {
+            throw JobRefusal.notPossible(code: first.code, refusals.map(\.message).joined(separator: "; "))
         }
         guard !result.stretches.isEmpty else {
             throw JobRefusal.notPossible(code: "noServerAPI", "publisher \(publisher.id) has no app with an App Store Server API key")
@@ -84,7 +95,10 @@ package struct ReconcileJobHandler: EntitlementJobHandler {
         let oldest = now.addingTimeInterval(-Double(environment == "Sandbox" ? 30 : 180) * 86_400 + 60)
         let start: Date
         let end: Date
-        if payload.since == nil, payload.until == nil, let resumed = cursor.start, let stop = cursor.end, cursor.token != nil {
+        // A window the operator named (since, until) neither resumes nor leaves a position to
+        // resume: the schedule's own stays as it was; it moves `through` only when it joins on.
+        let named = payload.since != nil || payload.until != nil
+        if !named, let resumed = cursor.start, let stop = cursor.end, cursor.token != nil {
             // A reconcile under way (this job before a crash, or another): go on where it stopped.
             (start, end) = (max(resumed, oldest), stop)
         } else {
@@ -137,6 +151,15 @@ package struct ReconcileJobHandler: EntitlementJobHandler {
                 if jobIds.count < Self.listedJobs { jobIds.append(queued.id) }
             }
             token = page.hasMore == true ? page.paginationToken : nil
+            if named {
+                guard token == nil else { continue }
+                var latest = try await store.reconcileCursor(publisher: publisher.id, bundleId: bundleId, environment: environment)
+                if latest.through.map({ start <= $0 }) ?? true {
+                    latest.through = max(latest.through ?? end, end)
+                    try await store.saveReconcileCursor(latest, publisher: publisher.id, bundleId: bundleId, environment: environment)
+                }
+                return (stretch, jobIds)
+            }
             // Where to go on from, saved after the page's notifications are queued (queued
             // again after a crash: the same keys, the same jobs).
             cursor.start = start

@@ -38,13 +38,11 @@ package struct ResyncJobHandler: EntitlementJobHandler {
         guard version > 0 else { throw JobRefusal.notPossible(code: "unknownCustomer", "\(publisher.id) has no customer \(customer)") }
         // The purchases the customer holds now, each with a transaction that says its app and environment.
         var held: [String: PurchaseFact] = [:]
-        var sharing: Set<String> = []
         for fact in state.transactions.values.sorted(by: { $0.transactionId < $1.transactionId })
         where held[fact.originalTransactionId] == nil {
             let holders = try await service.store.holders(publisher: publisher.id, originalTransactionId: fact.originalTransactionId)
-            guard let owner = holders.first, holders.contains(customer) else { continue }
+            guard holders.contains(customer) else { continue }
             held[fact.originalTransactionId] = fact
-            if owner != customer { sharing.insert(fact.originalTransactionId) }
         }
         var result = Result(
             publisher: publisher.id, customer: customer, purchases: held.keys.sorted(), transactions: 0, skipped: [], changed: false,
@@ -52,7 +50,7 @@ package struct ResyncJobHandler: EntitlementJobHandler {
         var evidence = AppleEvidence()
         let groups = Dictionary(grouping: held.values) { "\($0.bundleId)\n\($0.environment)" }
         for key in groups.keys.sorted() {
-            let facts = groups[key] ?? []
+            let facts = (groups[key] ?? []).sorted { $0.transactionId < $1.transactionId }
             guard let first = facts.first else { continue }
             let reader = try service.reader(publisher, bundleId: first.bundleId)
             guard reader.gateway.hasServerAPI else {
@@ -61,9 +59,12 @@ package struct ResyncJobHandler: EntitlementJobHandler {
             }
             let ids = Set(facts.map(\.originalTransactionId))
             do {
-                for signed in try await reader.serverAPI(first.environment).getAllTransactionHistory(transactionId: first.transactionId) {
-                    let fact = try await reader.signedTransaction(signed)
-                    if ids.contains(fact.originalTransactionId) { evidence.merge(AppleEvidence(facts: [fact])) }
+                // The history is one Apple account's: asked again for a purchase another account made.
+                for fact in facts where !evidence.facts.contains(where: { $0.originalTransactionId == fact.originalTransactionId }) {
+                    for signed in try await reader.serverAPI(fact.environment).getAllTransactionHistory(transactionId: fact.transactionId) {
+                        let found = try await reader.signedTransaction(signed)
+                        if ids.contains(found.originalTransactionId) { evidence.merge(AppleEvidence(facts: [found])) }
+                    }
                 }
                 for fact in facts where fact.kind == .autoRenewable {
                     var statuses = try await reader.subscription(
@@ -81,9 +82,12 @@ package struct ResyncJobHandler: EntitlementJobHandler {
             mine.renewals[id] = evidence.renewals[id]
             guard !mine.facts.isEmpty else { continue }
             let changed = try await service.withLocks(publisher: publisher.id, originalTransactionIds: [id], job: job) { tokens, moment in
-                try await service.apply(
+                // Asked again under the lock: a transfer while Apple was asked moved it away.
+                let holders = try await service.store.holders(publisher: publisher.id, originalTransactionId: id)
+                guard holders.contains(customer) else { return false }
+                return try await service.apply(
                     mine, publisher: publisher, customer: customer, fence: tokens[id], now: moment.now, clockOffset: moment.offset,
-                    sharing: sharing.contains(id) ? [id] : [], job: job
+                    sharing: holders.first == customer ? [] : [id], job: job
                 ).values.contains { $0.changed }
             }
             result.changed = result.changed || changed

@@ -65,6 +65,10 @@ struct ReconcileCommand: AsyncParsableCommand {
             uniqueKey: ReconcileSchedule.uniqueKey(publisher))
         let result = try await jobQueue.enqueue(request)
         if result.outcome == .conflict {
+            guard since == nil, until == nil else {
+                throw CommandFailure(
+                    "a reconcile of \(publisher) is under way (job \(result.id)); run this window again once it has finished")
+            }
             FileHandle.standardError.write(Data("a reconcile of \(publisher) is under way: job \(result.id)\n".utf8))
         }
         guard let wait else {

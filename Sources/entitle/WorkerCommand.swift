@@ -49,7 +49,9 @@ struct WorkerCommand: AsyncParsableCommand {
     @Flag(
         inversion: .prefixedNo,
         help: """
-            Queue each publisher's reconcile job (Get Notification History) once per its reconcileIntervalSeconds             (default: on in production, off with ENTITLE_ENV=development, where tests and demos drive the simulator's             notifications themselves).
+            Queue each publisher's reconcile job (Get Notification History) once per its reconcileIntervalSeconds \
+            (default: on in production, off with ENTITLE_ENV=development, where tests and demos drive the \
+            simulator's notifications themselves).
             """)
     var reconcile: Bool?
 

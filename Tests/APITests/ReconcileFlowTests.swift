@@ -167,6 +167,16 @@ extension ReconcileFlowTests {
             let next = try await reconcile()
             #expect(next["seen"] as? Int == 25 && next["queued"] as? Int == 20 && next["alreadyApplied"] as? Int == 5, "\(next)")
             #expect(next["pages"] as? Int == 2)
+            // A window an operator names moves the position only when it joins on: one that
+            // leaves a gap after it leaves it as it was (the gap is still to be reconciled).
+            let behind = ReconcileCursor(through: started.addingTimeInterval(-86_400))
+            try await store.saveReconcileCursor(behind, publisher: "keep", bundleId: "com.entitle.keep", environment: "Production")
+            _ = try await reconcile(since: started)
+            #expect(
+                try await store.reconcileCursor(publisher: "keep", bundleId: "com.entitle.keep", environment: "Production") == behind)
+            _ = try await reconcile(since: started.addingTimeInterval(-2 * 86_400))
+            let joined = try await store.reconcileCursor(publisher: "keep", bundleId: "com.entitle.keep", environment: "Production")
+            #expect((joined.through ?? .distantPast) > started && joined.token == nil, "\(joined)")
 
             // Apple refuses (401: the key is wrong, in production and in the sandbox the client
             // falls back to): the job fails at once with Apple's word.

@@ -37,6 +37,9 @@ import Testing
         let again = try await reconcile(["--publisher", "mag"])
         #expect(again.status == 0 && again.output.trimmingCharacters(in: .whitespacesAndNewlines) == id)
         #expect(again.errors.contains("a reconcile of mag is under way: job \(id)"), "\(again.errors)")
+        // A window of one's own while another runs: not run, and said so.
+        let window = try await reconcile(["--publisher", "mag", "--since", "2026-10-01"])
+        #expect(window.status == 1 && window.errors.contains("run this window again once it has finished"), "\(window.errors)")
 
         let before = try await cli.queueStats()
         for (arguments, status, message) in [

@@ -41,7 +41,7 @@ import Testing
             }
             for (id, credits) in granted {
                 let use = ConsumptionAssessment.creditUse(of: id, in: state.credits)
-                #expect(use?.granted == credits && use?.spent == spent[id, default: 0], "seed \(seed), step \(step), \(id)")
+                #expect(use?.granted == credits && use?.used == spent[id, default: 0], "seed \(seed), step \(step), \(id)")
             }
         }
         #expect(ConsumptionAssessment.creditUse(of: "never", in: state.credits) == nil)
@@ -67,12 +67,42 @@ import Testing
             ConsumptionAssessment.assess(pass, holder: state, now: start.addingTimeInterval(60 * 86_400)).consumptionPercentage == 100_000)
         let subscriptionAnswer = ConsumptionAssessment.assess(subscription, holder: state, now: now)
         #expect(subscriptionAnswer.delivered && subscriptionAnswer.consumptionPercentage == nil, "Apple takes none for a subscription")
-        // Nobody holds it: not delivered; 0 % where a percentage may be sent at all.
-        let stray = ConsumptionAssessment.assess(credits, holder: nil, now: now)
-        #expect(!stray.delivered && stray.consumptionPercentage == 0)
-        #expect(ConsumptionAssessment.assess(subscription, holder: nil, now: now).consumptionPercentage == nil)
+        // Held but never granted: not delivered; 0 % where a percentage may be sent at all.
         let other = CustomerEntitlements(publisher: "demo", customer: "other@example.com")
         #expect(!ConsumptionAssessment.assess(book, holder: other, now: now).delivered)
+        let stray = ConsumptionAssessment.assess(credits, holder: other, now: now)
+        #expect(!stray.delivered && stray.consumptionPercentage == 0)
+        #expect(ConsumptionAssessment.assess(subscription, holder: other, now: now).consumptionPercentage == nil)
+    }
+
+    /// Refunds and their reversals: a refund takes its own purchase's credits first, then, when
+    /// those were spent, others' (which then count as used: the customer no longer has them);
+    /// a reversal gives them back where they were taken.
+    @Test func refundsTakeTheirOwnCreditsFirstAndReversalsGiveThemBack() {
+        var state = CustomerEntitlements(publisher: "demo", customer: "refunds@example.com")
+        let first = fact("p1", "com.entitle.demo.credits.100", .consumable, at: start)
+        let second = fact("p2", "com.entitle.demo.credits.100", .consumable, at: start.addingTimeInterval(60))
+        _ = engine.apply(first, to: &state, now: start)
+        _ = engine.apply(second, to: &state, now: start.addingTimeInterval(60))
+        #expect(state.credits.spend(100, reference: "calls", at: start.addingTimeInterval(120)) == .spent)
+        func used(_ id: String) -> Int? { ConsumptionAssessment.creditUse(of: id, in: state.credits)?.used }
+        #expect(used("p1") == 100 && used("p2") == 0)
+        // p1 refunded: its credits were spent, so the refund takes p2's.
+        let refundedAt = start.addingTimeInterval(180)
+        _ = engine.apply(fixture.refunded(first, at: refundedAt, type: "REFUND_FULL", percentage: 100_000), to: &state, now: refundedAt)
+        #expect(state.credits.balance == 0)
+        #expect(used("p1") == 100 && used("p2") == 100, "p2's credits are gone, and were not refunded")
+        // The refund reversed: p2 has its credits back.
+        let reversedAt = start.addingTimeInterval(240)
+        _ = engine.apply(fixture.reversed(first, at: reversedAt), to: &state, now: reversedAt)
+        #expect(state.credits.balance == 100)
+        #expect(used("p1") == 100 && used("p2") == 0)
+
+        // A purchase refunded before any use: its own credits go back, none of it was used.
+        var unused = CustomerEntitlements(publisher: "demo", customer: "unused@example.com")
+        _ = engine.apply(first, to: &unused, now: start)
+        _ = engine.apply(fixture.refunded(first, at: refundedAt, type: "REFUND_FULL", percentage: 100_000), to: &unused, now: refundedAt)
+        #expect(ConsumptionAssessment.creditUse(of: "p1", in: unused.credits)?.used == 0)
     }
 }
 
