@@ -25,6 +25,11 @@ package struct AppleEvidence: Sendable, Hashable {
         self.subscriptionExpired = subscriptionExpired
     }
 
+    /// Set when the facts were verified here while Apple could not be asked (its API down,
+    /// slow or limiting): their purchases give access until then unless Apple's word comes
+    /// first (`CustomerEntitlements.provisional`).
+    package var provisionalUntil: Date?
+
     /// Adds facts, a transaction seen twice kept once (the later-signed view).
     package mutating func merge(_ other: AppleEvidence) {
         for fact in other.facts {

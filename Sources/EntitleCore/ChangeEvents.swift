@@ -16,6 +16,8 @@ package struct ChangeEvents: Sendable {
     package let renewalCheckMargin: Duration
     package let billingRetryCheckInterval: Duration
     package let now: Date
+    /// How soon Apple is asked again about a purchase granted provisionally.
+    package var provisionalCheckDelay: Duration = .seconds(60)
 
     package init(
         publisher: Publisher, clockOffset: TimeInterval, renewalCheckMargin: Duration, billingRetryCheckInterval: Duration, now: Date
@@ -80,10 +82,17 @@ package struct ChangeEvents: Sendable {
 
     /// The next check of each subscription whose state changed and that may still renew.
     func renewalChecks(before: CustomerEntitlements, after: CustomerEntitlements) throws -> [FollowUpJob] {
-        try after.subscriptions.sorted(by: { $0.key < $1.key }).compactMap { id, subscription in
-            guard before.subscriptions[id] != subscription, let due = dueDate(subscription) else { return nil }
-            return try renewalCheck(originalTransactionId: id, due: due)
+        // A purchase granted while Apple could not be asked: Apple is asked again soon (and
+        // the check retries with back-off while it stays unreachable).
+        let confirmations = try after.provisional.sorted(by: { $0.key < $1.key }).compactMap { id, until in
+            before.provisional[id] == until
+                ? nil : try renewalCheck(originalTransactionId: id, due: now.addingTimeInterval(provisionalCheckDelay.seconds))
         }
+        return try confirmations
+            + after.subscriptions.sorted(by: { $0.key < $1.key }).compactMap { id, subscription in
+                guard before.subscriptions[id] != subscription, let due = dueDate(subscription) else { return nil }
+                return try renewalCheck(originalTransactionId: id, due: due)
+            }
     }
 
     /// When Apple should next be asked about a subscription (App Store time); `nil` when it

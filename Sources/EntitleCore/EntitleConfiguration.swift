@@ -44,6 +44,9 @@ package struct EntitleConfiguration: Sendable {
     package var renewalCheckMargin: Duration
     /// How often a subscription in billing retry is checked.
     package var billingRetryCheckInterval: Duration
+    /// How soon Apple is asked again about a purchase granted provisionally (then the
+    /// renewal check's own back-off while Apple stays unreachable).
+    package var provisionalCheckDelay: Duration = .seconds(60)
 
     package func gateway(publisher: String, bundleId: String) -> AppleGateway? { gateways[publisher]?[bundleId] }
 
@@ -161,7 +164,8 @@ package struct EntitleConfiguration: Sendable {
                 simulatorSharedSecrets: simulatorSecrets,
                 webhooksMayReachPrivateAddresses: development || environment["ENTITLE_WEBHOOK_ALLOW_PRIVATE_ADDRESSES"] == "1",
                 renewalCheckMargin: development ? .seconds(5) : .seconds(3600),
-                billingRetryCheckInterval: development ? .seconds(60) : .seconds(6 * 3600))
+                billingRetryCheckInterval: development ? .seconds(60) : .seconds(6 * 3600),
+                provisionalCheckDelay: development ? .seconds(2) : .seconds(60))
         }
 
         var secrets: SecretReader { SecretReader(environment: environment) }

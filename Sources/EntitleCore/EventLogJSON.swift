@@ -118,6 +118,8 @@ struct EventLogJSON {
         json.add("reason", event.reason)
         json.add("recordedAt", event.recordedAt)
         json.add("reference", event.reference)
+        json.add("provisional", event.provisional)
+        json.add("provisionalUntil", event.provisionalUntil)
         json.add("refundMilliunits", event.refundMilliunits)
         json.add("resubscribed", event.resubscribed)
         json.add("revocationPercentage", event.revocationPercentage)
@@ -300,7 +302,8 @@ enum EventLogReader {
             "amount", "appAccountTokenMatched", "balance", "change", "consented", "currency", "customer", "customerVersion", "effective",
             "environment", "expiresDate", "familyShared", "from", "fromProductId", "gracePeriodExpiresDate", "id", "occurredAt", "offerId",
             "offerIdentifier", "offerKind", "originalTransactionId", "previousBalance", "previousExpiresDate", "priceMilliunits",
-            "priceSource", "productId", "publisher", "reason", "recordedAt", "reference", "refundMilliunits", "resubscribed",
+            "priceSource", "productId", "provisional", "provisionalUntil", "publisher", "reason", "recordedAt", "reference",
+            "refundMilliunits", "resubscribed",
             "revocationPercentage", "revocationType", "road", "shared", "shortfall", "storefront", "to", "toProductId", "transactionId",
             "trial", "type", "vouchedBy",
         ]
@@ -339,6 +342,8 @@ enum EventLogReader {
         event.productId = fields["productId"]?.string
         event.reason = fields["reason"]?.string
         event.reference = fields["reference"]?.string
+        event.provisional = fields["provisional"]?.bool
+        event.provisionalUntil = fields["provisionalUntil"]?.date
         event.refundMilliunits = fields["refundMilliunits"]?.integer
         event.resubscribed = fields["resubscribed"]?.bool
         event.revocationPercentage = int("revocationPercentage")

@@ -96,15 +96,19 @@ package struct EntitlementService: Sendable {
     }
 
     func changeEvents(_ publisher: Publisher, now: Date, clockOffset: TimeInterval) -> ChangeEvents {
-        ChangeEvents(
+        var events = ChangeEvents(
             publisher: publisher, clockOffset: clockOffset, renewalCheckMargin: configuration.renewalCheckMargin,
             billingRetryCheckInterval: configuration.billingRetryCheckInterval, now: now)
+        events.provisionalCheckDelay = configuration.provisionalCheckDelay
+        return events
     }
 
     /// Applies verified facts to a customer (oldest first) and enqueues what the change
     /// needs. `extraEvents` join the change's own in the log (a transfer); the purchases in
     /// `sharing` are the customer's through the `share` policy, those in `holding` theirs as
-    /// holder from now on. Returns the engine's decision per transaction id.
+    /// holder from now on. Returns the engine's decision per transaction id. Evidence with
+    /// `provisionalUntil` was verified here while Apple could not be asked: its purchases
+    /// give access until then unless Apple's word comes first.
     func apply(
         _ evidence: AppleEvidence, publisher: Publisher, customer: String, fence: TransactionLock.Token?, now: Date,
         clockOffset: TimeInterval, accessFrom: Date? = nil, extraEvents: [LifecycleEvent] = [], sharing: Set<String> = [],
@@ -124,7 +128,8 @@ package struct EntitlementService: Sendable {
                 for fact in facts {
                     let renewal =
                         newest[fact.originalTransactionId] == fact.transactionId ? evidence.renewals[fact.originalTransactionId] : nil
-                    decisions[fact.transactionId] = engine.apply(fact, renewal: renewal, to: &state, now: now, accessFrom: accessFrom)
+                    decisions[fact.transactionId] = engine.apply(
+                        fact, renewal: renewal, to: &state, now: now, accessFrom: accessFrom, provisionalUntil: evidence.provisionalUntil)
                 }
                 return decisions
             },

@@ -66,6 +66,11 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
         package var claim: Claim?
         /// A dry run: nothing was changed; the answer says what the claim would do.
         package var dryRun: Bool?
+        /// Access granted from the signed transaction, verified here, while Apple could not be
+        /// asked about the subscription: it lasts until `provisionalUntil` unless Apple
+        /// confirms it first (a renewal check asks again soon, and with back-off after).
+        package var provisional: Bool?
+        package var provisionalUntil: Date?
     }
 
     package struct Coupon: Sendable, Hashable, Codable {
@@ -181,10 +186,23 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
             }
             if payload.appReceipt == nil, let fact = evidence.facts.first, fact.kind == .autoRenewable, reader.gateway.hasServerAPI {
                 // The subscription's state now: latest transaction and renewal info.
-                let status = try await ReceiptTimings.measure(.apple) {
-                    try await reader.subscription(originalTransactionId: fact.originalTransactionId, environment: fact.environment)
+                do {
+                    let status = try await ReceiptTimings.measure(.apple) {
+                        try await reader.subscription(originalTransactionId: fact.originalTransactionId, environment: fact.environment)
+                    }
+                    evidence.merge(status)
+                } catch let error as AppStoreError where error.isRetryable {
+                    guard let until = try await temporaryAccess(for: fact, payload: payload, publisher: publisher, job: job) else {
+                        throw error
+                    }
+                    // Apple is down, slow or limiting past the first retry: the signed
+                    // transaction, verified here, proves the purchase; only its fresh status
+                    // needed Apple. Granted until then, and asked again soon.
+                    evidence.provisionalUntil = until
+                    job.logger.warning(
+                        "Apple cannot be asked about the subscription: access granted provisionally",
+                        metadata: ["until": "\(until)", "error": "\(error.code)"])
                 }
-                evidence.merge(status)
             }
         } catch let error as AppStoreError where !error.isRetryable {
             let reason: EntitlementDecision.Refusal = error.code == .invalidAppIdentifier ? .wrongBundle : .invalidReceipt
@@ -446,17 +464,42 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
                 ? "Apple says the receipt is valid but the subscription has expired (verifyReceipt status 21006)" : nil
             var transfer = memo
             if payload.road == .appKey { transfer?.from = nil }
-            return Result(
+            let provisionalUntil = evidence.provisionalUntil
+            var subscription = decision?.subscription
+            subscription?.provisionalUntil = provisionalUntil
+            var result = Result(
                 publisher: publisher.id, customer: payload.customer, transactionId: primary.transactionId,
                 originalTransactionId: primary.originalTransactionId, productId: primary.productId,
                 accessGranted: decision?.accessGranted ?? false, offerId: offer.offerId, entitlements: decision?.entitlements ?? [],
-                subscription: decision?.subscription, reason: decision?.reason?.rawValue, message: expiredMessage,
+                subscription: subscription, reason: decision?.reason?.rawValue, message: expiredMessage,
                 credits: .init(
                     added: decisionsByTransaction.values.reduce(0) { $0 + $1.creditsAdded }, balance: decision?.creditBalance ?? 0),
                 transfer: transfer, sharedWith: sharedWith,
                 coupon: Self.coupon(payload.couponCode, publisher: publisher, offer: offer, fact: primary), price: primary.price,
                 currency: primary.currency, claim: answer)
+            if let provisionalUntil {
+                result.provisional = true
+                result.provisionalUntil = provisionalUntil
+            }
+            return result
         }
+    }
+
+    /// Until when access may be granted from a signed transaction verified here while
+    /// Apple cannot be asked about its subscription, or nil: only past the job's first
+    /// retry, for the publisher's `temporaryAccessHours` (0: never), never past the
+    /// transaction's own expiry, never for a dry run, a bare transaction id or a receipt.
+    func temporaryAccess(
+        for fact: PurchaseFact, payload: JobPayloads.Receipt, publisher: Publisher, job: JobContext
+    ) async throws
+        -> Date?
+    {
+        guard payload.signedTransaction != nil, payload.dryRun != true, job.attempt >= 2, publisher.temporaryAccessHours > 0,
+            fact.revocationDate == nil, let expires = fact.expiresDate
+        else { return nil }
+        let now = try await service.configuration.clock.now()
+        let until = min(expires, now.addingTimeInterval(Double(publisher.temporaryAccessHours) * 3600))
+        return until > now ? until : nil
     }
 
     /// verifyReceipt answered a bare 21006: the receipt is valid, its subscription has

@@ -22,6 +22,10 @@ public struct CustomerEntitlements: Sendable, Hashable, Codable {
     /// Purchases (original transaction ids) the customer has through the `share` policy, not
     /// as their holder: their events say `shared`, and reports count them with the holder.
     public var sharedPurchases: Set<String> = []
+    /// Purchases (original transaction ids) whose access was granted from a transaction
+    /// verified here while Apple could not be asked, and until when: access ends then unless
+    /// Apple's word (any of its answers about the purchase) confirms it first.
+    public var provisional: [String: Date] = [:]
 
     /// Apple trying to bill a subscription's renewal: from when its latest transaction's
     /// period ended to a recovery (a new transaction), Apple giving up, a refund or a transfer.
@@ -55,7 +59,7 @@ public struct CustomerEntitlements: Sendable, Hashable, Codable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case publisher, customer, transactions, periods, subscriptions, credits, heldSince, billingRetries, sharedPurchases
+        case publisher, customer, transactions, periods, subscriptions, credits, heldSince, billingRetries, sharedPurchases, provisional
     }
 
     public init(from decoder: any Decoder) throws {
@@ -70,6 +74,7 @@ public struct CustomerEntitlements: Sendable, Hashable, Codable {
         heldSince = try container.decodeIfPresent([String: Date].self, forKey: .heldSince) ?? [:]
         billingRetries = try container.decodeIfPresent([BillingRetry].self, forKey: .billingRetries) ?? []
         sharedPurchases = try container.decodeIfPresent(Set<String>.self, forKey: .sharedPurchases) ?? []
+        provisional = try container.decodeIfPresent([String: Date].self, forKey: .provisional) ?? [:]
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -84,16 +89,18 @@ public struct CustomerEntitlements: Sendable, Hashable, Codable {
         if !heldSince.isEmpty { try container.encode(heldSince, forKey: .heldSince) }
         if !billingRetries.isEmpty { try container.encode(billingRetries, forKey: .billingRetries) }
         if !sharedPurchases.isEmpty { try container.encode(sharedPurchases.sorted(), forKey: .sharedPurchases) }
+        if !provisional.isEmpty { try container.encode(provisional, forKey: .provisional) }
     }
 
     /// The entitlements the customer has at `date`, from history.
     public func entitlements(at date: Date) -> [String] {
-        Array(Set(periods.filter { $0.covers(date) }.flatMap(\.entitlements))).sorted()
+        Array(Set(periods(at: date).flatMap(\.entitlements))).sorted()
     }
 
-    /// The periods that cover `date` (which transactions paid for access then).
+    /// The periods that cover `date` (which transactions paid for access then); a purchase
+    /// granted provisionally gives access only until its `provisional` end.
     public func periods(at date: Date) -> [AccessPeriod] {
-        periods.filter { $0.covers(date) }
+        periods.filter { period in period.covers(date) && (provisional[period.originalTransactionId].map { date < $0 } ?? true) }
     }
 
     /// Ends every period a subscription or purchase gave, from `date` on: the transfer
@@ -104,6 +111,7 @@ public struct CustomerEntitlements: Sendable, Hashable, Codable {
         }
         subscriptions[originalTransactionId] = nil
         heldSince[originalTransactionId] = nil
+        provisional[originalTransactionId] = nil
         endBillingRetry(of: originalTransactionId, at: date)
     }
 
@@ -146,8 +154,12 @@ public struct CustomerEntitlements: Sendable, Hashable, Codable {
         let graceEnd = naturalEnd > expires ? naturalEnd : nil
         let status: SubscriptionRecord.Status
         let endedByApple = ownPeriods.compactMap { $0.endReason == .expired ? $0.endedAt : nil }.min()
+        let provisionalEnd = provisional[original]
         if let revoked = latest.revocationDate, revoked <= date {
             status = .revoked
+        } else if let provisionalEnd, provisionalEnd <= date {
+            // Granted while Apple could not be asked, and Apple has not confirmed it since.
+            status = .expired
         } else if let endedByApple, endedByApple <= date {
             status = .expired
         } else if expires > date {
@@ -165,6 +177,6 @@ public struct CustomerEntitlements: Sendable, Hashable, Codable {
             latestTransactionId: latest.transactionId, isIntroductoryOffer: latest.isIntroductoryOffer,
             offerIdentifier: latest.offerIdentifier, asOf: current?.asOf, isInBillingRetry: current?.isInBillingRetry,
             previousOriginalTransactionId: known.compactMap(\.previousOriginalTransactionId).first,
-            billingPlan: current?.billingPlan ?? latest.billingPlan)
+            billingPlan: current?.billingPlan ?? latest.billingPlan, provisionalUntil: provisionalEnd)
     }
 }

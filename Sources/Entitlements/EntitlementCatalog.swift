@@ -140,6 +140,9 @@ public struct EntitlementCatalog: Sendable, Hashable, Codable {
                     throw .invalidEntry(entry: "\(name) consumption.offers", problem: "names no offer \(unknown)")
                 }
             }
+            guard (0...168).contains(publisher.temporaryAccessHours) else {
+                throw .invalidEntry(entry: "\(name) temporaryAccessHours", problem: "must be 0 (never) to 168 (a week)")
+            }
             guard publisher.reconcileIntervalSeconds == 0 || (300...86_400).contains(publisher.reconcileIntervalSeconds) else {
                 throw .invalidEntry(entry: "\(name) reconcileIntervalSeconds", problem: "must be 0 (never) or 300 to 86400")
             }

@@ -15,9 +15,13 @@ public struct EntitlementEngine: Sendable {
     /// A newer view of a transaction without the revocation an older view had is a reversed
     /// refund: the access and credits it took back are restored. `accessFrom` starts the
     /// customer's access no earlier than that date (a purchase transferred to them).
+    ///
+    /// `provisionalUntil`: the fact was verified here while Apple could not be asked; the
+    /// purchase gives access until then unless Apple's word comes first. Without it the fact
+    /// is Apple's word, and confirms a provisional grant of the purchase.
     public func apply(
         _ fact: PurchaseFact, renewal: RenewalFact? = nil, to state: inout CustomerEntitlements, now: Date,
-        accessFrom: Date? = nil
+        accessFrom: Date? = nil, provisionalUntil: Date? = nil
     )
         -> EntitlementDecision
     {
@@ -31,6 +35,7 @@ public struct EntitlementEngine: Sendable {
             return .refused(.unknownProduct, state: state, now: now)
         }
         let before = state
+        state.provisional[fact.originalTransactionId] = provisionalUntil
         if let accessFrom {
             // The purchase comes to this customer by a transfer: they hold it from then on.
             let original = fact.originalTransactionId

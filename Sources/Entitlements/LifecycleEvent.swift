@@ -46,6 +46,9 @@ public enum LifecycleEventType: String, Sendable, Hashable, Codable, CaseIterabl
     case creditsGranted = "credits_granted"
     case creditsSpent = "credits_spent"
     case creditsClawedBack = "credits_clawed_back"
+    /// Access granted from a purchase verified here while Apple could not be asked: it lasts
+    /// until `provisionalUntil` unless Apple confirms it first.
+    case temporaryAccessGranted = "temporary_access_granted"
 
     /// The types whose events carry revenue: each new paid transaction is exactly one of them.
     public var carriesRevenue: Bool {
@@ -145,6 +148,10 @@ public struct LifecycleEvent: Sendable, Hashable, Codable {
     public var previousBalance: Int?
     public var shortfall: Int?
     public var reference: String?
+    /// The purchase's access was granted while Apple could not be asked, and lasts until
+    /// `provisionalUntil` unless Apple confirms it first.
+    public var provisional: Bool?
+    public var provisionalUntil: Date?
 
     public init(
         id: String, type: LifecycleEventType, publisher: String, customer: String, occurredAt: Date, recordedAt: Date

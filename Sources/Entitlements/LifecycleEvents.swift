@@ -22,8 +22,22 @@ public struct LifecycleEvents: Sendable {
         events += transactionEvents(before: before, after: after)
         events += subscriptionEvents(before: before, after: after)
         events += creditEvents(before: before, after: after)
-        for index in events.indices where events[index].originalTransactionId.map(after.sharedPurchases.contains) == true {
-            events[index].shared = true
+        for (original, until) in after.provisional.sorted(by: { $0.key < $1.key }) where before.provisional[original] != until {
+            let latest = after.transactions.values.filter { $0.originalTransactionId == original }.max {
+                ($0.purchaseDate, $0.transactionId) < ($1.purchaseDate, $1.transactionId)
+            }
+            var granted = event(.temporaryAccessGranted, "\(original):\(Self.ms(until))", customer: after.customer, at: now, fact: latest)
+            granted.priceMilliunits = nil
+            granted.priceSource = nil
+            events.append(granted)
+        }
+        for index in events.indices {
+            guard let original = events[index].originalTransactionId else { continue }
+            if after.sharedPurchases.contains(original) { events[index].shared = true }
+            if let until = after.provisional[original] {
+                events[index].provisional = true
+                events[index].provisionalUntil = until
+            }
         }
         return events
     }

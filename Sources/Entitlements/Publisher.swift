@@ -220,6 +220,12 @@ public struct Publisher: Sendable, Hashable, Codable {
     public var reconcileIntervalSeconds: Int
 
     public static let defaultReconcileIntervalSeconds = 3600
+    /// How long access may be granted from a signed transaction verified here while Apple
+    /// cannot be asked about the subscription (its API down, slow or limiting), in hours
+    /// (0: never; at most 168); never past the transaction's own expiry. 24 unless set.
+    public var temporaryAccessHours: Int
+
+    public static let defaultTemporaryAccessHours = 24
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -240,6 +246,7 @@ public struct Publisher: Sendable, Hashable, Codable {
         consumption = try container.decodeIfPresent(ConsumptionPolicy.self, forKey: .consumption)
         reconcileIntervalSeconds =
             try container.decodeIfPresent(Int.self, forKey: .reconcileIntervalSeconds) ?? Self.defaultReconcileIntervalSeconds
+        temporaryAccessHours = try container.decodeIfPresent(Int.self, forKey: .temporaryAccessHours) ?? Self.defaultTemporaryAccessHours
     }
 
     public func app(bundleId: String) -> App? { apps.first { $0.bundleId == bundleId } }

@@ -43,4 +43,7 @@ public struct SubscriptionRecord: Sendable, Hashable, Codable {
     /// A price increase announced for the next renewal: `false` until the customer agrees,
     /// `true` once they have; `nil` when none is pending.
     public var priceIncreaseConsented: Bool? = nil
+    /// Access granted from a locally verified transaction while Apple could not be asked:
+    /// it lasts until then unless Apple confirms it first (`CustomerEntitlements.provisional`).
+    public var provisionalUntil: Date? = nil
 }

@@ -1,0 +1,90 @@
+import Foundation
+import HTTPTestSupport
+import RedisTestSupport
+import Testing
+
+/// Apple's subscription statuses unreachable while a customer buys: the signed transaction,
+/// verified here, proves the purchase, so its job grants access provisionally on its second
+/// attempt (past the first retry), says so in its answer, the customer's answers, the events
+/// and the webhooks, and Apple asked again soon makes it final, or withdraws it when Apple
+/// says the purchase was refunded meanwhile.
+@Suite struct TemporaryAccessFlowTests {
+    @Test(.timeLimit(.minutes(4))) func accessIsGrantedProvisionallyWhileAppleIsDownThenConfirmedOrWithdrawn() async throws {
+        try await APIStack.runWithWebhooks("temporary-access", notify: []) { api, hooks in
+            func appleDown() async throws {
+                // The purchase's job asks twice (its first attempt and its retry); then Apple is back.
+                try await api.simulator(
+                    "/simulator/faults", #"{"target":"serverAPI","status":503,"pathContains":"v1/subscriptions/","count":2}"#)
+            }
+            func subscription(_ customer: String) async throws -> [String: Any]? {
+                (try await api.customer(customer)["subscriptions"] as? [[String: Any]])?.first
+            }
+
+            // Confirmed: Apple answers the check that follows.
+            try await appleDown()
+            let bought = try await api.buy("premium.monthly", extra: ["useIntroductoryOffer": false])
+            let job = try await api.submit([
+                "customer": "pia@example.com", "signedTransaction": try #require(bought["signedTransaction"] as? String),
+            ])
+            let document = try await api.finished(job)
+            #expect(document["status"] as? String == "succeeded" && document["attempt"] as? Int == 2, "\(document)")
+            let result = try #require(document["result"] as? [String: Any])
+            #expect(result["accessGranted"] as? Bool == true && result["provisional"] as? Bool == true, "\(result)")
+            #expect(result["provisionalUntil"] != nil && (result["subscription"] as? [String: Any])?["provisionalUntil"] != nil)
+            try await eventually("Apple's answer confirms the purchase") {
+                try await subscription("pia@example.com")?["provisionalUntil"] == nil
+            }
+            #expect(try await api.access("pia@example.com", "premium"))
+            let events = try await api.events("pia@example.com")
+            let granted = try #require(events.first { $0["type"] as? String == "temporary_access_granted" }, "\(events)")
+            #expect(granted["provisional"] as? Bool == true && granted["provisionalUntil"] != nil)
+            #expect(events.first { $0["type"] as? String == "initial_purchase" }?["provisional"] as? Bool == true)
+            #expect(events.filter { $0["type"] as? String == "initial_purchase" }.count == 1, "confirming makes no second purchase")
+
+            // Withdrawn: refunded at Apple while it was unreachable (the notification is lost too).
+            try await appleDown()
+            let refunded = try await api.buy("premium.monthly", extra: ["useIntroductoryOffer": false])
+            let second = try await api.submit([
+                "customer": "rex@example.com", "signedTransaction": try #require(refunded["signedTransaction"] as? String),
+            ])
+            let secondResult = try #require(try await api.finished(second)["result"] as? [String: Any])
+            #expect(secondResult["provisional"] as? Bool == true, "\(secondResult)")
+            try await api.simulator("/simulator/transactions/\(try #require(refunded["transactionId"] as? String))/refund", "{}")
+            try await eventually("Apple's answer withdraws the purchase") {
+                try await subscription("rex@example.com")?["status"] as? String == "revoked"
+            }
+            #expect(try await api.access("rex@example.com", "premium") == false)
+            #expect(try await subscription("rex@example.com")?["provisionalUntil"] == nil)
+            #expect(try await api.events("rex@example.com").contains { $0["type"] as? String == "refund" })
+
+            // Each webhook fits its schema; the grant reached the receiver.
+            try await api.settle()
+            let bodies = await hooks.entries.filter { $0.path == "/hooks" }.compactMap {
+                try? JSONSerialization.jsonObject(with: Data($0.body)) as? [String: Any]
+            }
+            #expect(
+                bodies.filter { $0["event"] as? String == "temporary_access_granted" }.count == 2, "\(bodies.map { $0["event"] ?? "?" })")
+            for body in bodies {
+                let problems = OpenAPIDocument.shared.checkWebhook(body)
+                #expect(problems.isEmpty, "\(body["event"] ?? "?"): \(problems)")
+            }
+        }
+    }
+
+    /// A publisher that turns it off (temporaryAccessHours 0) waits for Apple: the job retries.
+    @Test(.timeLimit(.minutes(3))) func aPublisherThatTurnsItOffWaitsForApple() async throws {
+        try await APIStack.run(
+            "temporary-access-off", worker: true, catalog: { publishers in publishers[0]["temporaryAccessHours"] = 0 }
+        ) { api in
+            try await api.simulator(
+                "/simulator/faults", #"{"target":"serverAPI","status":503,"pathContains":"v1/subscriptions/","count":3}"#)
+            let bought = try await api.buy("premium.monthly", extra: ["useIntroductoryOffer": false])
+            let job = try await api.submit([
+                "customer": "olga@example.com", "signedTransaction": try #require(bought["signedTransaction"] as? String),
+            ])
+            let document = try await api.finished(job)
+            let result = try #require(document["result"] as? [String: Any], "\(document)")
+            #expect((document["attempt"] as? Int ?? 0) >= 4 && result["provisional"] == nil && result["accessGranted"] as? Bool == true)
+        }
+    }
+}

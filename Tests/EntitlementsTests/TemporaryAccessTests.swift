@@ -1,0 +1,66 @@
+import Entitlements
+import Foundation
+import Testing
+
+/// Access granted from a signed transaction verified here while Apple could not be asked:
+/// it lasts until its end unless Apple's word comes first, which confirms it (or withdraws
+/// it), and the change says so in its events.
+@Suite struct TemporaryAccessTests {
+    let fixture: ProratedRefundTests
+    let day: TimeInterval = 86_400
+    var start: Date { fixture.start }
+
+    init() throws { fixture = try ProratedRefundTests() }
+
+    func subscription(_ id: String, at date: Date) -> PurchaseFact {
+        var fact = fixture.fact(id, "com.entitle.demo.premium.monthly", .autoRenewable, at: date)
+        fact.expiresDate = date.addingTimeInterval(30 * day)
+        return fact
+    }
+
+    @Test func provisionalAccessEndsAtItsEndUnlessAppleConfirmsIt() {
+        let engine = fixture.engine
+        var state = CustomerEntitlements(publisher: "demo", customer: "pia@example.com")
+        let fact = subscription("s1", at: start)
+        let until = start.addingTimeInterval(day)
+        let before = state
+        let granted = engine.apply(fact, to: &state, now: start, provisionalUntil: until)
+        #expect(granted.accessGranted && state.provisional["s1"] == until)
+        #expect(state.entitlements(at: start.addingTimeInterval(day - 1)) == ["hd", "premium"])
+        #expect(state.entitlements(at: until).isEmpty, "no further than its end, though Apple's expiry is later")
+        #expect(state.subscription(originalTransactionId: "s1", at: start)?.provisionalUntil == until)
+        #expect(state.subscription(originalTransactionId: "s1", at: until)?.status == .expired)
+
+        // The events say so: the purchase (provisional) and the grant.
+        let events = LifecycleEvents(publisher: fixture.engine.publisher, now: start).derive(before: before, after: state)
+        #expect(events.map(\.type.rawValue).sorted() == ["initial_purchase", "temporary_access_granted"])
+        #expect(events.allSatisfy { $0.provisional == true && $0.provisionalUntil == until })
+
+        // Apple's word on the purchase confirms it: access to Apple's expiry, no new event but what Apple's facts make.
+        var confirmed = state
+        var fresh = fact
+        fresh.signedDate = start.addingTimeInterval(3600)
+        _ = engine.apply(fresh, to: &confirmed, now: start.addingTimeInterval(3600))
+        #expect(confirmed.provisional.isEmpty)
+        #expect(confirmed.entitlements(at: until.addingTimeInterval(day)) == ["hd", "premium"])
+        #expect(confirmed.subscription(originalTransactionId: "s1", at: until)?.provisionalUntil == nil)
+        let after = LifecycleEvents(publisher: fixture.engine.publisher, now: start.addingTimeInterval(3600))
+            .derive(before: state, after: confirmed)
+        #expect(after.isEmpty, "\(after.map(\.type))")
+
+        // Or Apple says it was refunded: withdrawn from the refund on.
+        var withdrawn = state
+        let refundedAt = start.addingTimeInterval(7200)
+        _ = engine.apply(fixture.refunded(fact, at: refundedAt, type: "REFUND_FULL", percentage: 100_000), to: &withdrawn, now: refundedAt)
+        #expect(withdrawn.provisional.isEmpty && withdrawn.entitlements(at: refundedAt).isEmpty)
+
+        // A transfer away ends it too.
+        var released = state
+        released.release(originalTransactionId: "s1", at: start.addingTimeInterval(60))
+        #expect(released.provisional.isEmpty)
+        // Kept in the stored document, and read back.
+        let encoded = try? JSONEncoder().encode(state)
+        let decoded = encoded.flatMap { try? JSONDecoder().decode(CustomerEntitlements.self, from: $0) }
+        #expect(decoded?.provisional == ["s1": until])
+    }
+}
