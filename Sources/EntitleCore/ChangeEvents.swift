@@ -18,6 +18,10 @@ package struct ChangeEvents: Sendable {
     package let now: Date
     /// How soon Apple is asked again about a purchase granted provisionally.
     package var provisionalCheckDelay: Duration = .seconds(60)
+    /// A change an import made: its events are marked `imported`, and posted to the webhook
+    /// only when the import asked for it (a historic purchase is not news to the publisher).
+    package var imported = false
+    package var importWebhooks = false
 
     package init(
         publisher: Publisher, clockOffset: TimeInterval, renewalCheckMargin: Duration, billingRetryCheckInterval: Duration, now: Date
@@ -37,9 +41,15 @@ package struct ChangeEvents: Sendable {
         before: CustomerEntitlements, after: CustomerEntitlements, version: Int, extra: [LifecycleEvent] = []
     ) throws -> EntitlementStore.Change {
         var events = LifecycleEvents(publisher: publisher, now: now).derive(before: before, after: after) + extra
-        for index in events.indices { events[index].customerVersion = version }
+        for index in events.indices {
+            events[index].customerVersion = version
+            if imported { events[index].imported = true }
+        }
         let entitlements = after.entitlements(at: now)
-        let webhooks = try events.filter { publisher.webhook?.posts($0.type) ?? false }.map { try webhook($0, entitlements: entitlements) }
+        let posted = !imported || importWebhooks
+        let webhooks = try events.filter { posted && (publisher.webhook?.posts($0.type) ?? false) }.map {
+            try webhook($0, entitlements: entitlements)
+        }
         let delta = ReportDelta.between(
             ReportTimeline.pieces(of: before, publisher: publisher), ReportTimeline.pieces(of: after, publisher: publisher))
         return EntitlementStore.Change(

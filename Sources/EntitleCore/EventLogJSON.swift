@@ -120,6 +120,7 @@ struct EventLogJSON {
         json.add("reference", event.reference)
         json.add("provisional", event.provisional)
         json.add("provisionalUntil", event.provisionalUntil)
+        json.add("imported", event.imported)
         json.add("refundMilliunits", event.refundMilliunits)
         json.add("resubscribed", event.resubscribed)
         json.add("revocationPercentage", event.revocationPercentage)
@@ -300,7 +301,8 @@ enum EventLogReader {
         else { return nil }
         let known: Set<String> = [
             "amount", "appAccountTokenMatched", "balance", "change", "consented", "currency", "customer", "customerVersion", "effective",
-            "environment", "expiresDate", "familyShared", "from", "fromProductId", "gracePeriodExpiresDate", "id", "occurredAt", "offerId",
+            "environment", "expiresDate", "familyShared", "from", "fromProductId", "gracePeriodExpiresDate", "id", "imported", "occurredAt",
+            "offerId",
             "offerIdentifier", "offerKind", "originalTransactionId", "previousBalance", "previousExpiresDate", "priceMilliunits",
             "priceSource", "productId", "provisional", "provisionalUntil", "publisher", "reason", "recordedAt", "reference",
             "refundMilliunits", "resubscribed",
@@ -344,6 +346,7 @@ enum EventLogReader {
         event.reference = fields["reference"]?.string
         event.provisional = fields["provisional"]?.bool
         event.provisionalUntil = fields["provisionalUntil"]?.date
+        event.imported = fields["imported"]?.bool
         event.refundMilliunits = fields["refundMilliunits"]?.integer
         event.resubscribed = fields["resubscribed"]?.bool
         event.revocationPercentage = int("revocationPercentage")

@@ -28,6 +28,10 @@ package enum JobPayloads {
         package var appKey: String?
         /// Answer what the claim would do, changing nothing (`POST /v1/purchases?dryRun=true`).
         package var dryRun: Bool?
+        /// A purchase the publisher brought with it (`entitle import`): its events are marked
+        /// imported, and posted to the webhook only with `importWebhooks`.
+        package var imported: Bool?
+        package var importWebhooks: Bool?
 
         package init(
             publisher: String, customer: String, signedTransaction: String? = nil, transactionId: String? = nil,

@@ -112,10 +112,12 @@ package struct EntitlementService: Sendable {
     func apply(
         _ evidence: AppleEvidence, publisher: Publisher, customer: String, fence: TransactionLock.Token?, now: Date,
         clockOffset: TimeInterval, accessFrom: Date? = nil, extraEvents: [LifecycleEvent] = [], sharing: Set<String> = [],
-        holding: Set<String> = [], job: JobContext
+        holding: Set<String> = [], imported: Bool = false, importWebhooks: Bool = false, job: JobContext
     ) async throws -> [String: EntitlementDecision] {
         let engine = EntitlementEngine(publisher: publisher)
-        let events = changeEvents(publisher, now: now, clockOffset: clockOffset)
+        var events = changeEvents(publisher, now: now, clockOffset: clockOffset)
+        events.imported = imported
+        events.importWebhooks = importWebhooks
         let facts = evidence.facts.sorted { ($0.purchaseDate, $0.transactionId) < ($1.purchaseDate, $1.transactionId) }
         // Renewal info speaks of a subscription's newest transaction (its billing, its grace).
         let newest = Dictionary(facts.map { ($0.originalTransactionId, $0.transactionId) }) { _, later in later }

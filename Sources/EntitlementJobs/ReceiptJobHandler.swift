@@ -452,7 +452,8 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
             let fence = tokens[primary.originalTransactionId]
             let decisionsByTransaction = try await service.apply(
                 evidence, publisher: publisher, customer: payload.customer, fence: fence, now: now, clockOffset: offset,
-                sharing: Set(sharingNow), job: job)
+                sharing: Set(sharingNow), imported: payload.imported == true, importWebhooks: payload.importWebhooks == true,
+                job: job)
             if payload.appReceipt != nil, let receipt = evidence.latestReceipt {
                 // Kept for the purchases the claim applied, not those it refused.
                 try await service.store.keepReceipt(

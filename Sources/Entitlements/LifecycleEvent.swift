@@ -152,6 +152,8 @@ public struct LifecycleEvent: Sendable, Hashable, Codable {
     /// `provisionalUntil` unless Apple confirms it first.
     public var provisional: Bool?
     public var provisionalUntil: Date?
+    /// A purchase the publisher brought with it (`entitle import`), not a new one.
+    public var imported: Bool?
 
     public init(
         id: String, type: LifecycleEventType, publisher: String, customer: String, occurredAt: Date, recordedAt: Date

@@ -251,6 +251,24 @@ public struct Publisher: Sendable, Hashable, Codable {
 
     public func app(bundleId: String) -> App? { apps.first { $0.bundleId == bundleId } }
 
+    /// What is wrong with a customer id, as this publisher names customers (nil: nothing).
+    public func customerIdProblem(_ id: String, field: String = "customer") -> String? {
+        guard !id.isEmpty, id.utf8.count <= 256 else { return "\(field) must have 1 to 256 bytes" }
+        guard !id.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) else { return "\(field) contains control characters" }
+        switch customerIdentity {
+        case .email:
+            let parts = id.split(separator: "@", omittingEmptySubsequences: false)
+            guard parts.count == 2, !parts[0].isEmpty, parts[1].contains("."), !parts[1].hasPrefix("."), !parts[1].hasSuffix("."),
+                !id.utf8.contains(0x20)
+            else { return "\(field) must be an email address (publisher \(self.id) names customers by email)" }
+        case .username:
+            guard !id.contains(where: \.isWhitespace) else { return "\(field) must be a username without spaces" }
+        case .appAccountToken:
+            guard UUID(uuidString: id) != nil else { return "\(field) must be an appAccountToken (a UUID)" }
+        }
+        return nil
+    }
+
     /// The offer a product buys.
     public func offer(forProduct productId: String) -> Offer? { offers.first { $0.productIds.contains(productId) } }
 

@@ -105,6 +105,7 @@ package struct EntitleAPI: Sendable {
         registerAppAccountToken(on: table)
         registerConsumptionConsent(on: table)
         registerResync(on: table)
+        registerImports(on: table)
         EventsController(api: self).addRoutes(to: table)
         ReportsController(api: self).addRoutes(to: table)
         registerDashboard(on: table)

@@ -101,25 +101,7 @@ struct RequestInput {
 extension RequestInput {
     /// Checks a customer id against how the publisher names customers.
     static func checkCustomer(_ id: String, for publisher: Publisher, field: String = "customer") throws {
-        guard !id.isEmpty, id.utf8.count <= 256 else { throw APIError.badRequest("\(field) must have 1 to 256 bytes") }
-        guard !id.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) else {
-            throw APIError.badRequest("\(field) contains control characters")
-        }
-        switch publisher.customerIdentity {
-        case .email:
-            let parts = id.split(separator: "@", omittingEmptySubsequences: false)
-            guard parts.count == 2, !parts[0].isEmpty, parts[1].contains("."), !parts[1].hasPrefix("."), !parts[1].hasSuffix("."),
-                !id.utf8.contains(0x20)
-            else { throw APIError.badRequest("\(field) must be an email address (publisher \(publisher.id) names customers by email)") }
-        case .username:
-            guard !id.contains(where: \.isWhitespace) else {
-                throw APIError.badRequest("\(field) must be a username without spaces")
-            }
-        case .appAccountToken:
-            guard UUID(uuidString: id) != nil else {
-                throw APIError.badRequest("\(field) must be an appAccountToken (a UUID)")
-            }
-        }
+        if let problem = publisher.customerIdProblem(id, field: field) { throw APIError.badRequest(problem) }
     }
 
     /// A path parameter, percent-decoded.

@@ -235,6 +235,21 @@ public final class JobQueue: Sendable {
         return replies.lazy.compactMap { JobRecord(fields: $0.fieldValues) }.first
     }
 
+    /// The jobs with these ids in `queue`, in the same order (nil where a record is gone),
+    /// read in pipelines of a thousand.
+    public func jobs(ids: [String], queue: String) async throws -> [JobRecord?] {
+        let keys = configuration.keys(queue)
+        var records: [JobRecord?] = []
+        records.reserveCapacity(ids.count)
+        var start = 0
+        while start < ids.count {
+            let chunk = ids[start..<min(ids.count, start + 1000)]
+            records += try await redis.pipeline(chunk.map { ["HGETALL", keys.job($0)] }).map { JobRecord(fields: $0.fieldValues) }
+            start += chunk.count
+        }
+        return records
+    }
+
     /// The queues that producers and workers have used, sorted.
     /// The most recently enqueued jobs of `queue`, newest first (those whose records have
     /// expired are left out).

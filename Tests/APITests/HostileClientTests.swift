@@ -141,6 +141,8 @@ import Testing
                 method: "PUT", path: "/v1/customers/ann%40example.com/consumption-consent", body: try json(["consented": "yes"])),
             "GET /v1/customers/{id}/consumption-consent": Probe(method: "GET", path: "/v1/customers/ann%40example.com/consumption-consent"),
             "POST /v1/customers/{id}/resync": Probe(method: "POST", path: "/v1/customers/ann%40example.com/resync"),
+            "POST /v1/imports": Probe(method: "POST", path: "/v1/imports", body: "customer,proof\nnot an email,12"),
+            "GET /v1/imports/{id}": Probe(method: "GET", path: "/v1/imports/0123456789abcdef01234567"),
             "PUT /v1/purchases/{originalTransactionId}/appAccountToken": Probe(
                 method: "PUT", path: "/v1/purchases/\(transactionId)/appAccountToken", body: try json(["appAccountToken": "not a uuid"])),
             "GET /v1/queues": Probe(method: "GET", path: "/v1/queues"),
