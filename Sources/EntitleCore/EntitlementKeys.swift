@@ -18,6 +18,7 @@
 ///   fence, hash-tagged by T so both sit in one Redis Cluster slot
 /// - `{prefix}:ent:P:consumption:T:M`: string, the consumption information sent for T's
 ///   request of M (JSON), for two days
+/// - `{prefix}:ent:P:apple:pause`: string, set while Apple asked the publisher to wait (429)
 /// - `{prefix}:ent:P:reconciled:B:E`: hash, how far app B's notifications in environment E
 ///   have been reconciled (`through`, ms) and the page a reconcile under way reached
 ///   (`start`, `end`, `token`)
@@ -82,6 +83,8 @@ package struct EntitlementKeys: Sendable, Hashable {
     package func consumptionSent(_ publisher: String, transactionId: String, askedMs: Int64) -> String {
         key(publisher, "consumption", "\(transactionId):\(askedMs)")
     }
+    /// Set while Apple asked the publisher to wait (429 with Retry-After); expires at its end.
+    package func applePause(_ publisher: String) -> String { key(publisher, "apple", "pause") }
     package func reconciled(_ publisher: String, bundleId: String, environment: String) -> String {
         key(publisher, "reconciled", "\(bundleId):\(environment)")
     }

@@ -354,6 +354,28 @@ package struct EntitlementStore: Sendable {
         try await redis.send(["GET", keys.consumptionSent(publisher, transactionId: transactionId, askedMs: askedMs)]).string
     }
 
+    /// How many milliseconds Apple's pause of the publisher has left (0 or less: none).
+    package func applePauseRemaining(publisher: String) async throws -> Int {
+        try await redis.send(["PTTL", keys.applePause(publisher)]).int ?? -2
+    }
+
+    /// Pauses the publisher's Apple calls until `untilMs` (expiring in `remainingMs`), unless
+    /// a later pause is set.
+    package func extendApplePause(publisher: String, untilMs: Int64, remainingMs: Int64) async throws {
+        _ = try await redis.run(
+            Self.extendPause, keys: [keys.applePause(publisher)], arguments: [String(untilMs), String(remainingMs)])
+    }
+
+    /// Sets a pause's end (`ARGV[1]`, ms) expiring in `ARGV[2]` ms, unless a later one is set.
+    static let extendPause = RedisScript(
+        name: "apple-pause-extend",
+        source: """
+            local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+            if current >= tonumber(ARGV[1]) then return 0 end
+            redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+            return 1
+            """)
+
     /// Marks a notification applied, for `retention` (Apple retries for about three days).
     package func markApplied(publisher: String, notification id: String, retention: Duration = .seconds(30 * 86_400)) async throws {
         _ = try await redis.send(["SET", notificationKey(publisher, id), "1", "EX", String(retention.components.seconds)])

@@ -159,6 +159,16 @@ package enum JobPayloads {
         }
     }
 
+    /// The payload's `publisher`, read without decoding the rest (every entitlement payload
+    /// names one; ids are letters, digits and `-_.`, so nothing is escaped).
+    package static func publisher(in payload: String) -> String? {
+        guard let range = payload.range(of: #""publisher":""#) else { return nil }
+        let rest = payload[range.upperBound...]
+        guard let end = rest.firstIndex(of: "\"") else { return nil }
+        let id = rest[..<end]
+        return id.isEmpty || id.contains("\\") ? nil : String(id)
+    }
+
     package static func decode<Payload: Decodable>(_ type: Payload.Type, _ text: String) throws -> Payload {
         do {
             let decoder = JSONDecoder()

@@ -15,6 +15,8 @@ package struct EntitlementService: Sendable {
     package let store: EntitlementStore
     package let locks: TransactionLock
     package let jobQueue: JobQueue
+    /// Apple's 429s, kept for the whole publisher.
+    package let applePause: ApplePause
     let logger: Logger
     /// Runs after an entitlement write, before its follow-ups are enqueued and the job is
     /// acknowledged: a fault point for crash tests (the CLI sets it in development only).
@@ -30,6 +32,7 @@ package struct EntitlementService: Sendable {
         self.jobQueue = jobQueue
         self.store = EntitlementStore(redis: jobQueue.redis, prefix: jobQueue.configuration.prefix, logger: logger)
         self.locks = TransactionLock(redis: jobQueue.redis, prefix: jobQueue.configuration.prefix)
+        self.applePause = ApplePause(store: store)
         self.logger = logger
     }
 

@@ -12,6 +12,8 @@ import JobQueue
 /// engine orders by signed date). Refunds, revocations and reversals become `refund` jobs;
 /// everything else is applied to the customer holding the purchase.
 package struct NotificationJobHandler: EntitlementJobHandler {
+    /// It does not ask the App Store Server API (a V1 notification asks verifyReceipt, which Apple does not rate limit).
+    var asksApple: Bool { false }
     let service: EntitlementService
 
     package init(service: EntitlementService) { self.service = service }

@@ -6,6 +6,7 @@ import JobQueue
 /// `spend`: takes credits a customer used from their ledger, once per reference, never
 /// below zero. Spent credits are what a later refund cannot take back (its shortfall).
 package struct SpendJobHandler: EntitlementJobHandler {
+    var asksApple: Bool { false }
     let service: EntitlementService
 
     package init(service: EntitlementService) { self.service = service }

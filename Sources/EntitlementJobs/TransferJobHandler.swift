@@ -9,6 +9,7 @@ import JobQueue
 /// another, as the publisher's policy allows: the new owner's access starts now, the
 /// previous owner's ends now. Each step is idempotent, so a rerun after a crash completes it.
 package struct TransferJobHandler: EntitlementJobHandler {
+    var asksApple: Bool { false }
     let service: EntitlementService
 
     package init(service: EntitlementService) { self.service = service }

@@ -17,6 +17,7 @@ import NIOCore
 /// answer, a redirect or a refused address is permanent (the job goes to the dead set, where
 /// an operator can retry it).
 package struct WebhookJobHandler: EntitlementJobHandler {
+    var asksApple: Bool { false }
     let service: EntitlementService
     let eventLoopGroup: any EventLoopGroup
 
