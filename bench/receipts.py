@@ -6,7 +6,6 @@ Apple's own Python library verifying the same transactions, for ratios.
 Usage: bench/receipts.sh [N]  (builds the release binary, needs redis-server and
 ~/.peers-venv with redis-py; ~/.asl-venv with app-store-server-library for the peer).
 """
-import concurrent.futures
 import json
 import os
 import re
@@ -18,6 +17,8 @@ import uuid
 
 import redis
 
+import simulator_purchases
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
 BIN = os.environ.get('ENTITLE_BIN') or os.path.join(ROOT, '.build', 'release', 'entitle')
 PROCESSES = [int(p) for p in os.environ.get('BENCH_PROCESSES', '1,2').split(',')]
@@ -27,12 +28,6 @@ N = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
 PORT = 6392
 r = redis.Redis(port=PORT)
 ENQUEUE = r.register_script(open(os.path.join(ROOT, 'Jobs', 'enqueue.lua')).read())
-
-
-def post(url, body):
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={'Content-Type': 'application/json'})
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return json.load(response)
 
 
 def enqueue(prefix, jobs):
@@ -83,16 +78,8 @@ def run_workers(prefix, procs, job_type, n, simulator, metrics_base):
 
 def main():
     r.flushall()
-    sim = subprocess.Popen([BIN, 'simulator', '--port', '0', '--log-level', 'error'], stdout=subprocess.PIPE, text=True)
-    simulator = None
-    for line in sim.stdout:
-        if 'listening on' in line:
-            simulator = line.split()[-1]
-            break
-    products = ['com.entitle.demo.credits.100', 'com.entitle.demo.premium.monthly']
-    with concurrent.futures.ThreadPoolExecutor(8) as pool:
-        bought = list(pool.map(lambda i: post(simulator + '/simulator/purchases',
-                                              {'bundleId': 'com.entitle.demo', 'productId': products[i % 2]}), range(N)))
+    sim, simulator = simulator_purchases.start(BIN)
+    bought = simulator_purchases.buy(simulator, N)
     transactions = [b['signedTransaction'] for b in bought]
     rows = []
     for procs in PROCESSES:

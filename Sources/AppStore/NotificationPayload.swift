@@ -47,6 +47,8 @@ public struct NotificationData: Codable, Sendable, Hashable {
 
 /// The outcome of a renewal-date extension for all subscribers (`RENEWAL_EXTENSION` / `SUMMARY`).
 public struct NotificationSummary: Codable, Sendable, Hashable {
+    public init() {}
+
     public var environment: AppStoreEnvironment?
     public var appAppleId: Int64?
     public var bundleId: String?

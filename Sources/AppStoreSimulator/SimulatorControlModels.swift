@@ -114,8 +114,21 @@ public struct LifecycleRequest: Codable, Sendable, Hashable {
     public var reasonCode: Int?
     /// consumption-request: Apple's reason (`UNINTENDED_PURCHASE`, ...).
     public var consumptionReason: ConsumptionRequestReason?
+    /// offer-redeemed: `UPGRADE`, `DOWNGRADE`, or none (the current product).
+    public var subtype: String?
 
     public init() {}
+}
+
+/// `POST /simulator/mass-extensions`: extend every active subscription of a product.
+public struct MassExtensionRequest: Codable, Sendable, Hashable {
+    public var bundleId: String
+    public var productId: String
+    public var days: Int
+    public var reasonCode: Int?
+    public var requestIdentifier: String?
+    /// Sandbox unless told.
+    public var environment: AppStoreEnvironment?
 }
 
 /// `POST /simulator/external-purchase-tokens`: Apple tells the app's server about an

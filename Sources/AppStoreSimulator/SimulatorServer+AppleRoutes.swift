@@ -18,7 +18,7 @@ extension SimulatorServer {
         let store = self.store
         let faults = self.faults
         group.post("verifyReceipt") { request, _ in
-            if let fault = faults.take(.verifyReceipt, path: request.uri.path) {
+            if let fault = faults.take(.verifyReceipt, path: request.uri.path, now: store.clock.now) {
                 if let status = fault.receiptStatus {
                     return Response.jsonBytes(Array(#"{"status":\#(status),"is-retryable":\#(status == 21005 || status >= 21100)}"#.utf8))
                 }
@@ -146,7 +146,7 @@ extension SimulatorServer {
             logger.debug("App Store Server API request refused", metadata: ["reason": "\(error.reason)"])
             return Response(status: .unauthorized)
         }
-        if let fault = faults.take(.serverAPI, path: request.uri.path) {
+        if let fault = faults.take(.serverAPI, path: request.uri.path, now: store.clock.now) {
             var response = Self.appleError(
                 AppleAPIError(
                     httpStatus: fault.status ?? 500, errorCode: fault.errorCode ?? (fault.status == 429 ? 4_290_000 : 5_000_000),

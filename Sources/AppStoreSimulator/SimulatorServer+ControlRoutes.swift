@@ -64,7 +64,7 @@ extension SimulatorServer {
         }
         control.post("faults") { request, _ in
             try await Self.handle {
-                try faults.add(try await Self.decode(FaultInjector.Fault.self, request))
+                try faults.add(try await Self.decode(FaultInjector.Fault.self, request), now: store.clock.now)
                 return Response(status: .noContent)
             }
         }
@@ -94,6 +94,10 @@ extension SimulatorServer {
                 case "price-increase-consent":
                     guard let accept = body.accept else { throw SimulatorError(.invalidRequest, "price-increase-consent needs accept") }
                     snapshot = try await store.respondToPriceIncrease(id, accept: accept)
+                case "metadata-update": snapshot = try await store.advancedCommerceChange(id, .metadataUpdate)
+                case "price-change": snapshot = try await store.advancedCommerceChange(id, .priceChange)
+                case "offer-redeemed":
+                    snapshot = try await store.redeemOffer(id, subtype: body.subtype.map { NotificationSubtype(rawValue: $0) })
                 case "extend":
                     guard let days = body.days else { throw SimulatorError(.invalidRequest, "extend needs days") }
                     snapshot = try await store.extendRenewalDate(
@@ -135,6 +139,15 @@ extension SimulatorServer {
             try await Self.handle {
                 let body = try await Self.decode(ExternalPurchaseTokenRequest.self, request)
                 return Response.encoded(try await store.externalPurchaseToken(body))
+            }
+        }
+        control.post("mass-extensions") { request, _ in
+            try await Self.handle {
+                let body = try await Self.decode(MassExtensionRequest.self, request)
+                let uuids = try await store.extendAll(
+                    productId: body.productId, bundleId: body.bundleId, environment: body.environment ?? .sandbox, days: body.days,
+                    reasonCode: body.reasonCode ?? 0, requestIdentifier: body.requestIdentifier ?? UUID().uuidString)
+                return Response.encoded(["notifications": uuids])
             }
         }
         control.get("notifications") { _, _ in

@@ -17,9 +17,12 @@ package struct CustomerDocument: Encodable, Sendable {
         /// A migrated subscription: the chain it came from.
         var previousOriginalTransactionId: String?
         var billingPlan: Plan?
+        /// Access granted while Apple could not be asked ends then unless Apple confirms it (ms).
+        var provisionalUntil: Int64?
 
         private enum CodingKeys: String, CodingKey {
             case originalTransactionId, offerId, productId, status, expiresDate, autoRenew, previousOriginalTransactionId, billingPlan
+            case provisionalUntil
         }
 
         // `null`s are written, not left out: readers see every field of every subscription.
@@ -33,6 +36,7 @@ package struct CustomerDocument: Encodable, Sendable {
             try container.encode(autoRenew, forKey: .autoRenew)
             try container.encodeIfPresent(previousOriginalTransactionId, forKey: .previousOriginalTransactionId)
             try container.encodeIfPresent(billingPlan, forKey: .billingPlan)
+            try container.encodeIfPresent(provisionalUntil, forKey: .provisionalUntil)
         }
     }
 
@@ -129,7 +133,7 @@ package struct CustomerDocument: Encodable, Sendable {
                 productId: subscription.productId, status: subscription.status.rawValue,
                 expiresDate: Self.milliseconds(subscription.expiresDate), autoRenew: subscription.autoRenew,
                 previousOriginalTransactionId: subscription.previousOriginalTransactionId,
-                billingPlan: subscription.billingPlan.map(Plan.init))
+                billingPlan: subscription.billingPlan.map(Plan.init), provisionalUntil: Self.milliseconds(subscription.provisionalUntil))
         }
         let ledger = state.credits.entries.filter { $0.at <= date }.map { entry in
             LedgerEntry(

@@ -41,6 +41,13 @@ import Testing
             try await subscription("auto-renew-on")
             try await subscription("downgrade", #"{"productId":"com.entitle.demo.basic.monthly"}"#)
             try await subscription("extend", #"{"days":3}"#)
+            try await subscription("offer-redeemed")
+            try await subscription("metadata-update")
+            try await subscription("price-change")
+            let mass = try await api.simulator(
+                "/simulator/mass-extensions",
+                #"{"bundleId":"com.entitle.demo","productId":"com.entitle.demo.premium.monthly","days":2,"environment":"Production"}"#)
+            try await sent(mass)
             try await subscription("price-increase", #"{"price":12.99,"requiresConsent":true}"#)
             try await subscription("price-increase-consent", #"{"accept":true}"#)
             let credits = try await api.buy("credits.100", extra: ["environment": "Production"])
@@ -65,7 +72,7 @@ import Testing
             let test = try await client.requestTestNotification()
             try await sent(["notificationUUID": try #require(test.testNotificationToken)])
             // Time passes: a renewal, then the end (auto-renew off).
-            try await api.advance(seconds: 34 * 86_400)
+            try await api.advance(seconds: 40 * 86_400)
             try await sent(["notifications": try await Self.all(api)])
             try await subscription("auto-renew-off")
             try await api.advance(seconds: 32 * 86_400)
@@ -79,6 +86,8 @@ import Testing
                 "REFUND_REVERSED": "refund", "EXTERNAL_PURCHASE_TOKEN/CREATED": "recorded",
                 "EXTERNAL_PURCHASE_TOKEN/ACTIVE_TOKEN_REMINDER": "recorded", "EXTERNAL_PURCHASE_TOKEN/UNREPORTED": "recorded",
                 "RESCIND_CONSENT": "recorded", "TEST": "recorded", "DID_RENEW": "applied", "EXPIRED/VOLUNTARY": "applied",
+                "OFFER_REDEEMED": "applied", "RENEWAL_EXTENSION/SUMMARY": "recorded", "METADATA_UPDATE": "applied",
+                "PRICE_CHANGE": "applied",
             ]
             for (name, handling) in expected {
                 #expect(seen[name] == handling, "\(name): \(seen[name] ?? "never sent")")

@@ -3,7 +3,7 @@ import HTTPTestSupport
 import RedisTestSupport
 import Testing
 
-/// Apple's subscription statuses unreachable while a customer buys: the signed transaction,
+/// Apple's subscription statuses unreachable for ten minutes while customers buy: the signed transaction,
 /// verified here, proves the purchase, so its job grants access provisionally on its second
 /// attempt (past the first retry), says so in its answer, the customer's answers, the events
 /// and the webhooks, and Apple asked again soon makes it final, or withdraws it when Apple
@@ -11,18 +11,22 @@ import Testing
 @Suite struct TemporaryAccessFlowTests {
     @Test(.timeLimit(.minutes(4))) func accessIsGrantedProvisionallyWhileAppleIsDownThenConfirmedOrWithdrawn() async throws {
         try await APIStack.runWithWebhooks("temporary-access", notify: []) { api, hooks in
+            try await api.simulator("/simulator/clock/freeze", #"{"frozen":true}"#)
             func appleDown() async throws {
-                // The purchase's job asks twice (its first attempt and its retry); then Apple is back.
+                // Apple's statuses answer 503 for ten minutes of the App Store's clock.
                 try await api.simulator(
-                    "/simulator/faults", #"{"target":"serverAPI","status":503,"pathContains":"v1/subscriptions/","count":2}"#)
+                    "/simulator/faults", #"{"target":"serverAPI","status":503,"pathContains":"v1/subscriptions/","forSeconds":600}"#)
             }
+            // Read a second after the (frozen) App Store now: what happened at this very moment
+            // is in, whatever a millisecond of the clocks' rounding says.
             func subscription(_ customer: String) async throws -> [String: Any]? {
-                (try await api.customer(customer)["subscriptions"] as? [[String: Any]])?.first
+                let at = try await api.simulatorNow().addingTimeInterval(1)
+                return (try await api.customer(customer, at: at)["subscriptions"] as? [[String: Any]])?.first
             }
 
             // Confirmed: Apple answers the check that follows.
             try await appleDown()
-            let bought = try await api.buy("premium.monthly", extra: ["useIntroductoryOffer": false])
+            let bought = try await api.buy("premium.monthly", extra: ["useIntroductoryOffer": false, "environment": "Production"])
             let job = try await api.submit([
                 "customer": "pia@example.com", "signedTransaction": try #require(bought["signedTransaction"] as? String),
             ])
@@ -31,6 +35,9 @@ import Testing
             let result = try #require(document["result"] as? [String: Any])
             #expect(result["accessGranted"] as? Bool == true && result["provisional"] as? Bool == true, "\(result)")
             #expect(result["provisionalUntil"] != nil && (result["subscription"] as? [String: Any])?["provisionalUntil"] != nil)
+            #expect(try await subscription("pia@example.com")?["provisionalUntil"] != nil, "Apple is still down")
+            // Apple is back: the check that keeps asking makes it final.
+            try await api.advance(seconds: 11 * 60)
             try await eventually("Apple's answer confirms the purchase") {
                 try await subscription("pia@example.com")?["provisionalUntil"] == nil
             }
@@ -43,13 +50,14 @@ import Testing
 
             // Withdrawn: refunded at Apple while it was unreachable (the notification is lost too).
             try await appleDown()
-            let refunded = try await api.buy("premium.monthly", extra: ["useIntroductoryOffer": false])
+            let refunded = try await api.buy("premium.monthly", extra: ["useIntroductoryOffer": false, "environment": "Production"])
             let second = try await api.submit([
                 "customer": "rex@example.com", "signedTransaction": try #require(refunded["signedTransaction"] as? String),
             ])
             let secondResult = try #require(try await api.finished(second)["result"] as? [String: Any])
             #expect(secondResult["provisional"] as? Bool == true, "\(secondResult)")
             try await api.simulator("/simulator/transactions/\(try #require(refunded["transactionId"] as? String))/refund", "{}")
+            try await api.advance(seconds: 11 * 60)
             try await eventually("Apple's answer withdraws the purchase") {
                 try await subscription("rex@example.com")?["status"] as? String == "revoked"
             }
@@ -78,7 +86,7 @@ import Testing
         ) { api in
             try await api.simulator(
                 "/simulator/faults", #"{"target":"serverAPI","status":503,"pathContains":"v1/subscriptions/","count":3}"#)
-            let bought = try await api.buy("premium.monthly", extra: ["useIntroductoryOffer": false])
+            let bought = try await api.buy("premium.monthly", extra: ["useIntroductoryOffer": false, "environment": "Production"])
             let job = try await api.submit([
                 "customer": "olga@example.com", "signedTransaction": try #require(bought["signedTransaction"] as? String),
             ])

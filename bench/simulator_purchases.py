@@ -1,0 +1,31 @@
+"""The benches' shared start: a release `entitle simulator` on a free port, and N purchases
+bought from it (half consumables, half monthly subscriptions)."""
+import concurrent.futures
+import json
+import subprocess
+import urllib.request
+
+PRODUCTS = ['com.entitle.demo.credits.100', 'com.entitle.demo.premium.monthly']
+
+
+def post(url, body):
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={'Content-Type': 'application/json'})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return json.load(response)
+
+
+def start(binary):
+    """The simulator process and its URL."""
+    sim = subprocess.Popen([binary, 'simulator', '--port', '0', '--log-level', 'error'], stdout=subprocess.PIPE, text=True)
+    for line in sim.stdout:
+        if 'listening on' in line:
+            return sim, line.split()[-1]
+    raise RuntimeError('the simulator did not start')
+
+
+def buy(simulator, n, extra=None):
+    """N purchases (their simulator answers: signedTransaction, transactionId, ...)."""
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        return list(pool.map(lambda i: post(simulator + '/simulator/purchases',
+                                            dict({'bundleId': 'com.entitle.demo', 'productId': PRODUCTS[i % 2]}, **(extra or {}))),
+                             range(n)))
