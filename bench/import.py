@@ -34,7 +34,7 @@ def drain(prefix, simulator, job_type, n):
                                '--log-level', 'error', '--no-reports'], env=env)
     stats = f'{prefix}:{{default}}:stats'
     deadline = time.time() + 3600
-    while int(r.hget(stats, f'succeeded:{job_type}') or 0) + int(r.hget(stats, f'failed:{job_type}') or 0) < n and time.time() < deadline:
+    while int(r.hget(stats, f'succeeded:{job_type}') or 0) + int(r.hget(stats, f'dead:{job_type}') or 0) < n and time.time() < deadline:
         time.sleep(0.2)
     worker.terminate()
     worker.wait()

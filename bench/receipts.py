@@ -48,7 +48,7 @@ def run_workers(prefix, procs, job_type, n, simulator, metrics_base):
                for i in range(procs)]
     stats = f'{prefix}:{{default}}:stats'
     deadline = time.time() + 600
-    while int(r.hget(stats, f'succeeded:{job_type}') or 0) + int(r.hget(stats, f'failed:{job_type}') or 0) < n and time.time() < deadline:
+    while int(r.hget(stats, f'succeeded:{job_type}') or 0) + int(r.hget(stats, f'dead:{job_type}') or 0) < n and time.time() < deadline:
         time.sleep(0.05)
     split = {}
     for i in range(procs):

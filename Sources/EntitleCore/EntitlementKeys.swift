@@ -18,6 +18,8 @@
 ///   fence, hash-tagged by T so both sit in one Redis Cluster slot
 /// - `{prefix}:ent:P:consumption:T:M`: string, the consumption information sent for T's
 ///   request of M (JSON), for two days
+/// - `{prefix}:ent:P:import:I`, `...:I:jobs`, `...:I:refused`: an import's record, lines'
+///   jobs and refusals (30 days)
 /// - `{prefix}:ent:P:apple:pause`: string, set while Apple asked the publisher to wait (429)
 /// - `{prefix}:ent:P:reconciled:B:E`: hash, how far app B's notifications in environment E
 ///   have been reconciled (`through`, ms) and the page a reconcile under way reached
@@ -82,6 +84,10 @@ package struct EntitlementKeys: Sendable, Hashable {
     /// two days so a job rerun after a crash does not send it twice.
     package func consumptionSent(_ publisher: String, transactionId: String, askedMs: Int64) -> String {
         key(publisher, "consumption", "\(transactionId):\(askedMs)")
+    }
+    /// An import's record (`part`: "" the hash, ":jobs" the list, ":refused" the refusals).
+    package func importRecord(_ publisher: String, _ id: String, _ part: String = "") -> String {
+        key(publisher, "import", id + part)
     }
     /// Set while Apple asked the publisher to wait (429 with Retry-After); expires at its end.
     package func applePause(_ publisher: String) -> String { key(publisher, "apple", "pause") }

@@ -121,6 +121,7 @@ struct EventLogJSON {
         json.add("provisional", event.provisional)
         json.add("provisionalUntil", event.provisionalUntil)
         json.add("imported", event.imported)
+        json.add("confirmed", event.confirmed)
         json.add("refundMilliunits", event.refundMilliunits)
         json.add("resubscribed", event.resubscribed)
         json.add("revocationPercentage", event.revocationPercentage)
@@ -300,7 +301,8 @@ enum EventLogReader {
             let recordedAt = fields["recordedAt"]?.date
         else { return nil }
         let known: Set<String> = [
-            "amount", "appAccountTokenMatched", "balance", "change", "consented", "currency", "customer", "customerVersion", "effective",
+            "amount", "appAccountTokenMatched", "balance", "change", "confirmed", "consented", "currency", "customer", "customerVersion",
+            "effective",
             "environment", "expiresDate", "familyShared", "from", "fromProductId", "gracePeriodExpiresDate", "id", "imported", "occurredAt",
             "offerId",
             "offerIdentifier", "offerKind", "originalTransactionId", "previousBalance", "previousExpiresDate", "priceMilliunits",
@@ -347,6 +349,7 @@ enum EventLogReader {
         event.provisional = fields["provisional"]?.bool
         event.provisionalUntil = fields["provisionalUntil"]?.date
         event.imported = fields["imported"]?.bool
+        event.confirmed = fields["confirmed"]?.bool
         event.refundMilliunits = fields["refundMilliunits"]?.integer
         event.resubscribed = fields["resubscribed"]?.bool
         event.revocationPercentage = int("revocationPercentage")

@@ -74,6 +74,8 @@ package enum ImportFile {
     package static func parse(_ text: String, publisher: Publisher) -> Parsed {
         var parsed = Parsed()
         var number = 0
+        // A spreadsheet's export may begin with a byte order mark.
+        let text = text.hasPrefix("\u{FEFF}") ? String(text.dropFirst()) : text
         for raw in text.split(separator: "\n", omittingEmptySubsequences: false) {
             number += 1
             let line = raw.trimmingCharacters(in: .whitespacesAndNewlines)
@@ -143,12 +145,17 @@ package enum ImportFile {
             guard (1...32).contains(id.count), id.allSatisfy({ $0.isASCII && $0.isNumber }) else {
                 return .failure(Refusal(message: "originalTransactionId must be the App Store's digits"))
             }
-        case .signedTransaction(let value), .appReceipt(let value):
+        case .signedTransaction(let value):
+            // As POST /v1/purchases takes them: a signed transaction is a few KB.
+            guard value.utf8.count <= 64 << 10 else {
+                return .failure(Refusal(message: "the signed transaction is larger than 65536 bytes"))
+            }
+        case .appReceipt(let value):
             guard value.utf8.count <= maximumProof else {
                 return .failure(Refusal(message: "the proof is larger than \(maximumProof) bytes"))
             }
             // A receipt is base64 of PKCS #7 (DER: a SEQUENCE of a long length, "MI...").
-            if case .appReceipt = proof, !value.hasPrefix("MI") || value.utf8.count < 64 || Data(base64Encoded: value) == nil {
+            if !value.hasPrefix("MI") || value.utf8.count < 64 || Data(base64Encoded: value) == nil {
                 return .failure(
                     Refusal(message: "the proof is neither an original transaction id, a signed transaction nor a base64 receipt"))
             }

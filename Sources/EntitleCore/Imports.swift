@@ -52,9 +52,7 @@ package struct Imports: Sendable {
         package var expired: Int
     }
 
-    func key(_ publisher: String, _ id: String, _ part: String = "") -> String {
-        "\(keys.prefix):ent:\(publisher):import:\(id)\(part)"
-    }
+    func key(_ publisher: String, _ id: String, _ part: String = "") -> String { keys.importRecord(publisher, id, part) }
 
     /// Queues an import's lines (its id the digest of the file's text).
     package func start(text: String, publisher: Publisher, webhooks: Bool, queue: String) async throws -> Summary {
@@ -77,7 +75,8 @@ package struct Imports: Sendable {
         }
         // Written whole again on a rerun: the same lines name the same jobs.
         var commands: [[String]] = [
-            ["DEL", key(publisher.id, id, ":jobs"), key(publisher.id, id, ":refused")],
+            // One key a command: a Redis Cluster holds them in different slots.
+            ["DEL", key(publisher.id, id, ":jobs")], ["DEL", key(publisher.id, id, ":refused")],
             [
                 "HSET", key(publisher.id, id), "lines", String(parsed.lines.count), "refused", String(refused.count), "webhooks",
                 webhooks ? "1" : "0", "queue", queue, "createdAt", String(Int64(Date().timeIntervalSince1970 * 1000)),
@@ -112,7 +111,7 @@ package struct Imports: Sendable {
             let parts = entry.split(separator: ":", maxSplits: 1)
             return (Int(parts.first ?? "") ?? 0, parts.count > 1 ? String(parts[1]) : "")
         }
-        let records = try await jobQueue.jobs(ids: pairs.map(\.job), queue: queue)
+        let records = try await jobQueue.outcomes(ids: pairs.map(\.job), queue: queue)
         for (pair, record) in zip(pairs, records) {
             guard let record else {
                 progress.expired += 1

@@ -7,7 +7,7 @@ import Synchronization
 /// Apple's rate limits are the whole publisher's (per app and endpoint, enforced hourly):
 /// when Apple answers 429 with `Retry-After`, every job of the publisher that asks Apple
 /// waits until then, in every worker process, not only the job that met it. The pause is a
-/// Redis key (`{prefix}:ent:P:apple-pause`, expiring at its end) read at most once a second
+/// Redis key (`{prefix}:ent:P:apple:pause`, expiring at its end) read at most once a second
 /// per publisher and process, so a job pays no round trip for it.
 package final class ApplePause: Sendable {
     let store: EntitlementStore

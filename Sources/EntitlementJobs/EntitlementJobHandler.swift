@@ -17,7 +17,8 @@ extension EntitlementJobHandler {
     var asksApple: Bool { true }
 
     package func handle(_ job: JobContext) async throws -> String? {
-        let publisher = asksApple ? JobPayloads.publisher(in: job.payload) : nil
+        // A publisher the catalog has (the payload is not trusted before the handler reads it).
+        let publisher = asksApple ? JobPayloads.publisher(in: job.payload).flatMap { try? service.publisher($0).id } : nil
         if let publisher, let wait = try await service.applePause.remaining(publisher) {
             throw JobFailure.deferred("appleRateLimited", "Apple asked publisher \(publisher) to wait (429)", after: wait)
         }

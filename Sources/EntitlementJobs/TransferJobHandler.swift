@@ -79,6 +79,8 @@ package struct TransferJobHandler: EntitlementJobHandler {
             // What Apple last said of the subscription's renewal (billing retry, a grace period)
             // moves with it: the new holder keeps the grace the previous one had.
             var evidence = AppleEvidence(facts: Array(facts))
+            // A grant made while Apple could not be asked moves with its end, not as Apple's word.
+            evidence.provisionalUntil = held.provisional[id]
             if let record = held.subscriptions[id] {
                 evidence.renewals[id] = RenewalFact(
                     originalTransactionId: id, autoRenew: record.autoRenew ?? false, autoRenewProductId: record.autoRenewProductId,

@@ -35,7 +35,16 @@ public struct EntitlementEngine: Sendable {
             return .refused(.unknownProduct, state: state, now: now)
         }
         let before = state
-        state.provisional[fact.originalTransactionId] = provisionalUntil
+        let original = fact.originalTransactionId
+        if let provisionalUntil {
+            // Verified here while Apple could not be asked: a purchase Apple confirmed before
+            // (held, not provisional) keeps Apple's word; the view adds nothing to it.
+            if state.provisional[original] != nil || !state.holds(originalTransactionId: original) {
+                state.provisional[original] = provisionalUntil
+            }
+        } else {
+            state.provisional[original] = nil
+        }
         if let accessFrom {
             // The purchase comes to this customer by a transfer: they hold it from then on.
             let original = fact.originalTransactionId

@@ -49,6 +49,9 @@ public enum LifecycleEventType: String, Sendable, Hashable, Codable, CaseIterabl
     /// Access granted from a purchase verified here while Apple could not be asked: it lasts
     /// until `provisionalUntil` unless Apple confirms it first.
     case temporaryAccessGranted = "temporary_access_granted"
+    /// Apple's word replaced a provisional grant: `confirmed` when the purchase still gives
+    /// access, not when Apple said it ended (a refund, an expiry: their own events say when).
+    case temporaryAccessResolved = "temporary_access_resolved"
 
     /// The types whose events carry revenue: each new paid transaction is exactly one of them.
     public var carriesRevenue: Bool {
@@ -154,6 +157,8 @@ public struct LifecycleEvent: Sendable, Hashable, Codable {
     public var provisionalUntil: Date?
     /// A purchase the publisher brought with it (`entitle import`), not a new one.
     public var imported: Bool?
+    /// `temporary_access_resolved`: whether Apple's word kept the access.
+    public var confirmed: Bool?
 
     public init(
         id: String, type: LifecycleEventType, publisher: String, customer: String, occurredAt: Date, recordedAt: Date

@@ -31,6 +31,17 @@ public struct LifecycleEvents: Sendable {
             granted.priceSource = nil
             events.append(granted)
         }
+        for (original, until) in before.provisional.sorted(by: { $0.key < $1.key }) where after.provisional[original] == nil {
+            let latest = after.transactions.values.filter { $0.originalTransactionId == original }.max {
+                ($0.purchaseDate, $0.transactionId) < ($1.purchaseDate, $1.transactionId)
+            }
+            var resolved = event(
+                .temporaryAccessResolved, "\(original):\(Self.ms(until))", customer: after.customer, at: now, fact: latest)
+            resolved.priceMilliunits = nil
+            resolved.priceSource = nil
+            resolved.confirmed = after.periods(at: now).contains { $0.originalTransactionId == original }
+            events.append(resolved)
+        }
         for index in events.indices {
             guard let original = events[index].originalTransactionId else { continue }
             if after.sharedPurchases.contains(original) { events[index].shared = true }

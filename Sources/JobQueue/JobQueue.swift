@@ -235,19 +235,30 @@ public final class JobQueue: Sendable {
         return replies.lazy.compactMap { JobRecord(fields: $0.fieldValues) }.first
     }
 
-    /// The jobs with these ids in `queue`, in the same order (nil where a record is gone),
-    /// read in pipelines of a thousand.
-    public func jobs(ids: [String], queue: String) async throws -> [JobRecord?] {
+    /// What became of a job: its status, result and last error.
+    public struct Outcome: Sendable, Hashable {
+        public var status: JobStatus
+        public var result: String?
+        public var lastError: String?
+    }
+
+    /// The outcomes of the jobs with these ids in `queue`, in the same order (nil where a
+    /// record is gone), read in pipelines of a thousand without their payloads.
+    public func outcomes(ids: [String], queue: String) async throws -> [Outcome?] {
         let keys = configuration.keys(queue)
-        var records: [JobRecord?] = []
-        records.reserveCapacity(ids.count)
+        var outcomes: [Outcome?] = []
+        outcomes.reserveCapacity(ids.count)
         var start = 0
         while start < ids.count {
             let chunk = ids[start..<min(ids.count, start + 1000)]
-            records += try await redis.pipeline(chunk.map { ["HGETALL", keys.job($0)] }).map { JobRecord(fields: $0.fieldValues) }
+            outcomes += try await redis.pipeline(chunk.map { ["HMGET", keys.job($0), "status", "result", "lastError"] }).map { reply in
+                let values = reply.array ?? []
+                guard values.count == 3, let text = values[0].string, let status = JobStatus(rawValue: text) else { return nil }
+                return Outcome(status: status, result: values[1].string, lastError: values[2].string)
+            }
             start += chunk.count
         }
-        return records
+        return outcomes
     }
 
     /// The queues that producers and workers have used, sorted.

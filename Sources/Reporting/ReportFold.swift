@@ -128,7 +128,7 @@ public struct ReportFold: Sendable {
         case .creditsSpent: count(.creditsSpent, Int64(event.amount ?? 0))
         case .creditsClawedBack: count(.creditsClawedBack, Int64(event.amount ?? 0))
         case .refundReversed, .revoked, .transfer, .nonRenewingPurchase, .extension, .offerRedeemed, .priceIncrease,
-            .gracePeriodStarted, .gracePeriodExpired, .temporaryAccessGranted:
+            .gracePeriodStarted, .gracePeriodExpired, .temporaryAccessGranted, .temporaryAccessResolved:
             break
         }
         return increments

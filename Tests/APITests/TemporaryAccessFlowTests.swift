@@ -47,6 +47,7 @@ import Testing
             #expect(granted["provisional"] as? Bool == true && granted["provisionalUntil"] != nil)
             #expect(events.first { $0["type"] as? String == "initial_purchase" }?["provisional"] as? Bool == true)
             #expect(events.filter { $0["type"] as? String == "initial_purchase" }.count == 1, "confirming makes no second purchase")
+            #expect(events.first { $0["type"] as? String == "temporary_access_resolved" }?["confirmed"] as? Bool == true, "\(events)")
 
             // Withdrawn: refunded at Apple while it was unreachable (the notification is lost too).
             try await appleDown()
@@ -63,7 +64,10 @@ import Testing
             }
             #expect(try await api.access("rex@example.com", "premium") == false)
             #expect(try await subscription("rex@example.com")?["provisionalUntil"] == nil)
-            #expect(try await api.events("rex@example.com").contains { $0["type"] as? String == "refund" })
+            let withdrawn = try await api.events("rex@example.com")
+            #expect(withdrawn.contains { $0["type"] as? String == "refund" })
+            #expect(
+                withdrawn.first { $0["type"] as? String == "temporary_access_resolved" }?["confirmed"] as? Bool == false, "\(withdrawn)")
 
             // Each webhook fits its schema; the grant reached the receiver.
             try await api.settle()
@@ -72,6 +76,7 @@ import Testing
             }
             #expect(
                 bodies.filter { $0["event"] as? String == "temporary_access_granted" }.count == 2, "\(bodies.map { $0["event"] ?? "?" })")
+            #expect(bodies.filter { $0["event"] as? String == "temporary_access_resolved" }.count == 2)
             for body in bodies {
                 let problems = OpenAPIDocument.shared.checkWebhook(body)
                 #expect(problems.isEmpty, "\(body["event"] ?? "?"): \(problems)")

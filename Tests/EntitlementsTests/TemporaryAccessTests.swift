@@ -36,7 +36,7 @@ import Testing
         #expect(events.map(\.type.rawValue).sorted() == ["initial_purchase", "temporary_access_granted"])
         #expect(events.allSatisfy { $0.provisional == true && $0.provisionalUntil == until })
 
-        // Apple's word on the purchase confirms it: access to Apple's expiry, no new event but what Apple's facts make.
+        // Apple's word on the purchase confirms it: access to Apple's expiry, and an event says so.
         var confirmed = state
         var fresh = fact
         fresh.signedDate = start.addingTimeInterval(3600)
@@ -46,13 +46,22 @@ import Testing
         #expect(confirmed.subscription(originalTransactionId: "s1", at: until)?.provisionalUntil == nil)
         let after = LifecycleEvents(publisher: fixture.engine.publisher, now: start.addingTimeInterval(3600))
             .derive(before: state, after: confirmed)
-        #expect(after.isEmpty, "\(after.map(\.type))")
+        #expect(after.map(\.type) == [.temporaryAccessResolved] && after.first?.confirmed == true, "\(after.map(\.type))")
+        #expect(after.first?.provisional == nil)
 
         // Or Apple says it was refunded: withdrawn from the refund on.
         var withdrawn = state
         let refundedAt = start.addingTimeInterval(7200)
         _ = engine.apply(fixture.refunded(fact, at: refundedAt, type: "REFUND_FULL", percentage: 100_000), to: &withdrawn, now: refundedAt)
         #expect(withdrawn.provisional.isEmpty && withdrawn.entitlements(at: refundedAt).isEmpty)
+        let ended = LifecycleEvents(publisher: fixture.engine.publisher, now: refundedAt).derive(before: state, after: withdrawn)
+        #expect(ended.first { $0.type == .temporaryAccessResolved }?.confirmed == false, "\(ended.map(\.type))")
+        #expect(ended.contains { $0.type == .refund })
+
+        // A confirmed purchase's holder posting its transaction again while Apple is down keeps Apple's word.
+        var reposted = confirmed
+        _ = engine.apply(fact, to: &reposted, now: start.addingTimeInterval(7200), provisionalUntil: start.addingTimeInterval(9000))
+        #expect(reposted.provisional.isEmpty && reposted.entitlements(at: until.addingTimeInterval(day)) == ["hd", "premium"])
 
         // A transfer away ends it too.
         var released = state
