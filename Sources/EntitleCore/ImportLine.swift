@@ -1,4 +1,3 @@
-import Crypto
 import Entitlements
 import Foundation
 
@@ -67,9 +66,7 @@ package enum ImportFile {
     /// The import's id: the digest of its text (the same file imported again is the same import).
     package static func id(of text: String) -> String { String(digest(text).prefix(24)) }
 
-    static func digest(_ text: String) -> String {
-        SHA256.hash(data: Data(text.utf8)).map { String(format: "%02x", $0) }.joined()
-    }
+    static func digest(_ text: String) -> String { SHA256Hex.of(text) }
 
     package static func parse(_ text: String, publisher: Publisher) -> Parsed {
         var parsed = Parsed()

@@ -1,5 +1,4 @@
 import AppStore
-import Crypto
 import EntitleCore
 import Entitlements
 import Foundation
@@ -209,7 +208,7 @@ package struct NotificationJobHandler: EntitlementJobHandler {
                 throw JobRefusal.notPossible(code: "invalidNotification", "the V1 notification's password is not the app's shared secret")
             }
         }
-        let digest = SHA256.hash(data: Data(body.utf8)).map { String(format: "%02x", $0) }.joined()
+        let digest = SHA256Hex.of(body)
         var result = Result(
             publisher: publisher.id, notificationType: notification.notificationType, subtype: nil, notificationId: "v1:" + digest,
             duplicate: false)

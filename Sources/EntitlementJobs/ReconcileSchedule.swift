@@ -27,14 +27,7 @@ package struct ReconcileSchedule: Service, CustomStringConvertible {
     package var description: String { "ReconcileSchedule(queue: \(queue), tick: \(tick))" }
 
     package func run() async throws {
-        while !Task.isShuttingDownGracefully && !Task.isCancelled {
-            do {
-                try await schedule()
-            } catch {
-                logger.warning("reconcile schedule failed", metadata: ["error": "\(error)"])
-            }
-            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: tick) }
-        }
+        await everyRound(of: tick, logger: logger, failure: "reconcile schedule failed") { try await schedule() }
     }
 
     /// Queues the reconciles whose interval has begun; returns the publishers with a new job.

@@ -30,18 +30,7 @@ package struct RenewalSweep: Service, CustomStringConvertible {
     package var description: String { "RenewalSweep(queue: \(queue), interval: \(interval), grace: \(grace))" }
 
     package func run() async throws {
-        while !Task.isShuttingDownGracefully && !Task.isCancelled {
-            do {
-                try await sweep()
-            } catch {
-                logger.warning("renewal sweep failed", metadata: ["error": "\(error)"])
-            }
-            try? await gracefulShutdownSleep(for: interval)
-        }
-    }
-
-    private func gracefulShutdownSleep(for duration: Duration) async throws {
-        try await cancelWhenGracefulShutdown { try await Task.sleep(for: duration) }
+        await everyRound(of: interval, logger: logger, failure: "renewal sweep failed") { try await sweep() }
     }
 
     /// Enqueues checks for overdue subscriptions; returns how many were found.

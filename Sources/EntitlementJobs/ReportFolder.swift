@@ -36,7 +36,8 @@ package struct ReportFolder: Service, CustomStringConvertible {
     package var description: String { "ReportFolder(interval: \(interval))" }
 
     package func run() async throws {
-        while !Task.isShuttingDownGracefully && !Task.isCancelled {
+        await everyRound(of: interval, logger: logger, failure: "folding the event log into reports failed") {
+            // One publisher failing does not keep the others from being folded.
             for publisher in catalog.publishers {
                 do {
                     let generation = try await reports.generation(publisher.id)
@@ -46,7 +47,6 @@ package struct ReportFolder: Service, CustomStringConvertible {
                         "folding the event log into reports failed", metadata: ["publisher": "\(publisher.id)", "error": "\(error)"])
                 }
             }
-            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }
         }
     }
 

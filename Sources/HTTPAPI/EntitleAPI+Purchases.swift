@@ -1,5 +1,4 @@
 import AppStore
-import Crypto
 import EntitleCore
 import Entitlements
 import Foundation
@@ -256,16 +255,7 @@ extension EntitleAPI {
     }
 
     /// A hex SHA-256, shortened: keys, not secrets.
-    static func digest(_ text: String) -> String {
-        let hex = Array("0123456789abcdef".utf8)
-        var out: [UInt8] = []
-        out.reserveCapacity(32)
-        for byte in SHA256.hash(data: Array(text.utf8)).prefix(16) {
-            out.append(hex[Int(byte >> 4)])
-            out.append(hex[Int(byte & 0x0F)])
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
+    static func digest(_ text: String) -> String { SHA256Hex.of(text, bytes: 16) }
 
     /// Cleeng's credentials: `X-Publisher-Token` (a secret key) and `Authorization: Basic`.
     func cleengPublisher(_ request: Request, _ context: APIRequestContext) throws -> Publisher {
