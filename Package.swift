@@ -27,6 +27,9 @@ let package = Package(
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.0"),
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.0"),
+        .package(url: "https://github.com/apple/swift-nio-http2.git", from: "1.46.0"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
     ],
     targets: [
         /// The C library hiredis (Debian's libhiredis-dev), through a module map.
@@ -76,6 +79,39 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
             ]
         ),
+        /// Apple Push Notification service's provider API: device tokens, the ES256 provider
+        /// token, requests and Apple's reasons, and a client over HTTP/2.
+        .target(
+            name: "APNs",
+            dependencies: [
+                "DurationUnits",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        /// The local APNs: Apple's provider API over HTTP/2 and TLS with a certificate made at
+        /// start, checking provider tokens and topics as Apple does, recording what it accepts.
+        .target(
+            name: "LocalAPNs",
+            dependencies: [
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+                .product(name: "NIOHTTPTypesHTTP2", package: "swift-nio-extras"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
         /// The domain: publishers' catalogs, access periods, subscriptions, credits; pure, no I/O.
         .target(name: "Entitlements"),
         /// Reports from the event log: the pieces a customer counts in, the fold of events into
@@ -88,7 +124,7 @@ let package = Package(
             name: "EntitleCore",
             dependencies: [
                 "DurationUnits",
-                "AppStore", "Entitlements", "JobQueue", "RedisClient", "Reporting",
+                "AppStore", "APNs", "Entitlements", "JobQueue", "RedisClient", "Reporting",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -104,7 +140,7 @@ let package = Package(
             name: "EntitlementJobs",
             dependencies: [
                 "DurationUnits",
-                "AppStore", "Entitlements", "EntitleCore", "JobQueue", "Reporting",
+                "AppStore", "APNs", "Entitlements", "EntitleCore", "JobQueue", "Reporting",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -118,7 +154,7 @@ let package = Package(
             name: "HTTPAPI",
             dependencies: [
                 "DurationUnits",
-                "AppStore", "Entitlements", "JobQueue", "EntitleCore", "Reporting",
+                "AppStore", "APNs", "Entitlements", "JobQueue", "EntitleCore", "Reporting",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -136,6 +172,7 @@ let package = Package(
             dependencies: [
                 "DurationUnits",
                 "AppStore",
+                "LocalAPNs",
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -185,6 +222,14 @@ let package = Package(
             name: "report-bench",
             dependencies: ["EntitleCore", "Entitlements", "Reporting", "RedisClient", .product(name: "Logging", package: "swift-log")],
             path: "bench/ReportBenchmark"
+        ),
+        /// `bench/push.sh`'s seeding and measuring: customers, devices, the audience lookup.
+        .executableTarget(
+            name: "push-bench",
+            dependencies: [
+                "APNs", "EntitleCore", "Entitlements", "RedisClient", "DurationUnits", .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "bench/PushBenchmark"
         ),
         /// Starts a private redis-server for tests when the test command did not give one.
         .target(
@@ -247,6 +292,20 @@ let package = Package(
             exclude: ["python"]
         ),
         .testTarget(name: "EntitlementsTests", dependencies: ["Entitlements"]),
+        /// The APNs client against the local APNs on loopback.
+        .testTarget(
+            name: "APNsTests",
+            dependencies: [
+                "APNs", "LocalAPNs",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .testTarget(name: "ReportingTests", dependencies: ["Entitlements", "Reporting"]),
         .testTarget(
             name: "EntitlementWorkerTests",
@@ -254,7 +313,7 @@ let package = Package(
                 "LocalProcesses",
                 "DurationUnits",
                 "EntitleCore", "EntitlementJobs", "Entitlements", "AppStore", "AppStoreSimulator", "RedisClient", "RedisTestSupport",
-                "JobQueue", "HTTPTestSupport",
+                "JobQueue", "HTTPTestSupport", "FuzzSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
             ]
         ),

@@ -2,6 +2,7 @@ import AppStore
 import DurationUnits
 import Foundation
 import Hummingbird
+import LocalAPNs
 import NIOCore
 
 /// The control API under `/simulator/` (documented in `docs/simulator.md`).
@@ -28,6 +29,8 @@ extension SimulatorServer {
             Response.encoded(
                 catalog.apps.map { AppSummary(bundleId: $0.bundleId, appAppleId: $0.appAppleId, sharedSecret: $0.sharedSecret) })
         }
+
+        addLocalAPNsRoutes(control)
 
         control.post("purchases") { request, _ in
             try await Self.handle {
@@ -296,5 +299,61 @@ extension Response {
 
     static func certificate(_ der: [UInt8]) -> Response {
         Response(status: .ok, headers: [.contentType: "application/pkix-cert"], body: ResponseBody(byteBuffer: ByteBuffer(bytes: der)))
+    }
+}
+
+extension SimulatorServer {
+    /// How many pushes the local APNs accepted, and its answers by status.
+    struct LocalAPNsStats: Codable {
+        var accepted: Int
+        var statuses: [String: Int]
+    }
+
+    /// Where the local APNs is and the CA its certificate chains to.
+    struct LocalAPNsInfo: Codable {
+        var url: String
+        var certificateAuthority: String
+    }
+
+    /// The local APNs's control routes under `/simulator/apns`: where it is, keys, the pushes
+    /// it accepted, faults to answer.
+    func addLocalAPNsRoutes(_ control: RouterGroup<BasicRequestContext>) {
+        guard let apns else { return }
+        let state = apns.state
+        let port = apnsPort
+        let host = apns.configuration.host
+        control.get("apns") { _, _ in
+            guard let listening = await port.value() else { return Response(status: .serviceUnavailable) }
+            return Response.encoded(LocalAPNsInfo(url: "https://\(host):\(listening)", certificateAuthority: apns.certificateAuthorityPEM))
+        }
+        control.post("apns/keys") { request, _ in
+            try await Self.handle {
+                await state.register(try await Self.decode(LocalAPNs.Key.self, request))
+                return Response(status: .created)
+            }
+        }
+        control.get("apns/pushes") { _, _ in Response.encoded(await state.pushes()) }
+        // Counts only: a bench's hundred thousand pushes are not read back whole.
+        control.get("apns/stats") { _, _ in
+            let statuses = await state.statusCounts()
+            return Response.encoded(
+                LocalAPNsStats(
+                    accepted: await state.pushes().count,
+                    statuses: Dictionary(uniqueKeysWithValues: statuses.map { (String($0.key), $0.value) })))
+        }
+        control.delete("apns/pushes") { _, _ in
+            await state.clearPushes()
+            return Response(status: .noContent)
+        }
+        control.post("apns/faults") { request, _ in
+            try await Self.handle {
+                await state.inject(try await Self.decode(LocalAPNs.Fault.self, request))
+                return Response(status: .created)
+            }
+        }
+        control.delete("apns/faults") { _, _ in
+            await state.clearFaults()
+            return Response(status: .noContent)
+        }
     }
 }

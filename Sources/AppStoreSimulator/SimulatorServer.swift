@@ -1,8 +1,10 @@
 import AppStore
 import Foundation
 import Hummingbird
+import LocalAPNs
 import Logging
 import ServiceLifecycle
+import Synchronization
 
 /// The local App Store over HTTP: Apple's endpoints at Apple's paths (production at `/`,
 /// sandbox under `/sandbox`) and the control API under `/simulator/`. A `Service`: it runs
@@ -23,6 +25,13 @@ public struct SimulatorServer: Service {
         /// Sandbox subscriptions renew at most this many times (Apple's sandbox today: 12;
         /// the Newsstand seed's older sandbox: 6), then expire.
         public var sandboxRenewalLimit = 12
+        /// The local APNs served beside the App Store (HTTP/2 and TLS on a port of its own);
+        /// `nil` serves none.
+        public var apns: LocalAPNsServer.Configuration? = {
+            var local = LocalAPNsServer.Configuration()
+            local.port = 0
+            return local
+        }()
 
         public init(catalog: SimulatorCatalog) {
             self.catalog = catalog
@@ -33,6 +42,10 @@ public struct SimulatorServer: Service {
     public let store: SimulatedAppStore
     public let keys = APIKeyRegistry()
     public let faults = FaultInjector()
+    /// The local APNs, when configured.
+    public let apns: LocalAPNsServer?
+    /// The port the local APNs listens on, once it does.
+    let apnsPort = ListeningPort()
     let logger: Logger
     private let onListening: @Sendable (Int) async -> Void
 
@@ -51,6 +64,10 @@ public struct SimulatorServer: Service {
             signing = try SigningAuthority()
             receiptSigning = try ReceiptSigningAuthority()
         }
+        let apnsPort = self.apnsPort
+        apns = try configuration.apns.map { local in
+            try LocalAPNsServer(configuration: local, logger: logger) { port in apnsPort.set(port) }
+        }
         let clock = SimulatedClock()
         store = SimulatedAppStore(
             catalog: configuration.catalog, clock: clock, signing: signing, receiptSigning: receiptSigning,
@@ -66,6 +83,7 @@ public struct SimulatorServer: Service {
         try await cancelWhenGracefulShutdown {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await app.run() }
+                if let apns { group.addTask { try await apns.run() } }
                 group.addTask {
                     for await port in ports {
                         await onListening(port)
@@ -94,4 +112,21 @@ extension SimulatorServer: CustomStringConvertible, CustomDebugStringConvertible
     public var description: String { "SimulatorServer(host: \(configuration.host), port: \(configuration.port))" }
     public var debugDescription: String { description }
     public var customMirror: Mirror { Mirror(self, children: ["description": description]) }
+}
+
+/// A port a server reports once it listens, read by routes that must say where it is.
+final class ListeningPort: Sendable {
+    private let port = Mutex<Int?>(nil)
+
+    func set(_ value: Int) { port.withLock { $0 = value } }
+
+    /// The port, waiting up to `timeout` for the server to listen.
+    func value(waiting timeout: Duration = .seconds(10)) async -> Int? {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if let value = port.withLock({ $0 }) { return value }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return port.withLock { $0 }
+    }
 }

@@ -40,6 +40,34 @@ package struct DevelopmentBootstrap: Sendable {
         return (keyId, issuerId, key.pemRepresentation)
     }
 
+    /// Where the simulator's local APNs listens, and the CA its certificate chains to (PEM).
+    func localAPNs() async throws -> (url: String, certificateAuthority: String) {
+        struct LocalAPNs: Decodable {
+            var url: String
+            var certificateAuthority: String
+        }
+        do {
+            let local = try JSONDecoder().decode(LocalAPNs.self, from: Data(try await get(simulatorURL + "/simulator/apns")))
+            return (local.url, local.certificateAuthority)
+        } catch let error as WorkerError {
+            throw error
+        } catch {
+            throw WorkerError(.appleUnavailable, "the simulator's local APNs answer cannot be read: \(error)")
+        }
+    }
+
+    /// An APNs key of this run's own for `topics` (bundle ids), registered with the local APNs.
+    func registerAPNsKey(topics: [String]) async throws -> (keyId: String, teamId: String, pem: String) {
+        let key = P256.Signing.PrivateKey()
+        let keyId = "DEV" + UUID().uuidString.prefix(7).uppercased().replacingOccurrences(of: "-", with: "")
+        let teamId = "DEVTEAM000"
+        let registration = try JSONSerialization.data(withJSONObject: [
+            "keyId": keyId, "teamId": teamId, "publicKeyPEM": key.publicKey.pemRepresentation, "topics": topics,
+        ])
+        _ = try await get(simulatorURL + "/simulator/apns/keys", post: registration)
+        return (keyId, teamId, key.pemRepresentation)
+    }
+
     func certificate(_ url: String) async throws -> Certificate {
         do {
             return try Certificate(derEncoded: try await get(url))

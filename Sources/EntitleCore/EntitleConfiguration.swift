@@ -1,3 +1,4 @@
+import APNs
 import AppStore
 import AsyncHTTPClient
 import Crypto
@@ -47,6 +48,8 @@ package struct EntitleConfiguration: Sendable {
     /// How soon Apple is asked again about a purchase granted provisionally (then the
     /// renewal check's own back-off while Apple stays unreachable).
     package var provisionalCheckDelay: Duration = .seconds(60)
+    /// Publisher id -> its APNs client (publishers whose catalog entry has `push`).
+    package var pushClients: [String: APNsClient] = [:]
 
     package func gateway(publisher: String, bundleId: String) -> AppleGateway? { gateways[publisher]?[bundleId] }
 
@@ -159,13 +162,54 @@ package struct EntitleConfiguration: Sendable {
                 development = false
                 clock = .wall
             }
-            return EntitleConfiguration(
+            var pushClients: [String: APNsClient] = [:]
+            for publisher in catalog.publishers {
+                guard let push = publisher.push else { continue }
+                pushClients[publisher.id] = try await pushClient(publisher, push)
+            }
+            var configuration = EntitleConfiguration(
                 mode: mode, catalog: catalog, gateways: gateways, clock: clock, webhookSecrets: webhookSecrets, secrets: reader,
                 simulatorSharedSecrets: simulatorSecrets,
                 webhooksMayReachPrivateAddresses: development || environment["ENTITLE_WEBHOOK_ALLOW_PRIVATE_ADDRESSES"] == "1",
                 renewalCheckMargin: development ? .seconds(5) : .seconds(3600),
                 billingRetryCheckInterval: development ? .seconds(60) : .seconds(6 * 3600),
                 provisionalCheckDelay: development ? .seconds(2) : .seconds(60))
+            configuration.pushClients = pushClients
+            return configuration
+        }
+
+        /// The publisher's APNs client: its key from the catalog's variable, Apple's hosts
+        /// (or `ENTITLE_APNS_URL`, `ENTITLE_APNS_SANDBOX_URL`); in development without a key,
+        /// a key of the run's own registered with the local APNs, which serves both.
+        func pushClient(_ publisher: Publisher, _ push: Publisher.Push) async throws -> APNsClient {
+            let name = "publisher \"\(publisher.id)\" push"
+            var configuration = APNsClient.Configuration()
+            let token: APNsProviderToken
+            var authority: String?
+            if case .development = mode, let bootstrap {
+                let local = try await bootstrap.localAPNs()
+                configuration.productionURL = local.url
+                configuration.sandboxURL = local.url
+                authority = local.certificateAuthority
+            } else {
+                configuration.productionURL = try apiHost("ENTITLE_APNS_URL") ?? configuration.productionURL
+                configuration.sandboxURL = try apiHost("ENTITLE_APNS_SANDBOX_URL") ?? configuration.sandboxURL
+            }
+            do {
+                if let key = push.key {
+                    let pem = try secrets.secret(key.privateKeyVariable) ?? missing(key.privateKeyVariable, for: name)
+                    token = try APNsProviderToken(keyId: key.keyId, teamId: key.teamId, privateKeyPEM: pem.value)
+                } else if let bootstrap {
+                    let registered = try await bootstrap.registerAPNsKey(topics: publisher.apps.map(\.bundleId))
+                    token = try APNsProviderToken(keyId: registered.keyId, teamId: registered.teamId, privateKeyPEM: registered.pem)
+                } else {
+                    throw WorkerError(.invalidConfiguration, "\(name): key (keyId, teamId, privateKeyVariable) is required in production")
+                }
+                return APNsClient(
+                    configuration: configuration, providerToken: token, httpClient: try APNsClient.httpClient(trusting: authority))
+            } catch let error as APNsError {
+                throw WorkerError(.invalidConfiguration, "\(name): \(error.message)")
+            }
         }
 
         var secrets: SecretReader { SecretReader(environment: environment) }

@@ -19,6 +19,10 @@ package enum EntitlementJobType: String, CaseIterable, Codable, Sendable {
     case reconcile
     /// Rebuilds a customer's purchases from Apple's history and statuses.
     case resync
+    /// Finds a push's audience and splits it into batches.
+    case push
+    /// Sends a push to one batch of its audience's devices.
+    case pushBatch = "push-batch"
 }
 
 /// A job's payload that names its job type and encodes itself (`JobPayloads`).

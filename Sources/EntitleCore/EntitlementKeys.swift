@@ -8,6 +8,15 @@
 /// - `{prefix}:ent:{P/NN}:events`: stream, the event log of the partition's customers: one
 ///   entry per lifecycle event (`e`: the event's JSON) and per change of report pieces (`d`),
 ///   appended in the same script that writes the customer (same hash tag, one Cluster slot)
+/// - `{prefix}:ent:{P/NN}:holders:E`, `{prefix}:ent:{P/NN}:offer-holders:O`: sorted sets of
+///   the partition's customers who have had entitlement E (offer O), scored by when that
+///   access ends (ms, `+inf` for never); written in the script that writes the customer
+/// - `{prefix}:ent:{P/NN}:devices:C`: hash, the customer's APNs devices (token -> JSON)
+/// - `{prefix}:ent:P:device:TOKEN`: string, the customer a device token belongs to (the
+///   newest who registered it; a device listed by another customer is not theirs any more)
+/// - `{prefix}:ent:P:push:{ID}`, `...:{ID}:audience`, `...:{ID}:results`, `...:{ID}:batches`:
+///   a push's record, its audience (list of customers, fixed once found), each device's
+///   result (hash token -> JSON) and its finished batches (set); seven days
 /// - `{prefix}:rep:{P}:...`: the reports kept from the log (`ReportKeys`)
 /// - `{prefix}:ent:P:owner:T`: string, the customer holding T
 /// - `{prefix}:ent:P:sharers:T`: set, the customers sharing T with its owner (`share` policy)
@@ -61,6 +70,22 @@ package struct EntitlementKeys: Sendable, Hashable {
     package func events(_ publisher: String, customer: String) -> String {
         events(publisher, partition: Self.partition(of: customer))
     }
+    /// The partition's holders of an entitlement, scored by when their access ends.
+    package func holders(_ publisher: String, entitlement: String, partition: Int) -> String {
+        "\(prefix):ent:\(Self.tag(publisher, partition: partition)):holders:\(entitlement)"
+    }
+    /// The partition's holders of an offer, scored by when their access ends.
+    package func offerHolders(_ publisher: String, offerId: String, partition: Int) -> String {
+        "\(prefix):ent:\(Self.tag(publisher, partition: partition)):offer-holders:\(offerId)"
+    }
+    /// A customer's APNs devices: in the customer's slot.
+    package func devices(_ publisher: String, _ customer: String) -> String {
+        "\(prefix):ent:\(Self.tag(publisher, partition: Self.partition(of: customer))):devices:\(customer)"
+    }
+    /// Who a device token belongs to now.
+    package func deviceOwner(_ publisher: String, token: String) -> String { key(publisher, "device", token) }
+    /// A push's keys (`part`: "" the record, ":audience", ":results", ":batches"), hash-tagged by its id.
+    package func push(_ publisher: String, _ id: String, _ part: String = "") -> String { key(publisher, "push", "{\(id)}" + part) }
     /// Where customers were kept before the event log (`entitle migrate` moves them).
     package func legacyCustomer(_ publisher: String, _ customer: String) -> String { key(publisher, "customer", customer) }
     package func owner(_ publisher: String, _ originalTransactionId: String) -> String { key(publisher, "owner", originalTransactionId) }

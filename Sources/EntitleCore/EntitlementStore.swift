@@ -31,6 +31,10 @@ package struct EntitlementStore: Sendable {
 
     /// The event log the store appends to.
     package var log: EventLog { EventLog(redis: redis, keys: keys) }
+    /// Customers' APNs devices.
+    package var devices: DeviceRegistry { DeviceRegistry(redis: redis, keys: keys) }
+    /// Pushes, their audiences and results.
+    package var pushes: PushStore { PushStore(redis: redis, keys: keys) }
     /// The reports folded from the log.
     package var reports: ReportStore { ReportStore(redis: redis, prefix: prefix) }
 
@@ -81,6 +85,13 @@ package struct EntitlementStore: Sendable {
                 redis.call('HSET', KEYS[1], 'ev', table.concat(kept, ' '))
               end
             end
+            -- The holder indexes (KEYS[3] on): the customer (after the entries) and a score
+            -- per index key, '' to leave the index.
+            local at = 10 + 2 * count
+            for k = 3, #KEYS do
+              local score = ARGV[at + k - 2]
+              if score == '' then redis.call('ZREM', KEYS[k], ARGV[at]) else redis.call('ZADD', KEYS[k], score, ARGV[at]) end
+            end
             redis.call('PUBLISH', ARGV[3], ARGV[4] .. version .. '}')
             return version
             """)
@@ -89,6 +100,24 @@ package struct EntitlementStore: Sendable {
     package func load(publisher: String, customer: String) async throws -> (state: CustomerEntitlements, version: Int) {
         let loaded = try await loadWithOutbox(publisher: publisher, customer: customer)
         return (loaded.state, loaded.version)
+    }
+
+    /// Several customers' documents in one pipelined round trip; customers without one are absent.
+    package func load(publisher: String, customers: [String]) async throws -> [String: CustomerEntitlements] {
+        guard !customers.isEmpty else { return [:] }
+        let replies = try await redis.pipeline(customers.map { ["HGET", customerKey(publisher, $0), "doc"] })
+        var states: [String: CustomerEntitlements] = [:]
+        let decoder = JSONDecoder()
+        for (customer, reply) in zip(customers, replies) {
+            guard let document = reply.string else { continue }
+            do {
+                states[customer] = try decoder.decode(CustomerEntitlements.self, from: Data(document.utf8))
+            } catch {
+                throw EntitlementStoreError(
+                    .unreadable, "the entitlements of customer \(customer) of \(publisher) cannot be read: \(error)")
+            }
+        }
+        return states
     }
 
     func loadWithOutbox(
@@ -165,13 +194,15 @@ package struct EntitlementStore: Sendable {
             var entries: [String] = []
             for item in effect.events { entries += ["e", try EventLog.encode(item)] }
             if let delta = effect.delta { entries += ["d", try EventLog.encode(delta, customer: customer)] }
+            let holders = holderChanges(publisher: publisher, customer: customer, before: stored, after: state)
             let written = try await redis.run(
-                Self.compareAndSet, keys: [customerKey(publisher, customer), keys.events(publisher, customer: customer)],
+                Self.compareAndSet,
+                keys: [customerKey(publisher, customer), keys.events(publisher, customer: customer)] + holders.map(\.key),
                 arguments: [
                     version == 0 ? "" : String(version), document, channel(publisher), event,
                     fence.map { "fence:" + $0.originalTransactionId } ?? "", fence.map { String($0.value) } ?? "", newOutbox,
                     String(effect.retention.components.seconds * 1000), String(entries.count / 2),
-                ] + entries)
+                ] + entries + [customer] + holders.map(\.score))
             if let newVersion = written.int, newVersion > 0 { return (result, outbox + added, effect.events) }
             if written.int == -1, let fence {
                 throw EntitlementStoreError(
@@ -180,6 +211,37 @@ package struct EntitlementStore: Sendable {
             logger.debug("entitlement write raced; retrying", metadata: ["attempt": "\(attempt)"])
         }
         throw EntitlementStoreError(.contended, "customer \(customer) of \(publisher) kept changing under \(maximumAttempts) attempts")
+    }
+
+    /// Adds the customer to the holder indexes its stored document puts it in, where it is
+    /// not there yet (`ZADD NX`: a score a live write set stands); for customers written
+    /// before the indexes existed (`entitle migrate holders`). Returns how many it added.
+    package func indexHolders(publisher: String, customer: String) async throws -> Int {
+        let state = try await load(publisher: publisher, customer: customer).state
+        let entries = holderChanges(
+            publisher: publisher, customer: customer, before: CustomerEntitlements(publisher: publisher, customer: customer), after: state)
+        guard !entries.isEmpty else { return 0 }
+        let replies = try await redis.pipeline(entries.map { ["ZADD", $0.key, "NX", $0.score, customer] })
+        return replies.compactMap(\.int).reduce(0, +)
+    }
+
+    /// The holder index entries a change moves: for every entitlement and offer whose end
+    /// differs, its key in the customer's partition and the new score (ms, `+inf`), or ""
+    /// when the customer no longer has it at all.
+    func holderChanges(
+        publisher: String, customer: String, before: CustomerEntitlements, after: CustomerEntitlements
+    ) -> [(key: String, score: String)] {
+        let (old, new) = (AccessEnds(before), AccessEnds(after))
+        let partition = EntitlementKeys.partition(of: customer)
+        func changes(_ old: [String: Date?], _ new: [String: Date?], key: (String) -> String) -> [(key: String, score: String)] {
+            Set(old.keys).union(new.keys).sorted().compactMap { name in
+                guard old[name] != new[name] else { return nil }
+                guard let end = new[name] else { return (key(name), "") }
+                return (key(name), end.map { String(Int64(($0.timeIntervalSince1970 * 1000).rounded(.down))) } ?? "+inf")
+            }
+        }
+        return changes(old.entitlements, new.entitlements) { keys.holders(publisher, entitlement: $0, partition: partition) }
+            + changes(old.offers, new.offers) { keys.offerHolders(publisher, offerId: $0, partition: partition) }
     }
 
     static let encoder: JSONEncoder = {
@@ -213,6 +275,19 @@ package struct EntitlementStore: Sendable {
     static func eventPrefix(publisher: String, customer: String) throws -> String {
         let names = try JSONSerialization.data(withJSONObject: ["publisher": publisher, "customer": customer], options: .sortedKeys)
         return String(decoding: names.dropLast(), as: UTF8.self) + ",\"version\":"
+    }
+
+    // MARK: Holders
+
+    /// The customers whose access to `entitlement` (or to `offerId`) ends after `ms` (or
+    /// never), from every partition's holder index: one round trip of 16 reads. Sorted.
+    package func holders(publisher: String, entitlement: String? = nil, offerId: String? = nil, after ms: Int64) async throws -> [String] {
+        let keys = (0..<EntitlementKeys.partitions).map { partition in
+            if let offerId { return self.keys.offerHolders(publisher, offerId: offerId, partition: partition) }
+            return self.keys.holders(publisher, entitlement: entitlement ?? "", partition: partition)
+        }
+        let replies = try await redis.pipeline(keys.map { ["ZRANGEBYSCORE", $0, "(" + String(ms), "+inf"] })
+        return replies.flatMap { $0.array?.compactMap(\.string) ?? [] }.sorted()
     }
 
     // MARK: Owners

@@ -139,4 +139,38 @@ extension JobPayloads {
             return "resync:\(publisher):#" + String(hash, radix: 16)
         }
     }
+
+    /// A push to fan out (`push`).
+    package struct Push: EntitlementJobPayload, Hashable {
+        package static var jobType: EntitlementJobType { .push }
+
+        package var publisher: String
+        package var pushId: String
+
+        package init(publisher: String, pushId: String) {
+            self.publisher = publisher
+            self.pushId = pushId
+        }
+
+        /// One fan-out per push.
+        package var uniqueKey: String { "push:\(publisher):\(pushId)" }
+    }
+
+    /// One batch of a push's audience (`push-batch`).
+    package struct PushBatch: EntitlementJobPayload, Hashable {
+        package static var jobType: EntitlementJobType { .pushBatch }
+
+        package var publisher: String
+        package var pushId: String
+        package var batch: Int
+
+        package init(publisher: String, pushId: String, batch: Int) {
+            self.publisher = publisher
+            self.pushId = pushId
+            self.batch = batch
+        }
+
+        /// Each batch is queued once, however often the fan-out runs.
+        package var idempotencyKey: String { "push-batch:\(publisher):\(pushId):\(batch)" }
+    }
 }

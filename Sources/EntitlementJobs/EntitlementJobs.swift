@@ -23,6 +23,12 @@ package enum EntitlementJobs {
                 case .consumption: JobRegistration(handler: ConsumptionJobHandler(service: service), retryPolicy: apple)
                 case .reconcile: JobRegistration(handler: ReconcileJobHandler(service: service), retryPolicy: apple, timeout: .seconds(600))
                 case .resync: JobRegistration(handler: ResyncJobHandler(service: service), retryPolicy: apple, timeout: .seconds(120))
+                case .push: JobRegistration(handler: PushJobHandler(service: service), retryPolicy: apple, timeout: .seconds(120))
+                case .pushBatch:
+                    // APNs' throttling and outages: back off to ten minutes, for about two hours.
+                    JobRegistration(
+                        handler: PushBatchJobHandler(service: service),
+                        retryPolicy: RetryPolicy(base: .seconds(1), cap: .seconds(600), maxAttempts: 15), timeout: .seconds(120))
                 case .webhook:
                     // Publishers' endpoints go down for hours: back off to an hour, for about a day.
                     JobRegistration(

@@ -140,6 +140,14 @@ public struct EntitlementCatalog: Sendable, Hashable, Codable {
                     throw .invalidEntry(entry: "\(name) consumption.offers", problem: "names no offer \(unknown)")
                 }
             }
+            if let push = publisher.push {
+                guard (1...1000).contains(push.maxDevicesPerCustomer) else {
+                    throw .invalidEntry(entry: "\(name) push maxDevicesPerCustomer", problem: "must be 1 to 1000")
+                }
+                if let key = push.key, key.keyId.isEmpty || key.teamId.isEmpty || key.privateKeyVariable.isEmpty {
+                    throw .invalidEntry(entry: "\(name) push key", problem: "needs keyId, teamId and privateKeyVariable")
+                }
+            }
             guard (0...168).contains(publisher.temporaryAccessHours) else {
                 throw .invalidEntry(entry: "\(name) temporaryAccessHours", problem: "must be 0 (never) to 168 (a week)")
             }

@@ -24,6 +24,38 @@ public struct Publisher: Sendable, Hashable, Codable {
         public var finishTransactions: Bool?
     }
 
+    /// Push to the publisher's customers through APNs: its key (token-based authentication)
+    /// and how many devices a customer keeps.
+    public struct Push: Sendable, Hashable, Codable {
+        public struct Key: Sendable, Hashable, Codable {
+            /// The key's ten-character id (`kid`).
+            public var keyId: String
+            /// The team's ten-character id (`iss`).
+            public var teamId: String
+            /// The environment variable holding the `.p8` key (PEM).
+            public var privateKeyVariable: String
+        }
+
+        /// `nil` in development only: a key of the run's own is registered with the local APNs.
+        public var key: Key?
+        /// Devices kept per customer; the oldest registration is dropped past it. 20 unless set.
+        public var maxDevicesPerCustomer: Int
+
+        public static let defaultMaxDevicesPerCustomer = 20
+
+        public init(key: Key? = nil, maxDevicesPerCustomer: Int = Self.defaultMaxDevicesPerCustomer) {
+            self.key = key
+            self.maxDevicesPerCustomer = maxDevicesPerCustomer
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            key = try container.decodeIfPresent(Key.self, forKey: .key)
+            maxDevicesPerCustomer =
+                try container.decodeIfPresent(Int.self, forKey: .maxDevicesPerCustomer) ?? Self.defaultMaxDevicesPerCustomer
+        }
+    }
+
     /// Subscription products of one App Store group, with their levels (1 is the highest).
     public struct SubscriptionGroup: Sendable, Hashable, Codable {
         public var id: String
@@ -226,6 +258,8 @@ public struct Publisher: Sendable, Hashable, Codable {
     public var temporaryAccessHours: Int
 
     public static let defaultTemporaryAccessHours = 24
+    /// Pushes to customers' devices; devices are not taken when absent.
+    public var push: Push?
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -247,6 +281,7 @@ public struct Publisher: Sendable, Hashable, Codable {
         reconcileIntervalSeconds =
             try container.decodeIfPresent(Int.self, forKey: .reconcileIntervalSeconds) ?? Self.defaultReconcileIntervalSeconds
         temporaryAccessHours = try container.decodeIfPresent(Int.self, forKey: .temporaryAccessHours) ?? Self.defaultTemporaryAccessHours
+        push = try container.decodeIfPresent(Push.self, forKey: .push)
     }
 
     public func app(bundleId: String) -> App? { apps.first { $0.bundleId == bundleId } }

@@ -106,6 +106,7 @@ package struct EntitleAPI: Sendable {
         registerConsumptionConsent(on: table)
         registerResync(on: table)
         registerImports(on: table)
+        registerPush(on: table)
         EventsController(api: self).addRoutes(to: table)
         ReportsController(api: self).addRoutes(to: table)
         registerDashboard(on: table)

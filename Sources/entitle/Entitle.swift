@@ -10,7 +10,7 @@ struct Entitle: AsyncParsableCommand {
         subcommands: [
             RunCommand.self, APICommand.self, WorkerCommand.self, EnqueueCommand.self, QueuesCommand.self, JobsCommand.self,
             DeadCommand.self, VerifyCommand.self, SimulatorCommand.self, CustomersCommand.self, ReportCommand.self, MigrateCommand.self,
-            ReconcileCommand.self, ImportCommand.self,
+            ReconcileCommand.self, ImportCommand.self, PushCommand.self,
         ]
     )
 

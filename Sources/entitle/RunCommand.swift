@@ -227,6 +227,38 @@ struct RunCommand: AsyncParsableCommand {
         say("GET /v1/jobs/\(jobId)?wait=20 -> \(job["status"] ?? "?"): \(try JSONOutput.line(job["result"] ?? NSNull()))")
         let customer = try await call(api + "/v1/customers/demo%40example.com/entitlements", token: token)
         say("GET /v1/customers/demo@example.com/entitlements -> \(try JSONOutput.line(customer["entitlements"] ?? []))")
+        try await demoPush(api: api, simulator: simulator, token: token)
+    }
+
+    /// Registers a device for the demo customer and pushes new content to everyone entitled
+    /// to `premium`; the local APNs says what it received.
+    static func demoPush(api: String, simulator: String, token: String) async throws {
+        let device = String(repeating: "d3", count: 32)
+        _ = try await call(
+            api + "/v1/customers/demo%40example.com/devices", body: ["token": device, "bundleId": "com.entitle.demo", "promotional": true],
+            token: token)
+        say("POST /v1/customers/demo@example.com/devices -> 201, device \(device.prefix(8))…")
+        let pushed = try await call(
+            api + "/v1/pushes",
+            body: [
+                "bundleId": "com.entitle.demo", "audience": ["entitlement": "premium"],
+                "payload": ["aps": ["alert": ["title": "New issue", "body": "December is out"]], "issue": "2026-12"],
+            ], token: token)
+        guard let pushId = pushed["pushId"] as? String else { throw CommandFailure("the API returned no push id: \(pushed)") }
+        say("POST /v1/pushes (audience: entitlement premium) -> 202, push \(pushId)")
+        var push: [String: Any] = [:]
+        for _ in 0..<100 {
+            push = try await call(api + "/v1/pushes/\(pushId)", token: token)
+            if ["finished", "failed"].contains(push["status"] as? String ?? "") { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        say("GET /v1/pushes/\(pushId) -> \(push["status"] ?? "?"): \(try JSONOutput.line(push["counts"] ?? [:]))")
+        var request = HTTPClientRequest(url: simulator + "/simulator/apns/pushes")
+        request.method = .GET
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
+        let received =
+            (try? JSONSerialization.jsonObject(with: Data(try await response.body.collect(upTo: 1 << 22).readableBytesView))) as? [Any]
+        say("the local APNs received \(received?.count ?? 0) push(es) (GET \(simulator)/simulator/apns/pushes)")
     }
 
     static func call(_ url: String, body: [String: Any]? = nil, token: String? = nil) async throws -> [String: Any] {

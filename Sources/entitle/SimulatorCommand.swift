@@ -39,11 +39,18 @@ struct SimulatorCommand: AsyncParsableCommand {
         help: "How many times a sandbox subscription renews before it expires (Apple's sandbox: 12; older sandboxes: 6).")
     var sandboxRenewalLimit: Int = 12
 
+    @Option(help: "Port of the local APNs (HTTP/2 and TLS; 0 picks a free one; GET /simulator/apns says where it is).")
+    var apnsPort: Int = 0
+
+    @Flag(name: .customLong("no-apns"), help: "Serve no local APNs.")
+    var noAPNs = false
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: String?
 
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--port must be 0-65535") }
+        guard (0...65535).contains(apnsPort) else { throw ValidationError("--apns-port must be 0-65535") }
         guard (1...1000).contains(sandboxRenewalLimit) else { throw ValidationError("--sandbox-renewal-limit must be 1-1000") }
         for url in [notifyURL, notifyURLV1].compactMap({ $0 }) {
             guard let parsed = URL(string: url), ["http", "https"].contains(parsed.scheme ?? ""), parsed.host != nil else {
@@ -67,6 +74,12 @@ struct SimulatorCommand: AsyncParsableCommand {
         configuration.notifications = .init(url: notifyURL, v1URL: notifyURLV1)
         configuration.stateDirectory = stateDir.map { URL(fileURLWithPath: $0) }
         configuration.sandboxRenewalLimit = sandboxRenewalLimit
+        if noAPNs {
+            configuration.apns = nil
+        } else {
+            configuration.apns?.host = host
+            configuration.apns?.port = apnsPort
+        }
         let host = self.host
         let server = try SimulatorServer(configuration: configuration, logger: logger) { port in
             // Unbuffered, so a parent process reading a pipe sees it at once.

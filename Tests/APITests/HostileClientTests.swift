@@ -1,4 +1,5 @@
 import Foundation
+import NIOHTTP1
 import RedisTestSupport
 import Testing
 
@@ -141,6 +142,18 @@ import Testing
                 method: "PUT", path: "/v1/customers/ann%40example.com/consumption-consent", body: try json(["consented": "yes"])),
             "GET /v1/customers/{id}/consumption-consent": Probe(method: "GET", path: "/v1/customers/ann%40example.com/consumption-consent"),
             "POST /v1/customers/{id}/resync": Probe(method: "POST", path: "/v1/customers/ann%40example.com/resync"),
+            "POST /v1/customers/{id}/devices": Probe(
+                method: "POST", path: "/v1/customers/ann%40example.com/devices",
+                body: try json(["token": "not hex", "bundleId": "com.entitle.demo"])),
+            "GET /v1/customers/{id}/devices": Probe(method: "GET", path: "/v1/customers/ann%40example.com/devices"),
+            "DELETE /v1/customers/{id}/devices/{token}": Probe(method: "DELETE", path: "/v1/customers/ann%40example.com/devices/xyz"),
+            "POST /v1/pushes": Probe(
+                method: "POST", path: "/v1/pushes",
+                body: try json([
+                    "bundleId": "com.entitle.demo", "audience": ["entitlement": "premium"], "payload": ["aps": ["alert": 5, "sound": []]],
+                    "pushType": "background",
+                ])),
+            "GET /v1/pushes/{id}": Probe(method: "GET", path: "/v1/pushes/0123456789abcdef0123456789abcdef"),
             "POST /v1/imports": Probe(method: "POST", path: "/v1/imports", body: "customer,proof\nnot an email,12"),
             "GET /v1/imports/{id}": Probe(method: "GET", path: "/v1/imports/0123456789abcdef01234567"),
             "PUT /v1/purchases/{originalTransactionId}/appAccountToken": Probe(
@@ -187,7 +200,7 @@ import Testing
             token = nil
         }
         return try await api.call(
-            probe.method == "POST" ? .POST : probe.method == "PUT" ? .PUT : .GET, probe.path, token: token, headers: headers,
+            HTTPMethod(rawValue: probe.method), probe.path, token: token, headers: headers,
             body: probe.body, timeout: .seconds(30))
     }
 

@@ -1,0 +1,217 @@
+import APNs
+import Crypto
+import EntitleCore
+import Entitlements
+import Foundation
+import JobQueue
+
+/// `push-batch`: sends a push to the devices of one batch of its audience.
+///
+/// Access is checked as the batch is sent (a customer who lapsed, was refunded or
+/// transferred the purchase away since the push was queued gets nothing). Each device's
+/// result is kept; a rerun sends only to devices without a final one. Before a device is
+/// sent to it is marked in flight, so a worker that dies while APNs has it leaves it
+/// `unconfirmed` rather than sending twice. APNs' answers: a gone token is forgotten (unless
+/// registered again since), throttling and server errors are sent again with back-off, a
+/// refusal of the push itself (key, topic, payload) fails the push.
+package struct PushBatchJobHandler: EntitlementJobHandler {
+    let service: EntitlementService
+    var asksApple: Bool { false }
+
+    /// Pushes in flight at once: streams of the one HTTP/2 connection.
+    package static let concurrency = 100
+
+    package init(service: EntitlementService) { self.service = service }
+
+    package struct Result: Sendable, Hashable, Codable {
+        package var pushId: String
+        package var batch: Int
+        package var customers: Int
+        package var lapsed: Int
+        package var sent: Int
+        package var refused: Int
+        package var unconfirmed: Int
+    }
+
+    struct Target: Sendable {
+        var customer: String
+        var device: DeviceRegistry.Device
+    }
+
+    func run(_ job: JobContext) async throws -> Result {
+        let payload = try JobPayloads.decode(JobPayloads.PushBatch.self, job.payload)
+        let publisher = try service.publisher(payload.publisher)
+        let pushes = service.store.pushes
+        guard let record = try await pushes.record(publisher: publisher.id, id: payload.pushId) else {
+            throw JobRefusal.notPossible(code: "unknownPush", "push \(payload.pushId) of \(publisher.id) is not kept (expired?)")
+        }
+        var result = Result(pushId: payload.pushId, batch: payload.batch, customers: 0, lapsed: 0, sent: 0, refused: 0, unconfirmed: 0)
+        guard record.status != "failed" else { return result }
+        guard let client = service.configuration.pushClients[publisher.id] else {
+            throw JobRefusal.notPossible(code: "pushNotConfigured", "publisher \(publisher.id) has no push key")
+        }
+        let size = PushJobHandler.batchSize
+        let customers = try await pushes.audience(
+            publisher: publisher.id, id: payload.pushId, range: payload.batch * size..<(payload.batch + 1) * size)
+        result.customers = customers.count
+        let now = try await service.configuration.clock.now()
+        let entitled = try await entitledNow(customers, publisher: publisher.id, audience: record.request.audience, at: now)
+        result.lapsed = customers.count - entitled.count
+        let devices = try await service.store.devices.devices(publisher: publisher.id, customers: entitled)
+        var targets: [Target] = []
+        for customer in entitled {
+            for device in devices[customer] ?? [] where record.request.reaches(device) {
+                targets.append(Target(customer: customer, device: device))
+            }
+        }
+        // What earlier attempts left: final results stay; a mark in flight from another
+        // attempt is a worker that died while APNs had the push.
+        let lease = job.id + ":" + String(job.attempt)
+        let known = try await pushes.results(publisher: publisher.id, id: payload.pushId, tokens: targets.map(\.device.token.hex))
+        var unconfirmed: [PushStore.DeviceResult] = []
+        var toSend: [Target] = []
+        for target in targets {
+            guard let previous = known[target.device.token.hex] else {
+                toSend.append(target)
+                continue
+            }
+            if previous.result == .inFlight && previous.attempt != lease {
+                unconfirmed.append(
+                    .init(
+                        token: target.device.token.hex, customer: target.customer, result: .unconfirmed,
+                        reason: "the worker stopped while APNs had it"))
+            } else if !previous.result.isFinal {
+                toSend.append(target)
+            }
+        }
+        try await pushes.setResults(publisher: publisher.id, id: payload.pushId, unconfirmed)
+        result.unconfirmed = unconfirmed.count
+
+        var retryAfter: Duration?
+        var failure: String?
+        for start in stride(from: 0, to: toSend.count, by: Self.concurrency) {
+            let chunk = Array(toSend[start..<min(start + Self.concurrency, toSend.count)])
+            try await pushes.setResults(
+                publisher: publisher.id, id: payload.pushId,
+                chunk.map { .init(token: $0.device.token.hex, customer: $0.customer, result: .inFlight, attempt: lease) })
+            let answers = await send(chunk, push: record.request.push, pushId: payload.pushId, client: client)
+            var results: [PushStore.DeviceResult] = []
+            for (target, answer) in zip(chunk, answers) {
+                let token = target.device.token.hex
+                switch answer {
+                case .failure(let error):
+                    results.append(.init(token: token, customer: target.customer, result: .pending, reason: error.message))
+                    retryAfter = max(retryAfter ?? .zero, .seconds(1))
+                case .success(let response) where response.delivered:
+                    results.append(.init(token: token, customer: target.customer, result: .sent))
+                    result.sent += 1
+                case .success(let response):
+                    let reason = response.reason?.rawValue ?? "status \(response.status)"
+                    switch response.disposition ?? .refuseDevice {
+                    case .dropToken:
+                        let at = response.unregisteredAt ?? Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
+                        _ = try await service.store.devices.forget(
+                            token: target.device.token, publisher: publisher.id, customer: target.customer, unregisteredAt: at)
+                        results.append(.init(token: token, customer: target.customer, result: .refused, reason: reason))
+                        result.refused += 1
+                    case .retry, .renewProviderToken:
+                        results.append(.init(token: token, customer: target.customer, result: .pending, reason: reason))
+                        retryAfter = max(retryAfter ?? .zero, response.status == 429 ? .seconds(2) : .seconds(1))
+                    case .failPush:
+                        results.append(.init(token: token, customer: target.customer, result: .refused, reason: reason))
+                        result.refused += 1
+                        failure = failure ?? reason
+                    case .refuseDevice:
+                        results.append(.init(token: token, customer: target.customer, result: .refused, reason: reason))
+                        result.refused += 1
+                    }
+                }
+            }
+            try await pushes.setResults(publisher: publisher.id, id: payload.pushId, results)
+            if failure != nil { break }
+        }
+        let millisecondsNow = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
+        if let failure {
+            // Every device would be refused alike: the push fails, with APNs' reason.
+            try await pushes.fail(
+                publisher: publisher.id, id: payload.pushId, reason: "APNs refused the push: \(failure)", now: millisecondsNow)
+            throw JobRefusal.notPossible(code: "apnsRefused", "APNs refused the push: \(failure)")
+        }
+        if let retryAfter {
+            guard job.attempt < job.maxAttempts else {
+                // Out of attempts: what is still pending is given up on, and said so.
+                let pending = try await pushes.results(publisher: publisher.id, id: payload.pushId, tokens: toSend.map(\.device.token.hex))
+                let given = pending.values.filter { $0.result == .pending }.map { item in
+                    PushStore.DeviceResult(
+                        token: item.token, customer: item.customer, result: .refused,
+                        reason: "gave up: \(item.reason ?? "APNs kept failing")")
+                }
+                try await pushes.setResults(publisher: publisher.id, id: payload.pushId, given)
+                result.refused += given.count
+                _ = try await pushes.finishBatch(
+                    publisher: publisher.id, id: payload.pushId, batch: payload.batch, lapsed: result.lapsed, now: millisecondsNow)
+                return result
+            }
+            throw JobFailure.retryable("apnsRetry", "APNs asked to send again later", after: retryAfter)
+        }
+        _ = try await pushes.finishBatch(
+            publisher: publisher.id, id: payload.pushId, batch: payload.batch, lapsed: result.lapsed, now: millisecondsNow)
+        return result
+    }
+
+    /// The customers of `customers` who may get the push now: for an entitlement or offer
+    /// audience, those the customer's own document says have it at `date`.
+    func entitledNow(_ customers: [String], publisher: String, audience: PushRequest.Audience, at date: Date) async throws -> [String] {
+        guard audience.followsAccess else { return customers }
+        var entitled: [String] = []
+        let states = try await service.store.load(publisher: publisher, customers: customers)
+        for customer in customers {
+            guard let state = states[customer] else { continue }
+            switch audience {
+            case .entitlement(let name): if state.entitlements(at: date).contains(name) { entitled.append(customer) }
+            case .offer(let offer): if state.periods(at: date).contains(where: { $0.offerId == offer }) { entitled.append(customer) }
+            case .customer, .customers: entitled.append(customer)
+            }
+        }
+        return entitled
+    }
+
+    /// Sends to every target at once (the chunk is at most `concurrency`): streams of one
+    /// HTTP/2 connection. Answers in the targets' order.
+    func send(_ targets: [Target], push: APNsPush, pushId: String, client: APNsClient) async -> [Swift.Result<APNsResponse, APNsError>] {
+        await withTaskGroup(of: (Int, Swift.Result<APNsResponse, APNsError>).self) { group in
+            for (index, target) in targets.enumerated() {
+                group.addTask {
+                    do {
+                        let id = Self.apnsId(pushId: pushId, token: target.device.token.hex)
+                        return (
+                            index,
+                            .success(
+                                try await client.send(push, to: target.device.token, environment: target.device.environment, apnsId: id))
+                        )
+                    } catch let error as APNsError {
+                        return (index, .failure(error))
+                    } catch {
+                        return (index, .failure(APNsError(.unavailable, "\(error)")))
+                    }
+                }
+            }
+            var answers = [Swift.Result<APNsResponse, APNsError>?](repeating: nil, count: targets.count)
+            for await (index, answer) in group { answers[index] = answer }
+            return answers.map { $0 ?? .failure(APNsError(.unavailable, "not sent")) }
+        }
+    }
+
+    /// The same `apns-id` for the same push and device, every attempt: APNs' logs and the
+    /// local APNs tell a second delivery by it.
+    static func apnsId(pushId: String, token: String) -> UUID {
+        var bytes = Array(SHA256.hash(data: Array((pushId + ":" + token).utf8)).prefix(16))
+        bytes[6] = (bytes[6] & 0x0F) | 0x50
+        bytes[8] = (bytes[8] & 0x3F) | 0x80
+        return UUID(
+            uuid: (
+                bytes[0], bytes[1], bytes[2], bytes[3], bytes[4], bytes[5], bytes[6], bytes[7], bytes[8], bytes[9], bytes[10], bytes[11],
+                bytes[12], bytes[13], bytes[14], bytes[15]
+            ))
+    }
+}
