@@ -2,13 +2,18 @@ import AsyncHTTPClient
 import DurationUnits
 import Foundation
 import NIOCore
+import NIOPosix
 import NIOSSL
 import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// APNs' provider API: `POST /3/device/{token}` over HTTP/2 with a provider token.
 ///
 /// The `HTTPClient` negotiates HTTP/2 (ALPN) and carries many pushes as streams of one
-/// connection per host; `httpClient(trusting:)` makes one per trust anchor and keeps it for
+/// connection per host; `httpClient(owner:trusting:)` makes one per key and keeps it for
 /// the life of the process. A send returns what APNs answered; it throws only when APNs could
 /// not be asked (`unavailable`, worth retrying) or the token cannot be made.
 public struct APNsClient: Sendable {
@@ -75,22 +80,42 @@ public struct APNsClient: Sendable {
             return APNsResponse(status: status, apnsId: echoed, reason: reason, unregisteredAt: status == 410 ? timestamp : nil)
         } catch {
             let host = URL(string: base)?.host ?? "APNs"
-            throw APNsError(.unavailable, "\(host) could not be asked: \(error)")
+            guard Self.failedBeforeSending(error) else {
+                throw APNsError(.unanswered, "\(host) did not answer a push it may have received: \(error)")
+            }
+            throw APNsError(.unavailable, "\(host) could not be reached: \(error)")
         }
+    }
+
+    /// Whether the request never left: no connection, no TLS session. Anything later (a
+    /// deadline, a reset, a GOAWAY mid-stream) may have delivered the push.
+    static func failedBeforeSending(_ error: any Error) -> Bool {
+        if let client = error as? HTTPClientError {
+            return [.connectTimeout, .tlsHandshakeTimeout, .invalidURL, .alreadyShutdown, .getConnectionFromPoolTimeout].contains(client)
+        }
+        if error is NIOConnectionError || error is NIOSSLError { return true }
+        if let channel = error as? ChannelError, case .connectTimeout = channel { return true }
+        if let posix = error as? IOError, [ECONNREFUSED, ENETUNREACH, EHOSTUNREACH].contains(posix.errnoCode) { return true }
+        return false
     }
 
     /// An `HTTPClient` for APNs that trusts only `certificateAuthorityPEM` (the local APNs's
     /// CA), or the system's roots when `nil` (Apple's servers chain to USERTrust RSA
-    /// Certification Authority since 2025). One per anchor, kept for the process's life:
-    /// its HTTP/2 connections are what every push of the process shares.
-    public static func httpClient(trusting certificateAuthorityPEM: String?) throws(APNsError) -> HTTPClient {
-        guard let certificateAuthorityPEM else { return .shared }
-        if let existing = clients.withLock({ $0[certificateAuthorityPEM] }) { return existing }
+    /// Certification Authority since 2025), kept for the process's life: its HTTP/2
+    /// connections carry every push of the key.
+    ///
+    /// One client per `owner` (a publisher's key): APNs binds a connection to the team whose
+    /// token its first push carried, so two publishers never share one.
+    public static func httpClient(owner: String, trusting certificateAuthorityPEM: String?) throws(APNsError) -> HTTPClient {
+        let name = owner + "\n" + (certificateAuthorityPEM ?? "")
+        if let existing = clients.withLock({ $0[name] }) { return existing }
         var tls = TLSConfiguration.makeClientConfiguration()
-        do {
-            tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMBytes(Array(certificateAuthorityPEM.utf8)))
-        } catch {
-            throw APNsError(.invalidConfiguration, "the APNs certificate authority is not PEM certificates")
+        if let certificateAuthorityPEM {
+            do {
+                tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMBytes(Array(certificateAuthorityPEM.utf8)))
+            } catch {
+                throw APNsError(.invalidConfiguration, "the APNs certificate authority is not PEM certificates")
+            }
         }
         tls.minimumTLSVersion = .tlsv12
         var configuration = HTTPClient.Configuration(tlsConfiguration: tls)
@@ -98,12 +123,18 @@ public struct APNsClient: Sendable {
         configuration.redirectConfiguration = .disallow
         configuration.connectionPool.idleTimeout = .minutes(60)
         return clients.withLock { clients in
-            if let existing = clients[certificateAuthorityPEM] { return existing }
+            if let existing = clients[name] { return existing }
             let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
-            clients[certificateAuthorityPEM] = client
+            clients[name] = client
             return client
         }
     }
 
     private static let clients = Mutex<[String: HTTPClient]>([:])
+}
+
+// The client holds the provider token (a bearer credential): it prints where it sends only.
+extension APNsClient: CustomStringConvertible, CustomReflectable {
+    public var description: String { "APNsClient(\(configuration.productionURL), \(configuration.sandboxURL))" }
+    public var customMirror: Mirror { Mirror(self, children: ["description": description]) }
 }

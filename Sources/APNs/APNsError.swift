@@ -9,8 +9,11 @@ public struct APNsError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let invalidRequest = Code(name: "invalidRequest")
         /// The key, key id or team id cannot make a provider token.
         public static let invalidConfiguration = Code(name: "invalidConfiguration")
-        /// APNs could not be reached or did not answer in time (worth retrying).
+        /// APNs could not be reached: the push was not sent (worth retrying).
         public static let unavailable = Code(name: "unavailable")
+        /// The push went out but no answer came (a timeout, a connection lost mid-stream):
+        /// APNs may have delivered it, so it is not sent again.
+        public static let unanswered = Code(name: "unanswered")
     }
 
     public let code: Code

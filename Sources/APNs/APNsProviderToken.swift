@@ -12,8 +12,8 @@ import Synchronization
 public final class APNsProviderToken: Sendable {
     public let keyId: String
     public let teamId: String
-    private let key: P256.Signing.PrivateKey
-    private let current = Mutex<(value: String, issuedAt: Date)?>(nil)
+    /// The key (replaced by a rotation) and the token made with it.
+    private let current: Mutex<(key: P256.Signing.PrivateKey, token: (value: String, issuedAt: Date)?)>
 
     /// How long a token is used before a new one is made.
     public static let lifetime: TimeInterval = 50 * 60
@@ -25,25 +25,43 @@ public final class APNsProviderToken: Sendable {
         guard Self.isIdentifier(keyId), Self.isIdentifier(teamId) else {
             throw APNsError(.invalidConfiguration, "the key id and team id are Apple's ten-character identifiers")
         }
+        current = Mutex((try Self.key(privateKeyPEM), nil))
+        self.keyId = keyId
+        self.teamId = teamId
+    }
+
+    static func key(_ pem: String) throws(APNsError) -> P256.Signing.PrivateKey {
         do {
-            key = try P256.Signing.PrivateKey(pemRepresentation: privateKeyPEM)
+            return try P256.Signing.PrivateKey(pemRepresentation: pem)
         } catch {
             throw APNsError(.invalidConfiguration, "the APNs key is not a P-256 .p8 key in PEM form")
         }
-        self.keyId = keyId
-        self.teamId = teamId
+    }
+
+    /// Takes the key as its file or variable holds it now (SIGHUP): a different key is used
+    /// from the next push on, with a token of its own. Returns whether it changed.
+    @discardableResult
+    public func rotate(privateKeyPEM: String) throws(APNsError) -> Bool {
+        let key = try Self.key(privateKeyPEM)
+        return current.withLock { state in
+            guard state.key.publicKey.rawRepresentation != key.publicKey.rawRepresentation else { return false }
+            state = (key, nil)
+            return true
+        }
     }
 
     /// The token to send now. Made under the lock: a hundred pushes starting at once must
     /// share one token (ECDSA signatures differ each time, and APNs counts every new token on
     /// a connection as an update).
     public func value(now: Date = Date()) throws(APNsError) -> String {
-        try current.withLock { (token: inout (value: String, issuedAt: Date)?) throws(APNsError) -> String in
-            if let token, now.timeIntervalSince(token.issuedAt) < Self.lifetime, now >= token.issuedAt.addingTimeInterval(-60) {
+        try current.withLock { state throws(APNsError) -> String in
+            if let token = state.token, now.timeIntervalSince(token.issuedAt) < Self.lifetime,
+                now >= token.issuedAt.addingTimeInterval(-60)
+            {
                 return token.value
             }
-            let made = try make(now: now)
-            token = made
+            let made = try make(now: now, key: state.key)
+            state.token = made
             return made.value
         }
     }
@@ -51,15 +69,15 @@ public final class APNsProviderToken: Sendable {
     /// APNs said `rejected` has expired: a new token, unless the one in use is younger than
     /// 20 minutes (a clock far off, or another sender's token); then `false`, nothing changes.
     public func renew(after rejected: String, now: Date = Date()) throws(APNsError) -> Bool {
-        try current.withLock { (token: inout (value: String, issuedAt: Date)?) throws(APNsError) -> Bool in
-            guard let existing = token, existing.value == rejected else { return true }
+        try current.withLock { state throws(APNsError) -> Bool in
+            guard let existing = state.token, existing.value == rejected else { return true }
             guard now.timeIntervalSince(existing.issuedAt) >= Self.minimumAge else { return false }
-            token = try make(now: now)
+            state.token = try make(now: now, key: state.key)
             return true
         }
     }
 
-    private func make(now: Date) throws(APNsError) -> (value: String, issuedAt: Date) {
+    private func make(now: Date, key: P256.Signing.PrivateKey) throws(APNsError) -> (value: String, issuedAt: Date) {
         let issuedAt = Int64(now.timeIntervalSince1970)
         let header = #"{"alg":"ES256","kid":"\#(keyId)"}"#
         let claims = #"{"iss":"\#(teamId)","iat":\#(issuedAt)}"#
@@ -89,4 +107,10 @@ public final class APNsProviderToken: Sendable {
         while text.hasSuffix("=") { text.removeLast() }
         return text
     }
+}
+
+// The key and the token are secrets: a dump or a log line shows the ids only.
+extension APNsProviderToken: CustomStringConvertible, CustomReflectable {
+    public var description: String { "APNsProviderToken(keyId: \(keyId), teamId: \(teamId))" }
+    public var customMirror: Mirror { Mirror(self, children: ["description": description]) }
 }

@@ -43,11 +43,14 @@ public struct APNsReason: Sendable, Hashable, Codable, CustomStringConvertible {
         "IdleTimeout": .retry, "InvalidPushType": .failPush, "MissingDeviceToken": .refuseDevice, "MissingTopic": .failPush,
         "PayloadEmpty": .failPush, "TopicDisallowed": .failPush,
         // 403
-        "BadCertificate": .failPush, "BadCertificateEnvironment": .failPush, "ExpiredProviderToken": .renewProviderToken,
+        "BadCertificate": .failPush, "BadCertificateEnvironment": .refuseDevice, "ExpiredProviderToken": .renewProviderToken,
         "Forbidden": .failPush, "InvalidProviderToken": .failPush, "MissingProviderToken": .failPush,
-        "UnrelatedKeyIdInToken": .failPush, "BadEnvironmentKeyIdInToken": .failPush,
+        "UnrelatedKeyIdInToken": .failPush,
+        // A key of one environment and a device of the other: that device (any app user can
+        // register a sandbox token), not the push.
+        "BadEnvironmentKeyIdInToken": .refuseDevice,
         // Not in Apple's table, but what APNs is seen to answer for a key of the other environment.
-        "BadEnvironmentKeyInToken": .failPush,
+        "BadEnvironmentKeyInToken": .refuseDevice,
         // 404, 405
         "BadPath": .failPush, "MethodNotAllowed": .failPush,
         // 410

@@ -19,7 +19,7 @@ import X509
 /// - otherwise (production): Apple's URLs and roots; every secret the catalog names must be set.
 ///
 /// Secrets are read through `SecretReader` (a variable, or the file `VARIABLE_FILE` names);
-/// the webhook secrets are read again by `reloadSecrets()` (SIGHUP), for rotation.
+/// the webhook secrets and APNs keys are read again by `reloadSecrets()` (SIGHUP), for rotation.
 package struct EntitleConfiguration: Sendable {
     package enum Mode: Sendable, Hashable {
         case development(simulatorURL: String)
@@ -61,8 +61,21 @@ package struct EntitleConfiguration: Sendable {
         return values.isEmpty ? simulatorSharedSecrets[bundleId].map { [$0] } ?? [] : values
     }
 
-    /// Reads the secrets that can change while running (webhook secrets) again.
-    package func reloadSecrets() throws { try webhookSecrets.reload() }
+    /// Reads the secrets that can change while running (webhook secrets, APNs keys) again.
+    package func reloadSecrets() throws {
+        try webhookSecrets.reload()
+        for publisher in catalog.publishers {
+            guard let key = publisher.push?.key, let client = pushClients[publisher.id] else { continue }
+            guard let pem = try secrets.secret(key.privateKeyVariable) else {
+                throw WorkerError(.invalidConfiguration, "publisher \"\(publisher.id)\" push: \(key.privateKeyVariable) is not set")
+            }
+            do {
+                try client.providerToken.rotate(privateKeyPEM: pem.value)
+            } catch {
+                throw WorkerError(.invalidConfiguration, "publisher \"\(publisher.id)\" push: \(error.message)")
+            }
+        }
+    }
 
     /// Every publisher's webhook secrets, each required.
     static func readWebhookSecrets(_ catalog: EntitlementCatalog, _ secrets: SecretReader) throws(SecretError) -> [String: [Secret]] {
@@ -206,7 +219,8 @@ package struct EntitleConfiguration: Sendable {
                     throw WorkerError(.invalidConfiguration, "\(name): key (keyId, teamId, privateKeyVariable) is required in production")
                 }
                 return APNsClient(
-                    configuration: configuration, providerToken: token, httpClient: try APNsClient.httpClient(trusting: authority))
+                    configuration: configuration, providerToken: token,
+                    httpClient: try APNsClient.httpClient(owner: publisher.id + "/" + token.keyId, trusting: authority))
             } catch let error as APNsError {
                 throw WorkerError(.invalidConfiguration, "\(name): \(error.message)")
             }

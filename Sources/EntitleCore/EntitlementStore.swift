@@ -282,12 +282,23 @@ package struct EntitlementStore: Sendable {
     /// The customers whose access to `entitlement` (or to `offerId`) ends after `ms` (or
     /// never), from every partition's holder index: one round trip of 16 reads. Sorted.
     package func holders(publisher: String, entitlement: String? = nil, offerId: String? = nil, after ms: Int64) async throws -> [String] {
-        let keys = (0..<EntitlementKeys.partitions).map { partition in
-            if let offerId { return self.keys.offerHolders(publisher, offerId: offerId, partition: partition) }
-            return self.keys.holders(publisher, entitlement: entitlement ?? "", partition: partition)
-        }
+        let keys = holderKeys(publisher: publisher, entitlement: entitlement, offerId: offerId)
         let replies = try await redis.pipeline(keys.map { ["ZRANGEBYSCORE", $0, "(" + String(ms), "+inf"] })
         return replies.flatMap { $0.array?.compactMap(\.string) ?? [] }.sorted()
+    }
+
+    /// Drops the members whose access ended by `ms`: they are in no audience from then on,
+    /// and a later purchase's write puts them back (its end differs from the one they had).
+    package func pruneHolders(publisher: String, entitlement: String? = nil, offerId: String? = nil, endedBy ms: Int64) async throws {
+        let keys = holderKeys(publisher: publisher, entitlement: entitlement, offerId: offerId)
+        _ = try await redis.pipeline(keys.map { ["ZREMRANGEBYSCORE", $0, "-inf", String(ms)] })
+    }
+
+    func holderKeys(publisher: String, entitlement: String?, offerId: String?) -> [String] {
+        (0..<EntitlementKeys.partitions).map { partition in
+            if let offerId { return keys.offerHolders(publisher, offerId: offerId, partition: partition) }
+            return keys.holders(publisher, entitlement: entitlement ?? "", partition: partition)
+        }
     }
 
     // MARK: Owners

@@ -126,22 +126,22 @@ package struct PushStore: Sendable {
             digest: fields["digest"] ?? "")
     }
 
-    /// Fixes the audience once: `ARGV[1]` batch size, `ARGV[2]` retention ms, then the
-    /// customers. Returns {audience size, batches} as first fixed.
+    /// Fixes the audience once: `ARGV[1]` batch size, `ARGV[2]` retention ms, `ARGV[3]` now,
+    /// then the customers. Returns {audience size, batches} as first fixed.
     static let fixAudience = RedisScript(
         name: "push-fix-audience",
         source: """
             local size = redis.call('HGET', KEYS[1], 'audience')
             if size then return {tonumber(size), tonumber(redis.call('HGET', KEYS[1], 'batches'))} end
             redis.call('DEL', KEYS[2])
-            for i = 3, #ARGV, 5000 do
+            for i = 4, #ARGV, 5000 do
               redis.call('RPUSH', KEYS[2], unpack(ARGV, i, math.min(i + 4999, #ARGV)))
             end
-            local count = #ARGV - 2
+            local count = #ARGV - 3
             local batches = math.ceil(count / tonumber(ARGV[1]))
             redis.call('HSET', KEYS[1], 'audience', count, 'batches', batches, 'status', 'sending')
             if count > 0 then redis.call('PEXPIRE', KEYS[2], ARGV[2]) end
-            if batches == 0 then redis.call('HSET', KEYS[1], 'status', 'finished') end
+            if batches == 0 then redis.call('HSET', KEYS[1], 'status', 'finished', 'finishedAt', ARGV[3]) end
             return {count, batches}
             """)
 
@@ -149,7 +149,10 @@ package struct PushStore: Sendable {
     package func fixAudience(publisher: String, id: String, customers: [String], batchSize: Int) async throws -> (size: Int, batches: Int) {
         let reply = try await redis.run(
             Self.fixAudience, keys: [keys.push(publisher, id), keys.push(publisher, id, ":audience")],
-            arguments: [String(batchSize), String(retention.milliseconds)] + customers)
+            arguments: [
+                String(batchSize), String(retention.milliseconds), String(Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))),
+            ]
+                + customers)
         let values = reply.array?.compactMap(\.int) ?? []
         guard values.count == 2 else { throw EntitlementStoreError(.unreadable, "push \(id)'s audience cannot be fixed") }
         return (values[0], values[1])
@@ -194,6 +197,51 @@ package struct PushStore: Sendable {
             redis.call('PEXPIRE', KEYS[2], ARGV[1])
             return 1
             """)
+
+    /// Claims devices for sending (`ARGV[1]` this run's mark, `ARGV[2]` retention, then token
+    /// and customer pairs): a device with no result or `pending` is marked in flight for this
+    /// run and returned; one in flight for another run (a worker that died, or one still
+    /// sending) becomes `unconfirmed`, never sent twice; a final result stays.
+    static let claimForSending = RedisScript(
+        name: "push-claim-for-sending",
+        source: """
+            local claimed = {}
+            for i = 3, #ARGV, 2 do
+              local token, customer = ARGV[i], ARGV[i + 1]
+              local old = redis.call('HGET', KEYS[2], token)
+              local previous = nil
+              if old then
+                local ok, decoded = pcall(cjson.decode, old)
+                if ok then previous = decoded end
+              end
+              local state = previous and previous.result or nil
+              local next = nil
+              if state == nil or state == 'pending' then
+                next = {token = token, customer = customer, result = 'inFlight', attempt = ARGV[1]}
+                table.insert(claimed, token)
+              elseif state == 'inFlight' and previous.attempt ~= ARGV[1] then
+                next = {token = token, customer = customer, result = 'unconfirmed', reason = 'another run had it in flight (a worker stopped, or is still sending)'}
+              end
+              if next then
+                if state then redis.call('HINCRBY', KEYS[1], 'count:' .. state, -1) end
+                redis.call('HINCRBY', KEYS[1], 'count:' .. next.result, 1)
+                redis.call('HSET', KEYS[2], token, cjson.encode(next))
+              end
+            end
+            redis.call('PEXPIRE', KEYS[2], ARGV[2])
+            return claimed
+            """)
+
+    /// Marks the devices this run may send to (see `claimForSending`); their tokens.
+    package func claimForSending(
+        publisher: String, id: String, run: String, devices: [(token: String, customer: String)]
+    ) async throws -> Set<String> {
+        guard !devices.isEmpty else { return [] }
+        let reply = try await redis.run(
+            Self.claimForSending, keys: [keys.push(publisher, id), keys.push(publisher, id, ":results")],
+            arguments: [run, String(retention.milliseconds)] + devices.flatMap { [$0.token, $0.customer] })
+        return Set(reply.array?.compactMap(\.string) ?? [])
+    }
 
     package func setResults(publisher: String, id: String, _ results: [DeviceResult]) async throws {
         guard !results.isEmpty else { return }

@@ -10,8 +10,9 @@ import JobQueue
 /// Access is checked as the batch is sent (a customer who lapsed, was refunded or
 /// transferred the purchase away since the push was queued gets nothing). Each device's
 /// result is kept; a rerun sends only to devices without a final one. Before a device is
-/// sent to it is marked in flight, so a worker that dies while APNs has it leaves it
-/// `unconfirmed` rather than sending twice. APNs' answers: a gone token is forgotten (unless
+/// sent to it is claimed in flight by this run (atomically: two runs of one batch never both
+/// send), so a worker that dies while APNs has it leaves it `unconfirmed`, as does a push
+/// APNs got but did not answer: never sent twice. APNs' answers: a gone token is forgotten (unless
 /// registered again since), throttling and server errors are sent again with back-off, a
 /// refusal of the push itself (key, topic, payload) fails the push.
 package struct PushBatchJobHandler: EntitlementJobHandler {
@@ -41,6 +42,21 @@ package struct PushBatchJobHandler: EntitlementJobHandler {
     func run(_ job: JobContext) async throws -> Result {
         let payload = try JobPayloads.decode(JobPayloads.PushBatch.self, job.payload)
         let publisher = try service.publisher(payload.publisher)
+        do {
+            return try await send(payload, publisher: publisher, job: job)
+        } catch {
+            // The batch's last word (a refusal, or its attempts spent): it counts as done, so
+            // the push reaches `finished`; what was not sent says `pending` or its reason.
+            let final = error is JobRefusal || (error as? JobFailure).map { !$0.isRetryable } ?? false || job.attempt >= job.maxAttempts
+            if final {
+                _ = try? await service.store.pushes.finishBatch(
+                    publisher: publisher.id, id: payload.pushId, batch: payload.batch, lapsed: 0, now: Self.nowMilliseconds())
+            }
+            throw error
+        }
+    }
+
+    func send(_ payload: JobPayloads.PushBatch, publisher: Publisher, job: JobContext) async throws -> Result {
         let pushes = service.store.pushes
         guard let record = try await pushes.record(publisher: publisher.id, id: payload.pushId) else {
             throw JobRefusal.notPossible(code: "unknownPush", "push \(payload.pushId) of \(publisher.id) is not kept (expired?)")
@@ -64,65 +80,51 @@ package struct PushBatchJobHandler: EntitlementJobHandler {
                 targets.append(Target(customer: customer, device: device))
             }
         }
-        // What earlier attempts left: final results stay; a mark in flight from another
-        // attempt is a worker that died while APNs had the push.
-        let lease = job.id + ":" + String(job.attempt)
-        let known = try await pushes.results(publisher: publisher.id, id: payload.pushId, tokens: targets.map(\.device.token.hex))
-        var unconfirmed: [PushStore.DeviceResult] = []
-        var toSend: [Target] = []
-        for target in targets {
-            guard let previous = known[target.device.token.hex] else {
-                toSend.append(target)
-                continue
-            }
-            if previous.result == .inFlight && previous.attempt != lease {
-                unconfirmed.append(
-                    .init(
-                        token: target.device.token.hex, customer: target.customer, result: .unconfirmed,
-                        reason: "the worker stopped while APNs had it"))
-            } else if !previous.result.isFinal {
-                toSend.append(target)
-            }
-        }
-        try await pushes.setResults(publisher: publisher.id, id: payload.pushId, unconfirmed)
-        result.unconfirmed = unconfirmed.count
-
-        var retryAfter: Duration?
+        // This run's own mark: a rerun (after a crash, a reap, or an attempt given back) never
+        // takes another run's marks for its own.
+        let run = UUID().uuidString
+        var retry = false
         var failure: String?
-        for start in stride(from: 0, to: toSend.count, by: Self.concurrency) {
-            let chunk = Array(toSend[start..<min(start + Self.concurrency, toSend.count)])
-            try await pushes.setResults(
-                publisher: publisher.id, id: payload.pushId,
-                chunk.map { .init(token: $0.device.token.hex, customer: $0.customer, result: .inFlight, attempt: lease) })
-            let answers = await send(chunk, push: record.request.push, pushId: payload.pushId, client: client)
+        for start in stride(from: 0, to: targets.count, by: Self.concurrency) {
+            let chunk = Array(targets[start..<min(start + Self.concurrency, targets.count)])
+            let claimed = try await pushes.claimForSending(
+                publisher: publisher.id, id: payload.pushId, run: run, devices: chunk.map { ($0.device.token.hex, $0.customer) })
+            let sending = chunk.filter { claimed.contains($0.device.token.hex) }
+            let answers = await send(sending, push: record.request.push, pushId: payload.pushId, client: client)
             var results: [PushStore.DeviceResult] = []
-            for (target, answer) in zip(chunk, answers) {
+            for (target, answer) in zip(sending, answers) {
                 let token = target.device.token.hex
+                func record(_ outcome: PushStore.Result, _ reason: String? = nil) {
+                    results.append(.init(token: token, customer: target.customer, result: outcome, reason: reason))
+                }
                 switch answer {
+                case .failure(let error) where error.code == .unanswered:
+                    record(.unconfirmed, error.message)
+                    result.unconfirmed += 1
                 case .failure(let error):
-                    results.append(.init(token: token, customer: target.customer, result: .pending, reason: error.message))
-                    retryAfter = max(retryAfter ?? .zero, .seconds(1))
+                    record(.pending, error.message)
+                    retry = true
                 case .success(let response) where response.delivered:
-                    results.append(.init(token: token, customer: target.customer, result: .sent))
+                    record(.sent)
                     result.sent += 1
                 case .success(let response):
                     let reason = response.reason?.rawValue ?? "status \(response.status)"
                     switch response.disposition ?? .refuseDevice {
                     case .dropToken:
-                        let at = response.unregisteredAt ?? Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
+                        let at = response.unregisteredAt ?? Self.nowMilliseconds()
                         _ = try await service.store.devices.forget(
                             token: target.device.token, publisher: publisher.id, customer: target.customer, unregisteredAt: at)
-                        results.append(.init(token: token, customer: target.customer, result: .refused, reason: reason))
+                        record(.refused, reason)
                         result.refused += 1
                     case .retry, .renewProviderToken:
-                        results.append(.init(token: token, customer: target.customer, result: .pending, reason: reason))
-                        retryAfter = max(retryAfter ?? .zero, response.status == 429 ? .seconds(2) : .seconds(1))
+                        record(.pending, reason)
+                        retry = true
                     case .failPush:
-                        results.append(.init(token: token, customer: target.customer, result: .refused, reason: reason))
+                        record(.refused, reason)
                         result.refused += 1
                         failure = failure ?? reason
                     case .refuseDevice:
-                        results.append(.init(token: token, customer: target.customer, result: .refused, reason: reason))
+                        record(.refused, reason)
                         result.refused += 1
                     }
                 }
@@ -130,18 +132,17 @@ package struct PushBatchJobHandler: EntitlementJobHandler {
             try await pushes.setResults(publisher: publisher.id, id: payload.pushId, results)
             if failure != nil { break }
         }
-        let millisecondsNow = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
         if let failure {
             // Every device would be refused alike: the push fails, with APNs' reason.
             try await pushes.fail(
-                publisher: publisher.id, id: payload.pushId, reason: "APNs refused the push: \(failure)", now: millisecondsNow)
+                publisher: publisher.id, id: payload.pushId, reason: "APNs refused the push: \(failure)", now: Self.nowMilliseconds())
             throw JobRefusal.notPossible(code: "apnsRefused", "APNs refused the push: \(failure)")
         }
-        if let retryAfter {
+        if retry {
             guard job.attempt < job.maxAttempts else {
                 // Out of attempts: what is still pending is given up on, and said so.
-                let pending = try await pushes.results(publisher: publisher.id, id: payload.pushId, tokens: toSend.map(\.device.token.hex))
-                let given = pending.values.filter { $0.result == .pending }.map { item in
+                let known = try await pushes.results(publisher: publisher.id, id: payload.pushId, tokens: targets.map(\.device.token.hex))
+                let given = known.values.filter { $0.result == .pending }.map { item in
                     PushStore.DeviceResult(
                         token: item.token, customer: item.customer, result: .refused,
                         reason: "gave up: \(item.reason ?? "APNs kept failing")")
@@ -149,15 +150,18 @@ package struct PushBatchJobHandler: EntitlementJobHandler {
                 try await pushes.setResults(publisher: publisher.id, id: payload.pushId, given)
                 result.refused += given.count
                 _ = try await pushes.finishBatch(
-                    publisher: publisher.id, id: payload.pushId, batch: payload.batch, lapsed: result.lapsed, now: millisecondsNow)
+                    publisher: publisher.id, id: payload.pushId, batch: payload.batch, lapsed: result.lapsed, now: Self.nowMilliseconds())
                 return result
             }
-            throw JobFailure.retryable("apnsRetry", "APNs asked to send again later", after: retryAfter)
+            // The batch's back-off (1 s doubling to ten minutes): APNs asks 5xx to be retried late.
+            throw JobFailure.retryable("apnsRetry", "APNs asked to send again later")
         }
         _ = try await pushes.finishBatch(
-            publisher: publisher.id, id: payload.pushId, batch: payload.batch, lapsed: result.lapsed, now: millisecondsNow)
+            publisher: publisher.id, id: payload.pushId, batch: payload.batch, lapsed: result.lapsed, now: Self.nowMilliseconds())
         return result
     }
+
+    static func nowMilliseconds() -> Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded(.down)) }
 
     /// The customers of `customers` who may get the push now: for an entitlement or offer
     /// audience, those the customer's own document says have it at `date`.

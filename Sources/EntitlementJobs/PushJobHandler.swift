@@ -32,9 +32,15 @@ package struct PushJobHandler: EntitlementJobHandler {
         if record.audienceSize == nil {
             let now = try await service.configuration.clock.now()
             let ms = Int64((now.timeIntervalSince1970 * 1000).rounded(.down))
+            // Those whose access has ended leave the index as they are passed over: it holds
+            // the holders of now and later, not everyone who ever was one.
             switch record.request.audience {
-            case .entitlement(let name): customers = try await service.store.holders(publisher: publisher.id, entitlement: name, after: ms)
-            case .offer(let offer): customers = try await service.store.holders(publisher: publisher.id, offerId: offer, after: ms)
+            case .entitlement(let name):
+                customers = try await service.store.holders(publisher: publisher.id, entitlement: name, after: ms)
+                try await service.store.pruneHolders(publisher: publisher.id, entitlement: name, endedBy: ms)
+            case .offer(let offer):
+                customers = try await service.store.holders(publisher: publisher.id, offerId: offer, after: ms)
+                try await service.store.pruneHolders(publisher: publisher.id, offerId: offer, endedBy: ms)
             case .customer(let customer): customers = [customer]
             case .customers(let list): customers = Array(Set(list)).sorted()
             }

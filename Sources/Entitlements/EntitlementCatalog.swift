@@ -141,8 +141,8 @@ public struct EntitlementCatalog: Sendable, Hashable, Codable {
                 }
             }
             if let push = publisher.push {
-                guard (1...1000).contains(push.maxDevicesPerCustomer) else {
-                    throw .invalidEntry(entry: "\(name) push maxDevicesPerCustomer", problem: "must be 1 to 1000")
+                guard (1...100).contains(push.maxDevicesPerCustomer) else {
+                    throw .invalidEntry(entry: "\(name) push maxDevicesPerCustomer", problem: "must be 1 to 100")
                 }
                 if let key = push.key, key.keyId.isEmpty || key.teamId.isEmpty || key.privateKeyVariable.isEmpty {
                     throw .invalidEntry(entry: "\(name) push key", problem: "needs keyId, teamId and privateKeyVariable")

@@ -113,10 +113,19 @@ extension EntitleAPI {
         }
         routes.add(.delete, "/v1/customers/{id}/devices/{token}") { request, context in
             let customer = try RequestInput.path(context, "id")
-            let publisher = try requireCustomerAccess(try caller(request, context), customer: customer)
+            let who = try caller(request, context)
+            let publisher = try requireCustomerAccess(who, customer: customer)
             try RequestInput.checkCustomer(customer, for: publisher)
             _ = try pushSettings(publisher)
             let token = try Self.deviceToken(try RequestInput.path(context, "token"))
+            // An app key limited to some apps removes only those apps' devices.
+            if case .app(_, let key, _) = who, !key.bundleIds.isEmpty,
+                let device = try await store.devices.devices(publisher: publisher.id, customer: customer).first(where: { $0.token == token }
+                ),
+                !key.bundleIds.contains(device.bundleId)
+            {
+                throw APIError(.forbidden, "forbidden", "this app key is not for \(device.bundleId)")
+            }
             guard try await store.devices.remove(token: token, publisher: publisher.id, customer: customer) else {
                 throw APIError.notFound("customer \(customer) has no device \(token)")
             }

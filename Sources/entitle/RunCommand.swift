@@ -148,7 +148,7 @@ struct RunCommand: AsyncParsableCommand {
             settings: settings, jobQueue: jobQueue, configuration: EntitleAPI.Configuration(), registry: registry,
             host: "127.0.0.1", port: apiPort, logger: logger
         ) { url in apiListening.yield(url) }
-        let reload = SecretsReloadService([("webhook secrets", { try settings.reloadSecrets() })], logger: logger)
+        let reload = SecretsReloadService([("webhook secrets and APNs keys", { try settings.reloadSecrets() })], logger: logger)
         let history = QueueHistoryRecorder(jobQueue: jobQueue, logger: logger)
         let services: [any Service] = [worker] + entitlementServices + [reload, history] + api
         let group = ServiceGroup(

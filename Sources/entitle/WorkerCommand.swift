@@ -169,7 +169,7 @@ struct WorkerCommand: AsyncParsableCommand {
                     to: &handlers, settings: settings, jobQueue: jobQueue, queue: concurrency.keys.sorted().first ?? "default",
                     crashAfterWrite: crash, reports: reports, reconcile: reconcile, logger: logger))
             // Rotated webhook secrets take effect on SIGHUP, without a restart.
-            services.append(SecretsReloadService([("webhook secrets", { try settings.reloadSecrets() })], logger: logger))
+            services.append(SecretsReloadService([("webhook secrets and APNs keys", { try settings.reloadSecrets() })], logger: logger))
             logger.info(
                 "entitlement jobs enabled",
                 metadata: ["catalog": "\(catalogPath)", "publishers": "\(settings.catalog.publishers.count)", "mode": "\(settings.mode)"])

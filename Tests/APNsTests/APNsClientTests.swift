@@ -33,7 +33,7 @@ import Testing
             let client = APNsClient(
                 configuration: settings,
                 providerToken: try APNsProviderToken(keyId: "KEY0000001", teamId: "TEAM000001", privateKeyPEM: key.pemRepresentation),
-                httpClient: try APNsClient.httpClient(trusting: server.certificateAuthorityPEM))
+                httpClient: try APNsClient.httpClient(owner: "test", trusting: server.certificateAuthorityPEM))
             try await body(client, server.state)
             group.cancelAll()
         }
@@ -122,6 +122,20 @@ import Testing
         }
         #expect(try decoded(parts[0]) as NSDictionary == ["alg": "ES256", "kid": "KEY0000001"] as NSDictionary)
         #expect(try decoded(parts[1]) as NSDictionary == ["iss": "TEAM000001", "iat": 1_795_000_000] as NSDictionary)
+        // A rotation (SIGHUP): the same key changes nothing; a new one signs from the next push.
+        #expect(try token.rotate(privateKeyPEM: key.pemRepresentation) == false)
+        #expect(try token.value(now: start.addingTimeInterval(72 * 60 + 1)) == token.value(now: start.addingTimeInterval(72 * 60 + 2)))
+        let rotated = P256.Signing.PrivateKey()
+        let before = try token.value(now: start.addingTimeInterval(80 * 60))
+        #expect(try token.rotate(privateKeyPEM: rotated.pemRepresentation))
+        let after = try token.value(now: start.addingTimeInterval(80 * 60))
+        #expect(after != before)
+        let signed = Array(after.split(separator: ".")[0...1].joined(separator: ".").utf8)
+        var raw = String(after.split(separator: ".")[2]).replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while raw.count % 4 != 0 { raw += "=" }
+        let signature = try P256.Signing.ECDSASignature(rawRepresentation: try #require(Data(base64Encoded: raw)))
+        #expect(rotated.publicKey.isValidSignature(signature, for: signed))
+        #expect(throws: APNsError.self) { try token.rotate(privateKeyPEM: "garbage") }
         #expect(throws: APNsError.self) { try APNsProviderToken(keyId: "KEY\"}", teamId: "T", privateKeyPEM: key.pemRepresentation) }
         #expect(throws: APNsError.self) { try APNsProviderToken(keyId: "KEY1", teamId: "T", privateKeyPEM: "not a key") }
     }

@@ -42,7 +42,7 @@ import Testing
             return !taken.isEmpty
         }
         // Past the heartbeat TTL the other worker reaps it, and starts the job itself.
-        try await eventually("the other worker to reap and start the job", timeout: .seconds(30)) {
+        try await eventually("the other worker to reap and start the job", timeout: .seconds(90)) {
             let lease = try await cli.redis.send(["HGET", cli.key(queue, "job:\(taken)"), "lease"]).string ?? ""
             return lease.contains(":\(other.pid):")
         }
