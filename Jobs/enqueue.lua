@@ -6,9 +6,9 @@ local out = {}
 local counts = {}
 for i = 1, (#KEYS - 4) / 4 do
   local jobKey, idemKey, uniqueKey, holderKey = KEYS[1 + 4 * i], KEYS[2 + 4 * i], KEYS[3 + 4 * i], KEYS[4 + 4 * i]
-  local a = 4 + (i - 1) * 8
+  local a = 4 + (i - 1) * 9
   local id, jtype, payload, maxAttempts = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
-  local runAt, idem, unique, seen = tonumber(ARGV[a + 5]), ARGV[a + 6], ARGV[a + 7], ARGV[a + 8]
+  local runAt, idem, unique, seen, label = tonumber(ARGV[a + 5]), ARGV[a + 6], ARGV[a + 7], ARGV[a + 8], ARGV[a + 9]
   local existing, holder, stale = false, false, false
   -- The same id again (a repeated call whose reply was lost) enqueues nothing twice.
   if redis.call('EXISTS', jobKey) == 1 then existing = id end
@@ -40,6 +40,8 @@ for i = 1, (#KEYS - 4) / 4 do
     redis.call('HSET', jobKey, 'id', id, 'type', jtype, 'queue', queue, 'payload', payload,
       'status', status, 'attempt', 0, 'maxAttempts', maxAttempts, 'idempotencyKey', idem,
       'createdAt', now, 'enqueuedAt', enqueuedAt)
+    if idem ~= '' then redis.call('HSET', jobKey, 'digest', redis.sha1hex(payload)) end
+    if label ~= '' then redis.call('HSET', jobKey, 'label', label) end
     if runAt > now then
       redis.call('ZADD', KEYS[2], runAt, id)
     else

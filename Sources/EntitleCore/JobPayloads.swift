@@ -169,6 +169,33 @@ package enum JobPayloads {
         return id.isEmpty || id.contains("\\") ? nil : String(id)
     }
 
+    /// Who a job is for, as its payload says (`publisher`, `appKey`, `customer`): the job's
+    /// label, kept with its result once the payload is dropped, so readers are still told
+    /// apart. `nil` when the payload names no publisher.
+    package struct Owner: Codable, Hashable, Sendable {
+        package var publisher: String
+        package var appKey: String?
+        package var customer: String?
+
+        package init(publisher: String, appKey: String? = nil, customer: String? = nil) {
+            self.publisher = publisher
+            self.appKey = appKey
+            self.customer = customer
+        }
+    }
+
+    /// The label of a job whose payload is `payload` (compact JSON of its `Owner`).
+    package static func label(of payload: String) -> String? {
+        guard let owner = try? JSONDecoder().decode(Owner.self, from: Data(payload.utf8)) else { return nil }
+        return try? encode(owner)
+    }
+
+    /// The owner a job's label (or, while it has one, its payload) names.
+    package static func owner(label: String?, payload: String) -> Owner? {
+        let text = payload.isEmpty ? label ?? "" : payload
+        return try? JSONDecoder().decode(Owner.self, from: Data(text.utf8))
+    }
+
     package static func decode<Payload: Decodable>(_ type: Payload.Type, _ text: String) throws -> Payload {
         do {
             let decoder = JSONDecoder()

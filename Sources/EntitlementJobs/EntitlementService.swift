@@ -180,13 +180,15 @@ package struct EntitlementService: Sendable {
         let wall = AppleTimestamp(Date()).milliseconds
         let requests = outbox.map { followUp in
             // Saturating, and capped at the queue's longest delay: a date from Apple cannot trap here.
-            EnqueueRequest(
+            var request = EnqueueRequest(
                 type: followUp.type.rawValue, payload: followUp.payload, queue: job.queue, idempotencyKey: followUp.id,
                 delay: followUp.runAtMs.map { runAt in
                     let (wait, overflow) = runAt.subtractingReportingOverflow(wall)
                     return overflow
                         ? (runAt < 0 ? .zero : EnqueueRequest.maximumDelay) : min(.milliseconds(max(0, wait)), EnqueueRequest.maximumDelay)
                 })
+            request.label = JobPayloads.label(of: followUp.payload)
+            return request
         }
         _ = try await jobQueue.enqueue(batch: requests)
         // Renewal checks' payloads were written by `ChangeEvents`; one that does not decode is

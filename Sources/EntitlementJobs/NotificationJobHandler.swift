@@ -244,7 +244,10 @@ package struct NotificationJobHandler: EntitlementJobHandler {
         if let original { evidence.facts.removeAll { $0.originalTransactionId != original } }
         result.originalTransactionId = original
         try await apply(evidence, to: &result, publisher: publisher, appAccountToken: nil, job: job)
-        if let original, let newest = evidence.latestReceipt, result.customer != nil {
+        // The receipt is kept only where renewal checks need verifyReceipt (no API key).
+        if let original, let newest = evidence.latestReceipt, result.customer != nil, !reader.gateway.hasServerAPI,
+            evidence.facts.contains(where: { $0.originalTransactionId == original && $0.kind == .autoRenewable })
+        {
             try await service.store.keepReceipt(newest, publisher: publisher.id, originalTransactionIds: [original])
         }
         try await service.store.markApplied(publisher: publisher.id, notification: result.notificationId)

@@ -455,10 +455,15 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
                 evidence, publisher: publisher, customer: payload.customer, fence: fence, now: now, clockOffset: offset,
                 sharing: Set(sharingNow), imported: payload.imported == true, importWebhooks: payload.importWebhooks == true,
                 job: job)
-            if payload.appReceipt != nil, let receipt = evidence.latestReceipt {
-                // Kept for the purchases the claim applied, not those it refused.
+            if payload.appReceipt != nil, let receipt = evidence.latestReceipt,
+                try !service.reader(publisher, bundleId: primary.bundleId).gateway.hasServerAPI
+            {
+                // Kept for the purchases the claim applied, not those it refused, and only
+                // where a renewal check must ask verifyReceipt again: subscriptions of an app
+                // without an App Store Server API key (the statuses answer for the others).
                 try await service.store.keepReceipt(
-                    receipt, publisher: publisher.id, originalTransactionIds: Set(evidence.facts.map(\.originalTransactionId)))
+                    receipt, publisher: publisher.id,
+                    originalTransactionIds: Set(evidence.facts.filter { $0.kind == .autoRenewable }.map(\.originalTransactionId)))
             }
             let decision = decisionsByTransaction[primary.transactionId]
             let expiredMessage =

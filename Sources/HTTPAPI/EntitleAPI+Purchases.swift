@@ -243,7 +243,10 @@ extension EntitleAPI {
     func enqueueOnce(_ request: EnqueueRequest, conflictIsError: Bool = true) async throws -> String {
         let result = try await enqueue(request)
         guard result.outcome == .conflict else { return result.id }
-        if try await jobQueue.job(id: result.id, queue: configuration.queue)?.payload == request.payload { return result.id }
+        let holder = try await jobQueue.job(id: result.id, queue: configuration.queue)
+        if holder?.payload == request.payload { return result.id }
+        // It finished (and dropped its payload) since it was found holding the key: go again.
+        if holder?.status.isFinished == true { return try await enqueue(request).id }
         if conflictIsError {
             var error = APIError(
                 .conflict, "inFlight", "job \(result.id) for this transaction has not finished; poll it, or retry once it has")

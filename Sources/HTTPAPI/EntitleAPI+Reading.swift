@@ -53,16 +53,16 @@ extension EntitleAPI {
     /// jobs it created for the customer its token names; the admin token, none here (the
     /// admin routes show jobs).
     static func mayRead(_ record: JobRecord, _ caller: Caller) throws -> Bool {
-        // Who a job is for, as entitlement jobs' payloads say; each field read on its own.
-        let payload = (try? JSONValue(parsing: Array(record.payload.utf8)))?.object ?? [:]
+        // Who a job is for, as entitlement jobs' payloads say (their labels, once a job that
+        // succeeded has dropped its payload).
+        let owner = JobPayloads.owner(label: record.label, payload: record.payload)
         switch caller {
-        case .secretKey(let publisher): return payload["publisher"]?.string == publisher.id
+        case .secretKey(let publisher): return owner?.publisher == publisher.id
         case .app(let publisher, let key, let customer):
             guard let customer else {
                 throw APIError(.unauthorized, "customerTokenRequired", "an app key reads its jobs with its customer's X-Customer-Token")
             }
-            return payload["publisher"]?.string == publisher.id && payload["appKey"]?.string == key.id
-                && payload["customer"]?.string == customer
+            return owner?.publisher == publisher.id && owner?.appKey == key.id && owner?.customer == customer
         case .admin: throw APIError(.forbidden, "forbidden", "operators read jobs at /v1/admin/queues/{queue}/recent and /dead")
         }
     }

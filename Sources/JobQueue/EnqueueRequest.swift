@@ -26,6 +26,9 @@ public struct EnqueueRequest: Sendable, Hashable {
     /// Off by default: keys derived from the work itself (Apple's notification ids, follow-up
     /// jobs) are the same work whatever else changed.
     public var repeatMustMatch = false
+    /// What the job is for, kept with its status and result once its payload is dropped (a
+    /// job that succeeded keeps no input): who may read it. At most 512 bytes.
+    public var label: String?
 
     public init(
         type: String, payload: String = "{}", queue: String = "default", idempotencyKey: String? = nil,
@@ -49,6 +52,7 @@ public struct EnqueueRequest: Sendable, Hashable {
         if let idempotencyKey, idempotencyKey.isEmpty || idempotencyKey.utf8.count > 256 {
             throw JobQueueError(.invalidJob, "an idempotency key must have 1 to 256 bytes")
         }
+        if let label, label.utf8.count > 512 { throw JobQueueError(.invalidJob, "a label must have at most 512 bytes") }
         if let uniqueKey, uniqueKey.isEmpty || uniqueKey.utf8.count > 256 {
             throw JobQueueError(.invalidJob, "a unique key must have 1 to 256 bytes")
         }

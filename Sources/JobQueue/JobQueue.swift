@@ -78,14 +78,18 @@ public final class JobQueue: Sendable {
         guard !checked.isEmpty else { return outcomes }
         var answered = outcomes
         do {
-            let payloads = try await redis.pipeline(
-                checked.map { index in
-                    let id = (try? outcomes[index].get().id) ?? ""
-                    return ["HGET", configuration.keys(requests[index].queue).job(id), "payload"]
-                })
-            for (index, payload) in zip(checked, payloads) {
+            // The first job's payload, or its digest once it succeeded and dropped the payload.
+            var compared: [RedisReply] = []
+            for index in checked {
+                let id = (try? outcomes[index].get().id) ?? ""
+                compared.append(
+                    try await redis.run(
+                        QueueScripts.samePayload, keys: [configuration.keys(requests[index].queue).job(id)],
+                        arguments: [requests[index].payload]))
+            }
+            for (index, same) in zip(checked, compared) {
                 // A record already expired cannot be compared: the key's job is answered as before.
-                if let stored = payload.string, stored != requests[index].payload, case .success(var result) = outcomes[index] {
+                if same.int == 0, case .success(var result) = outcomes[index] {
                     result.outcome = .mismatch
                     answered[index] = .success(result)
                 }
@@ -129,7 +133,7 @@ public final class JobQueue: Sendable {
                             String(now), String(configuration.idempotencyTTL.milliseconds), queue, String(configuration.recentJobs),
                         ]
                         callKeys.reserveCapacity(4 + chunk.count * 4)
-                        arguments.reserveCapacity(4 + chunk.count * 8)
+                        arguments.reserveCapacity(4 + chunk.count * 9)
                         for index in chunk {
                             let request = requests[index]
                             let jobKey = keys.job(ids[index])
@@ -141,7 +145,7 @@ public final class JobQueue: Sendable {
                             let runAt = request.delay.map { $0 > .zero ? now + $0.milliseconds : 0 } ?? 0
                             arguments.append(contentsOf: [
                                 ids[index], request.type, request.payload, String(request.maxAttempts), String(runAt),
-                                request.idempotencyKey ?? "", request.uniqueKey ?? "", holder,
+                                request.idempotencyKey ?? "", request.uniqueKey ?? "", holder, request.label ?? "",
                             ])
                         }
                         calls.append((callKeys, arguments))

@@ -1,6 +1,7 @@
 /// A job as stored in its hash `PREFIX:{Q}:job:ID`: the envelope plus its progress.
 ///
-/// Times are milliseconds since the Unix epoch. `payload` and `result` are JSON text.
+/// Times are milliseconds since the Unix epoch. `payload` and `result` are JSON text; a job
+/// that succeeded keeps no payload (empty here), only its `label`.
 public struct JobRecord: Sendable, Codable, Hashable {
     public var id: String
     public var type: String
@@ -18,12 +19,14 @@ public struct JobRecord: Sendable, Codable, Hashable {
     public var retryAt: Int64?
     public var lastError: String?
     public var result: String?
+    /// What the job is for (`EnqueueRequest.label`), kept after its payload.
+    public var label: String?
 
     public init(
         id: String, type: String, queue: String, payload: String, status: JobStatus, attempt: Int = 0,
         maxAttempts: Int = 0, idempotencyKey: String? = nil, createdAt: Int64, enqueuedAt: Int64,
         startedAt: Int64? = nil, finishedAt: Int64? = nil, retryAt: Int64? = nil, lastError: String? = nil,
-        result: String? = nil
+        result: String? = nil, label: String? = nil
     ) {
         self.id = id
         self.type = type
@@ -40,21 +43,22 @@ public struct JobRecord: Sendable, Codable, Hashable {
         self.retryAt = retryAt
         self.lastError = lastError
         self.result = result
+        self.label = label
     }
 
     /// Reads a job hash (HGETALL); `nil` when a field the envelope needs is missing.
     init?(fields: [String: String]) {
         guard let id = fields["id"], let type = fields["type"], let queue = fields["queue"],
-            let payload = fields["payload"], let status = fields["status"].flatMap(JobStatus.init(rawValue:)),
+            let status = fields["status"].flatMap(JobStatus.init(rawValue:)),
             let createdAt = fields["createdAt"].flatMap(Int64.init), let enqueuedAt = fields["enqueuedAt"].flatMap(Int64.init)
         else { return nil }
         self.init(
-            id: id, type: type, queue: queue, payload: payload, status: status,
+            id: id, type: type, queue: queue, payload: fields["payload"] ?? "", status: status,
             attempt: fields["attempt"].flatMap(Int.init) ?? 0, maxAttempts: fields["maxAttempts"].flatMap(Int.init) ?? 0,
             idempotencyKey: fields["idempotencyKey"].flatMap { $0.isEmpty ? nil : $0 },
             createdAt: createdAt, enqueuedAt: enqueuedAt,
             startedAt: fields["startedAt"].flatMap(Int64.init), finishedAt: fields["finishedAt"].flatMap(Int64.init),
-            retryAt: fields["retryAt"].flatMap(Int64.init), lastError: fields["lastError"], result: fields["result"]
+            retryAt: fields["retryAt"].flatMap(Int64.init), lastError: fields["lastError"], result: fields["result"], label: fields["label"]
         )
     }
 }

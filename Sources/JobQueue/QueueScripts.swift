@@ -15,8 +15,10 @@ package enum QueueScripts {
     /// idempotency key; its unique key; the hash key of the job the caller believes holds the
     /// unique key (the job's own key again for any of the last three when there is none).
     /// ARGV: nowMs, idempotencyTTLms, queue, recentCap (0 = keep no recent list), then per
-    /// job eight values: id, type, payload, maxAttempts, runAtMs (0 = now), idempotencyKey
-    /// ('' = none), uniqueKey ('' = none), the holder's id as believed ('' = none).
+    /// job nine values: id, type, payload, maxAttempts, runAtMs (0 = now), idempotencyKey
+    /// ('' = none), uniqueKey ('' = none), the holder's id as believed ('' = none), label
+    /// ('' = none). A job with an idempotency key keeps its payload's SHA-1 (`digest`), so a
+    /// repeat is compared with it after the payload is dropped.
     /// Returns per job an id and a code: 1 created (this job's id); 0 a job with this id
     /// exists already, or the idempotency key named that job; 2 refused because the unique
     /// key is held by that unfinished job; 3 nothing done: the unique key is held by the job
@@ -33,9 +35,9 @@ package enum QueueScripts {
             local counts = {}
             for i = 1, (#KEYS - 4) / 4 do
               local jobKey, idemKey, uniqueKey, holderKey = KEYS[1 + 4 * i], KEYS[2 + 4 * i], KEYS[3 + 4 * i], KEYS[4 + 4 * i]
-              local a = 4 + (i - 1) * 8
+              local a = 4 + (i - 1) * 9
               local id, jtype, payload, maxAttempts = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
-              local runAt, idem, unique, seen = tonumber(ARGV[a + 5]), ARGV[a + 6], ARGV[a + 7], ARGV[a + 8]
+              local runAt, idem, unique, seen, label = tonumber(ARGV[a + 5]), ARGV[a + 6], ARGV[a + 7], ARGV[a + 8], ARGV[a + 9]
               local existing, holder, stale = false, false, false
               -- The same id again (a repeated call whose reply was lost) enqueues nothing twice.
               if redis.call('EXISTS', jobKey) == 1 then existing = id end
@@ -67,6 +69,8 @@ package enum QueueScripts {
                 redis.call('HSET', jobKey, 'id', id, 'type', jtype, 'queue', queue, 'payload', payload,
                   'status', status, 'attempt', 0, 'maxAttempts', maxAttempts, 'idempotencyKey', idem,
                   'createdAt', now, 'enqueuedAt', enqueuedAt)
+                if idem ~= '' then redis.call('HSET', jobKey, 'digest', redis.sha1hex(payload)) end
+                if label ~= '' then redis.call('HSET', jobKey, 'label', label) end
                 if runAt > now then
                   redis.call('ZADD', KEYS[2], runAt, id)
                 else
@@ -175,7 +179,8 @@ package enum QueueScripts {
                 local counter
                 if outcome == 'ok' then
                   redis.call('HSET', key, 'status', 'succeeded', 'result', data, 'finishedAt', now, 'acked', lease)
-                  redis.call('HDEL', key, 'lease', 'retryAt')
+                  -- A finished job keeps what is read (status, result, times, label), not its input.
+                  redis.call('HDEL', key, 'lease', 'retryAt', 'payload')
                   redis.call('PEXPIRE', key, resultTTL)
                   counter = 'succeeded:'
                 elseif outcome == 'retry' then
@@ -204,6 +209,20 @@ package enum QueueScripts {
             end
             for field, n in pairs(counts) do redis.call('HINCRBY', KEYS[4], field, n) end
             return out
+            """
+    )
+
+    /// Whether a job's payload is `ARGV[1]`: 1 same, 0 different, -1 not known (no record,
+    /// or neither payload nor digest kept).
+    ///
+    /// KEYS: the job's hash key.
+    package static let samePayload = RedisScript(
+        name: "same-payload",
+        source: """
+            local stored = redis.call('HMGET', KEYS[1], 'payload', 'digest')
+            if stored[1] then return stored[1] == ARGV[1] and 1 or 0 end
+            if stored[2] then return stored[2] == redis.sha1hex(ARGV[1]) and 1 or 0 end
+            return -1
             """
     )
 

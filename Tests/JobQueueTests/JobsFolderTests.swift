@@ -33,7 +33,7 @@ import Testing
         // Every field set: the encoder names every property JobRecord has.
         let full = JobRecord(
             id: "a", type: "t", queue: "q", payload: "{}", status: .failed, attempt: 1, maxAttempts: 2, idempotencyKey: "k",
-            createdAt: 1, enqueuedAt: 2, startedAt: 3, finishedAt: 4, retryAt: 5, lastError: "e", result: "null"
+            createdAt: 1, enqueuedAt: 2, startedAt: 3, finishedAt: 4, retryAt: 5, lastError: "e", result: "null", label: "l"
         )
         let encoded = try #require(try JSONSerialization.jsonObject(with: try JSONEncoder().encode(full)) as? [String: Any])
         #expect(Set(encoded.keys) == properties)
@@ -69,7 +69,7 @@ import Testing
         ]
         let arguments = [
             String(example.createdAt), "86400000", q, "200", example.id, example.type, example.payload,
-            String(example.maxAttempts), "0", example.idempotencyKey ?? "", "", "",
+            String(example.maxAttempts), "0", example.idempotencyKey ?? "", "", "", "",
         ]
         let reply = try await redis.send(["EVAL", source, String(keys.count)] + keys + arguments)
         #expect(reply.array == [.bulk(Array(example.id.utf8)), .integer(1)])
