@@ -12,9 +12,11 @@ turns, for the figures side by side.
 
 Usage: bench/memory.sh [N] [BEFORE_BIN]   (needs redis-server and ~/.peers-venv with redis-py)
 """
+import collections
 import concurrent.futures
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -43,6 +45,18 @@ def call(url, body=None, token=None):
 
 def used():
     return r.info('memory')['used_memory']
+
+
+def breakdown():
+    """Bytes by kind of key (ids replaced by *), largest first, per purchase."""
+    sizes = collections.Counter()
+    for key in r.scan_iter(count=1000):
+        name = key.decode(errors='replace')
+        kind = re.sub(r'(:job:|:idem:|:unique:|:customer:|:owner:|:notification:|:receipt:|:renewals?:|:fence:|:lock:)[^:]*$', r'\1*', name)
+        kind = re.sub(r'\{demo/\d\d\}', '{demo/NN}', kind)
+        kind = re.sub(r'[0-9a-f]{32}', '*', kind)
+        sizes[kind] += r.memory_usage(key) or 0
+    return {k: round(v / N) for k, v in sizes.most_common(12)}
 
 
 def scenario(binary, kind, notifications):
@@ -74,6 +88,7 @@ def scenario(binary, kind, notifications):
             quiet = quiet + 1 if pending == 0 and queued == 0 and active == 0 and scheduled_due == 0 else 0
             time.sleep(0.5)
         kept = used()
+        kept_parts = breakdown() if os.environ.get('BREAKDOWN') else None
         hashes = [k for k in r.scan_iter('*:ent:{demo/*}:customer:m*', count=1000)]
         sample = hashes[:: max(1, len(hashes) // 100)][:100]
         customer = sum(r.memory_usage(k) or 0 for k in sample) / max(1, len(sample))
@@ -82,6 +97,9 @@ def scenario(binary, kind, notifications):
         for i in range(0, len(volatile), 500):
             r.delete(*volatile[i:i + 500])
         rest = used()
+        rest_parts = breakdown() if os.environ.get('BREAKDOWN') else None
+        if kept_parts:
+            print(json.dumps({'kind': kind, 'notifications': notifications, 'binary': binary, 'kept': kept_parts, 'rest': rest_parts}), flush=True)
         receipts = sum(1 for _ in r.scan_iter('*:ent:demo:receipt:*', count=1000))
         return {'kept': round((kept - before) / N), 'rest': round((rest - before) / N), 'customer': round(customer),
                 'receipts': receipts}
