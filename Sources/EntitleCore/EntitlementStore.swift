@@ -237,7 +237,7 @@ package struct EntitlementStore: Sendable {
             Set(old.keys).union(new.keys).sorted().compactMap { name in
                 guard old[name] != new[name] else { return nil }
                 guard let end = new[name] else { return (key(name), "") }
-                return (key(name), end.map { String(Int64(($0.timeIntervalSince1970 * 1000).rounded(.down))) } ?? "+inf")
+                return (key(name), end.map { String(AppleTimestamp($0).milliseconds) } ?? "+inf")
             }
         }
         return changes(old.entitlements, new.entitlements) { keys.holders(publisher, entitlement: $0, partition: partition) }

@@ -1,4 +1,5 @@
 import APNs
+import AppStore
 import DurationUnits
 import Foundation
 import JobQueue
@@ -100,7 +101,7 @@ package struct PushStore: Sendable {
     ) async throws -> String? {
         let canonical = String(decoding: try JSONEncoder.sorted.encode(request), as: UTF8.self)
         let id = idempotencyKey.map { SHA256Hex.of("push\n\(publisher)\n\($0)", bytes: 16) } ?? UUID().uuidString.lowercased()
-        let now = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
+        let now = AppleTimestamp(Date()).milliseconds
         guard try await create(publisher: publisher, id: id, request: request, digest: SHA256Hex.of(canonical, bytes: 16), now: now) else {
             return nil
         }
@@ -150,7 +151,7 @@ package struct PushStore: Sendable {
         let reply = try await redis.run(
             Self.fixAudience, keys: [keys.push(publisher, id), keys.push(publisher, id, ":audience")],
             arguments: [
-                String(batchSize), String(retention.milliseconds), String(Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))),
+                String(batchSize), String(retention.milliseconds), String(AppleTimestamp(Date()).milliseconds),
             ]
                 + customers)
         let values = reply.array?.compactMap(\.int) ?? []

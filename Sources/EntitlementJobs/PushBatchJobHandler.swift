@@ -1,4 +1,5 @@
 import APNs
+import AppStore
 import Crypto
 import EntitleCore
 import Entitlements
@@ -101,6 +102,11 @@ package struct PushBatchJobHandler: EntitlementJobHandler {
                 case .failure(let error) where error.code == .unanswered:
                     record(.unconfirmed, error.message)
                     result.unconfirmed += 1
+                case .failure(let error) where error.code == .invalidConfiguration:
+                    // The key cannot sign: no device would get it, and no retry mends that.
+                    record(.refused, error.message)
+                    result.refused += 1
+                    failure = failure ?? error.message
                 case .failure(let error):
                     record(.pending, error.message)
                     retry = true
@@ -161,7 +167,7 @@ package struct PushBatchJobHandler: EntitlementJobHandler {
         return result
     }
 
-    static func nowMilliseconds() -> Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded(.down)) }
+    static func nowMilliseconds() -> Int64 { AppleTimestamp(Date()).milliseconds }
 
     /// The customers of `customers` who may get the push now: for an entitlement or offer
     /// audience, those the customer's own document says have it at `date`.

@@ -1,3 +1,4 @@
+import AppStore
 import EntitleCore
 import Foundation
 import JobQueue
@@ -31,7 +32,7 @@ package struct PushJobHandler: EntitlementJobHandler {
         var customers: [String] = []
         if record.audienceSize == nil {
             let now = try await service.configuration.clock.now()
-            let ms = Int64((now.timeIntervalSince1970 * 1000).rounded(.down))
+            let ms = AppleTimestamp(now).milliseconds
             // Those whose access has ended leave the index as they are passed over: it holds
             // the holders of now and later, not everyone who ever was one.
             switch record.request.audience {

@@ -1,4 +1,5 @@
 import APNs
+import AppStore
 import EntitleCore
 import Entitlements
 import Foundation
@@ -107,7 +108,7 @@ extension EntitleAPI {
             let promotional = try Self.promotional(input)
             let device = DeviceRegistry.Device(
                 token: token, bundleId: bundleId, pushType: pushType, environment: environment, promotional: promotional,
-                registeredAt: Int64((Date().timeIntervalSince1970 * 1000).rounded(.down)))
+                registeredAt: AppleTimestamp(Date()).milliseconds)
             _ = try await store.devices.register(device, publisher: publisher.id, customer: customer, limit: push.maxDevicesPerCustomer)
             return try JSONBody.response(encoding: DeviceReply(device), status: .created)
         }
