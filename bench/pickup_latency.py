@@ -58,7 +58,7 @@ def main():
             job_key = f'entitle:{{{q}}}:job:{job_id}'
             time.sleep(0.003)                      # the consumer is back in BLMOVE, idle
             t0 = time.time_ns() // 1000
-            script(keys=base + [job_key, job_key, job_key, job_key], args=[t0 // 1000, 86_400_000, q, 200, job_id, 'noop', '{}', 0, 0, '', '', ''])
+            script(keys=base + [job_key, job_key, job_key, job_key], args=[t0 // 1000, 86_400_000, q, 200, job_id, 'noop', '{}', 0, 0, '', '', '', ''])
             while True:
                 result = r.hget(job_key, 'result')
                 if result:

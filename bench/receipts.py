@@ -37,7 +37,7 @@ def enqueue(prefix, jobs):
         job_key = f'{prefix}:{{default}}:job:{job_id}'
         keys = [f'{prefix}:{{default}}:pending', f'{prefix}:{{default}}:scheduled', f'{prefix}:{{default}}:stats',
                 f'{prefix}:{{default}}:recent', job_key, job_key, job_key, job_key]
-        ENQUEUE(keys=keys, args=[now, 86_400_000, 'default', 200, job_id, type_, json.dumps(payload), 0, 0, '', '', ''])
+        ENQUEUE(keys=keys, args=[now, 86_400_000, 'default', 200, job_id, type_, json.dumps(payload), 0, 0, '', '', '', ''])
     r.sadd(f'{prefix}:queues', 'default')
 
 

@@ -43,6 +43,8 @@ package struct EntitleAPI: Sendable {
     let jobQueue: JobQueue
     /// Enqueues share round trips under load.
     let batcher: EnqueueBatcher
+    /// Long-polls wake when their job ends.
+    let waiter: JobWaiter
     let store: EntitlementStore
     let credentials: Reloadable<APICredentials>
     let configuration: Configuration
@@ -62,6 +64,7 @@ package struct EntitleAPI: Sendable {
         self.settings = settings
         self.jobQueue = jobQueue
         self.batcher = EnqueueBatcher(jobQueue: jobQueue)
+        self.waiter = JobWaiter(jobQueue: jobQueue, logger: logger)
         self.store = EntitlementStore(redis: jobQueue.redis, prefix: jobQueue.configuration.prefix, logger: logger)
         do {
             self.credentials = try Reloadable { try APICredentials(settings: settings) }
@@ -123,18 +126,10 @@ package struct EntitleAPI: Sendable {
         }
     }
 
-    /// Waits until the job has finished or `timeout` has passed; the record as it then is.
+    /// Waits until the job has finished or `timeout` has passed, woken by the worker that
+    /// finished it (`JobWaiter`); the record as it then is.
     func waitForJob(_ id: String, timeout: Duration) async throws -> JobRecord? {
-        let deadline = ContinuousClock.now + timeout
-        var interval = Duration.milliseconds(10)
-        while true {
-            let record = try await jobQueue.job(id: id, queue: configuration.queue)
-            guard let record, !record.status.isFinished else { return record }
-            let remaining = deadline - .now
-            if remaining <= .zero { return record }
-            try await Task.sleep(for: min(interval, remaining))
-            interval = min(interval * 2, .milliseconds(200))
-        }
+        try await waiter.wait(for: id, queue: configuration.queue, timeout: timeout)
     }
 
     /// Enqueues, mapping the queue's refusals to HTTP.

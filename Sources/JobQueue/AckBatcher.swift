@@ -53,9 +53,9 @@ actor AckBatcher {
             waiting.removeFirst(batch.count)
             var arguments = [
                 String(JobQueue.nowMilliseconds()), String(configuration.resultTTL.milliseconds),
-                String(configuration.deadTTL.milliseconds),
+                String(configuration.deadTTL.milliseconds), keys.finished,
             ]
-            arguments.reserveCapacity(3 + batch.count * 6)
+            arguments.reserveCapacity(4 + batch.count * 6)
             var jobKeys = [activeKey, keys.scheduled, keys.dead, keys.stats]
             jobKeys.reserveCapacity(4 + batch.count)
             for (outcome, _) in batch {

@@ -208,6 +208,7 @@ public final class QueueConsumer: Sendable {
             QueueScripts.start, keys: [keys.active(consumerID), keys.dead, keys.stats] + ids.map(keys.job),
             arguments: [
                 String(JobQueue.nowMilliseconds()), lease, String(mostAttempts), String(jobQueue.configuration.deadTTL.milliseconds),
+                keys.finished,
             ] + ids
         )
         let values = reply.array ?? []

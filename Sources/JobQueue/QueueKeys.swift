@@ -27,6 +27,8 @@ package struct QueueKeys: Sendable, Hashable {
     package func unique(_ key: String) -> String { base + "unique:" + key }
     /// The ids of the most recently enqueued jobs, newest first, capped.
     package var recent: String { base + "recent" }
+    /// The sharded channel on which `finish` publishes the ids of waited-for jobs as they end.
+    package var finished: String { base + "finished" }
     /// Keys for effects that handlers keep per queue (see `NoopHandler`).
     package func effects(_ name: String) -> String { base + "effects:" + name }
 

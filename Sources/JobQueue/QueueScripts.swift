@@ -110,7 +110,7 @@ package enum QueueScripts {
     ///
     /// KEYS: active:{W}, dead, stats, then each id's hash key.
     /// ARGV: nowMs, lease token, defaultMaxAttempts (for jobs enqueued with 0, in the
-    /// lost-worker check only), deadTTLms, then the ids.
+    /// lost-worker check only), deadTTLms, the queue's `finished` channel, then the ids.
     /// Returns per started job: id, type, payload, attempt, maxAttempts (as stored: 0 means
     /// the type's policy), enqueuedAt.
     /// Ids whose record is gone or finished are dropped; a job lost by crashed workers more
@@ -118,12 +118,12 @@ package enum QueueScripts {
     package static let start = RedisScript(
         name: "start",
         source: """
-            local now, lease, defaultMax, deadTTL = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4]
+            local now, lease, defaultMax, deadTTL, channel = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
             local out = {}
-            for i = 5, #ARGV do
-              local id, key = ARGV[i], KEYS[i - 1]
+            for i = 6, #ARGV do
+              local id, key = ARGV[i], KEYS[i - 2]
               if redis.call('LPOS', KEYS[1], id) then
-                local f = redis.call('HMGET', key, 'type', 'payload', 'attempt', 'maxAttempts', 'enqueuedAt', 'status')
+                local f = redis.call('HMGET', key, 'type', 'payload', 'attempt', 'maxAttempts', 'enqueuedAt', 'status', 'waiter')
                 if (not f[1]) or f[6] == 'succeeded' or f[6] == 'failed' then
                   redis.call('LREM', KEYS[1], -1, id)
                 else
@@ -138,6 +138,7 @@ package enum QueueScripts {
                     redis.call('PEXPIRE', key, deadTTL)
                     redis.call('ZADD', KEYS[2], now, id)
                     redis.call('HINCRBY', KEYS[3], 'dead:' .. f[1], 1)
+                    if f[7] then redis.call('SPUBLISH', channel, id) end
                   else
                     redis.call('HSET', key, 'status', 'processing', 'attempt', attempt, 'startedAt', now, 'lease', lease)
                     out[#out + 1] = id
@@ -159,22 +160,27 @@ package enum QueueScripts {
     /// recorded an outcome stays in `acked`, so a repeated call (its first reply was lost)
     /// is told it already counted, not that it was fenced off.
     ///
+    /// A job that ends (succeeded or dead) while someone waits for it (its `waiter` field,
+    /// set by `watch`) is published on the queue's `finished` channel (sharded, the queue's
+    /// slot): the waiter wakes at once instead of reading the record again and again.
+    ///
     /// KEYS: active:{W}, scheduled, dead, stats, then each job's hash key.
-    /// ARGV: nowMs, resultTTLms, deadTTLms, then per job six values: id, lease, type,
-    /// outcome ('ok', 'retry', 'defer': retry with the attempt given back, or 'dead'),
-    /// result JSON or error text, retryAtMs.
+    /// ARGV: nowMs, resultTTLms, deadTTLms, the queue's `finished` channel, then per job six
+    /// values: id, lease, type, outcome ('ok', 'retry', 'defer': retry with the attempt given
+    /// back, or 'dead'), result JSON or error text, retryAtMs.
     /// Returns per job 1 (recorded), 0 (fenced off) or 2 (recorded by an earlier call).
     package static let finish = RedisScript(
         name: "finish",
         source: """
-            local now, resultTTL, deadTTL = ARGV[1], ARGV[2], ARGV[3]
+            local now, resultTTL, deadTTL, channel = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
             local out = {}
             local counts = {}
-            for a = 4, #ARGV, 6 do
+            for a = 5, #ARGV, 6 do
               local id, lease, jtype, outcome, data, retryAt = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5]
-              local key = KEYS[5 + (a - 4) / 6]
+              local key = KEYS[5 + (a - 5) / 6]
               local ok = 0
-              if redis.call('HGET', key, 'lease') == lease and redis.call('LREM', KEYS[1], -1, id) == 1 then
+              local f = redis.call('HMGET', key, 'lease', 'acked', 'waiter')
+              if f[1] == lease and redis.call('LREM', KEYS[1], -1, id) == 1 then
                 ok = 1
                 local counter
                 if outcome == 'ok' then
@@ -201,8 +207,9 @@ package enum QueueScripts {
                   redis.call('ZADD', KEYS[3], now, id)
                   counter = 'dead:'
                 end
+                if f[3] and (outcome == 'ok' or outcome == 'dead') then redis.call('SPUBLISH', channel, id) end
                 counts[counter .. jtype] = (counts[counter .. jtype] or 0) + 1
-              elseif redis.call('HGET', key, 'acked') == lease then
+              elseif f[2] == lease then
                 ok = 2
               end
               out[#out + 1] = ok
@@ -223,6 +230,19 @@ package enum QueueScripts {
             if stored[1] then return stored[1] == ARGV[1] and 1 or 0 end
             if stored[2] then return stored[2] == redis.sha1hex(ARGV[1]) and 1 or 0 end
             return -1
+            """
+    )
+
+    /// Marks a job as waited for, unless it has ended: `finish` then publishes its id on the
+    /// queue's `finished` channel when it ends. Returns its status (nil: no such job).
+    ///
+    /// KEYS: the job's hash key.
+    package static let watch = RedisScript(
+        name: "watch",
+        source: """
+            local status = redis.call('HGET', KEYS[1], 'status')
+            if status and status ~= 'succeeded' and status ~= 'failed' then redis.call('HSET', KEYS[1], 'waiter', '1') end
+            return status
             """
     )
 

@@ -84,24 +84,35 @@ public actor RedisConnection {
         }
     }
 
-    /// Reads one more reply without sending anything: the next message of a subscription.
-    /// A timeout throws `.timeout` and closes the connection (hiredis cannot go on after
-    /// one), without the warning an unexpected drop logs.
-    func receive(timeout: Duration) throws -> RedisReply {
+    /// Sends one command without reading its reply: in subscribed mode (a `PING` whose
+    /// answer comes among the messages). Throws `.connectionLost` when no socket is open,
+    /// since a new one would not be subscribed.
+    func write(_ command: [String]) throws {
         guard let context else { throw RedisError(.connectionLost, "not subscribed (no connection)") }
-        if timeout != currentTimeout {
-            guard redisSetTimeout(context, timeval(timeout)) == REDIS_OK else { throw fail(context, stage: "set timeout") }
-            currentTimeout = timeout
-        }
+        guard Self.append(command, to: context) == REDIS_OK else { throw fail(context, stage: "append") }
+        var done: Int32 = 0
+        repeat {
+            guard redisBufferWrite(context, &done) == REDIS_OK else { throw fail(context, stage: "write") }
+        } while done == 0
+        metrics.commands.increment()
+    }
+
+    /// The next message of a subscription, or `nil` when none came within `timeout`: the
+    /// socket is polled first, so an idle subscription neither loses its connection (a
+    /// hiredis read timeout would) nor costs the server anything.
+    func receive(within timeout: Duration) throws -> RedisReply? {
+        guard let context else { throw RedisError(.connectionLost, "not subscribed (no connection)") }
         var raw: UnsafeMutableRawPointer?
-        guard redisGetReply(context, &raw) == REDIS_OK, let raw else {
-            if context.pointee.err == REDIS_ERR_IO {
-                redisFree(context)
-                self.context = nil
-                throw RedisError(.timeout, "no message within \(timeout)")
-            }
-            throw fail(context, stage: "receive")
+        // A reply already read into hiredis' buffer comes first.
+        guard redisGetReplyFromReader(context, &raw) == REDIS_OK else { throw fail(context, stage: "receive") }
+        if raw == nil {
+            var descriptor = pollfd(fd: context.pointee.fd, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&descriptor, 1, Int32(clamping: max(0, timeout.milliseconds)))
+            if ready == 0 || (ready < 0 && errno == EINTR) { return nil }
+            guard ready > 0, redisBufferRead(context) == REDIS_OK else { throw fail(context, stage: "receive") }
+            guard redisGetReplyFromReader(context, &raw) == REDIS_OK else { throw fail(context, stage: "receive") }
         }
+        guard let raw else { return nil }  // part of a message so far
         defer { freeReplyObject(raw) }
         return Self.convert(raw.assumingMemoryBound(to: redisReply.self))
     }

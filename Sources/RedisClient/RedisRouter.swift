@@ -73,6 +73,8 @@ final class RedisRouter: Sendable {
 
     var isStandalone: Bool { if case .standalone = configuration.topology { true } else { false } }
     var isCluster: Bool { if case .cluster = configuration.topology { true } else { false } }
+    /// Whether `close()` was called: subscriptions end then.
+    var isClosed: Bool { state.withLock { $0.closed } }
 
     /// Settings for a connection to one server.
     func nodeConfiguration(_ address: Address) -> RedisConfiguration { nodeTemplate.node(address) }

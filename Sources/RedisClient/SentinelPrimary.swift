@@ -43,7 +43,9 @@ enum SentinelPrimary {
                 _ = try await connection.send(["SUBSCRIBE", "+switch-master"])
                 while !Task.isCancelled {
                     // A quiet channel times out: resubscribe to the same sentinel.
-                    let message = try await connection.receive(timeout: .seconds(10))
+                    guard let message = try await connection.receive(within: .seconds(10)) else {
+                        throw RedisError(.timeout, "no message within 10 s")
+                    }
                     // ["message", "+switch-master", "NAME OLDHOST OLDPORT NEWHOST NEWPORT"]
                     guard let parts = message.array, parts.count == 3, let text = parts[2].string else { continue }
                     let fields = text.split(separator: " ").map(String.init)

@@ -16,17 +16,17 @@ import Testing
         try await h.redis.send(["LMOVE", h.keys.pending, h.keys.active(consumer), "RIGHT", "LEFT"])
         let started = try await h.redis.run(
             QueueScripts.start, keys: [h.keys.active(consumer), h.keys.dead, h.keys.stats, h.keys.job(id)],
-            arguments: [String(JobQueueNow.milliseconds), "lease-1", "10", "60000", id])
+            arguments: [String(JobQueueNow.milliseconds), "lease-1", "10", "60000", h.keys.finished, id])
         #expect(started.array?.first?.string == id)
         let keys = [h.keys.active(consumer), h.keys.scheduled, h.keys.dead, h.keys.stats, h.keys.job(id)]
-        let arguments = [String(JobQueueNow.milliseconds), "60000", "60000", id, "lease-1", "noop", "ok", "null", "0"]
+        let arguments = [String(JobQueueNow.milliseconds), "60000", "60000", h.keys.finished, id, "lease-1", "noop", "ok", "null", "0"]
         // The first call ran; its reply was lost; the batcher sends it again.
         #expect(try await h.redis.run(QueueScripts.finish, keys: keys, arguments: arguments).array == [.integer(1)])
         #expect(try await h.redis.run(QueueScripts.finish, keys: keys, arguments: arguments).array == [.integer(2)])
         // Counted once; another lease is still fenced off.
         #expect(try await h.queue.stats(queue: h.name).counters["succeeded:noop"] == 1)
         var other = arguments
-        other[4] = "lease-2"
+        other[5] = "lease-2"
         #expect(try await h.redis.run(QueueScripts.finish, keys: keys, arguments: other).array == [.integer(0)])
     }
 

@@ -1,0 +1,166 @@
+import DurationUnits
+import Logging
+import RedisClient
+import Synchronization
+
+/// Waits for jobs to end, woken by the worker that ended them: a long-poll costs Redis two
+/// calls (mark the job as waited for, read its record at the end), not a read every few
+/// milliseconds.
+///
+/// Each process holds one sharded subscription per queue it waits on, to the queue's
+/// `finished` channel (`RedisSubscription`: the queue's slot, so it works alike on one
+/// server, behind Sentinel and on a cluster). `watch` marks a job as waited for; `finish`
+/// publishes the id of a marked job when it succeeds or goes dead. Messages are lost while
+/// a subscription is away (a failover, a dropped connection), so each (re)subscription reads
+/// the status of every job waited on in this process and wakes those that ended meanwhile.
+public final class JobWaiter: Sendable {
+    private let jobQueue: JobQueue
+    private let logger: Logger
+    private let state = Mutex(State())
+
+    private struct State {
+        var subscriptions: [String: (subscription: RedisSubscription, listener: Task<Void, Never>)] = [:]
+        /// Queue -> job id -> the signals of the callers waiting for it.
+        var waiting: [String: [String: [Int: WakeSignal]]] = [:]
+        var nextWaiter = 0
+        var closed = false
+    }
+
+    public init(jobQueue: JobQueue, logger: Logger) {
+        self.jobQueue = jobQueue
+        self.logger = logger
+    }
+
+    deinit { close() }
+
+    /// Ends every subscription; callers waiting now wait out their timeout.
+    public func close() {
+        let subscriptions = state.withLock { state in
+            state.closed = true
+            defer { state.subscriptions = [:] }
+            return Array(state.subscriptions.values)
+        }
+        for (subscription, listener) in subscriptions {
+            subscription.close()
+            listener.cancel()
+        }
+    }
+
+    /// The job's record once it has ended (succeeded or failed), or as it is when `timeout`
+    /// has passed; `nil` when there is no such job in `queue`.
+    public func wait(for id: String, queue: String, timeout: Duration) async throws -> JobRecord? {
+        guard timeout > .zero else { return try await jobQueue.job(id: id, queue: queue) }
+        let keys = jobQueue.configuration.keys(queue)
+        guard let (waiter, signal) = register(id, queue: queue) else {
+            return try await jobQueue.job(id: id, queue: queue)
+        }
+        defer { unregister(id, queue: queue, waiter: waiter) }
+        let status = try await jobQueue.redis.run(QueueScripts.watch, keys: [keys.job(id)], arguments: []).string
+        guard let status else { return nil }
+        if !(JobStatus(rawValue: status)?.isFinished ?? false) {
+            await signal.wait(upTo: timeout)
+        }
+        return try await jobQueue.job(id: id, queue: queue)
+    }
+
+    /// How many callers wait now (for the tests and metrics).
+    public var waitingCount: Int {
+        state.withLock { $0.waiting.values.reduce(0) { $0 + $1.values.reduce(0) { $0 + $1.count } } }
+    }
+
+    // MARK: Waiters
+
+    private func register(_ id: String, queue: String) -> (Int, WakeSignal)? {
+        let signal = WakeSignal()
+        let (waiter, start): (Int?, Bool) = state.withLock { state in
+            guard !state.closed else { return (nil, false) }
+            state.nextWaiter += 1
+            state.waiting[queue, default: [:]][id, default: [:]][state.nextWaiter] = signal
+            return (state.nextWaiter, state.subscriptions[queue] == nil)
+        }
+        guard let waiter else { return nil }
+        if start { subscribe(queue) }
+        return (waiter, signal)
+    }
+
+    private func unregister(_ id: String, queue: String, waiter: Int) {
+        state.withLock { state in
+            state.waiting[queue]?[id]?[waiter] = nil
+            if state.waiting[queue]?[id]?.isEmpty == true { state.waiting[queue]?[id] = nil }
+        }
+    }
+
+    private func wake(_ id: String, queue: String) {
+        let signals = state.withLock { $0.waiting[queue]?[id].map { Array($0.values) } ?? [] }
+        for signal in signals { signal.fire() }
+    }
+
+    // MARK: The subscription
+
+    private func subscribe(_ queue: String) {
+        let keys = jobQueue.configuration.keys(queue)
+        state.withLock { state in
+            guard !state.closed, state.subscriptions[queue] == nil else { return }
+            let subscription = jobQueue.redis.subscribe(channel: keys.finished, name: "waiter-\(queue)")
+            // The listener holds the waiter weakly: a waiter nobody holds ends its subscriptions.
+            let listener = Task { [weak self] in
+                for await event in subscription.events {
+                    guard let self else { return }
+                    switch event {
+                    case .message(let bytes): wake(String(decoding: bytes, as: UTF8.self), queue: queue)
+                    case .subscribed: await lookAgain(queue)
+                    }
+                }
+            }
+            state.subscriptions[queue] = (subscription, listener)
+        }
+    }
+
+    /// After a (re)subscription: wakes the callers whose jobs ended while nobody listened.
+    private func lookAgain(_ queue: String) async {
+        let ids = state.withLock { state in state.waiting[queue].map { Array($0.keys) } ?? [] }
+        guard !ids.isEmpty else { return }
+        do {
+            let outcomes = try await jobQueue.outcomes(ids: ids, queue: queue)
+            for (id, outcome) in zip(ids, outcomes) where outcome?.status.isFinished ?? true { wake(id, queue: queue) }
+        } catch {
+            // Those callers still wake at their timeout, reading the record then.
+            logger.warning("could not read the jobs waited on after subscribing", metadata: ["queue": "\(queue)", "error": "\(error)"])
+        }
+    }
+}
+
+/// A one-shot wake-up: `fire` releases the one `wait` (now or later).
+final class WakeSignal: Sendable {
+    private let state = Mutex<(fired: Bool, continuation: CheckedContinuation<Void, Never>?)>((false, nil))
+
+    func fire() {
+        let continuation = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.fired = true
+            defer { state.continuation = nil }
+            return state.continuation
+        }
+        continuation?.resume()
+    }
+
+    /// Returns once fired, or when `timeout` has passed, or when the task is cancelled.
+    func wait(upTo timeout: Duration) async {
+        let timer = Task { [weak self] in
+            try? await Task.sleep(for: timeout)
+            self?.fire()
+        }
+        defer { timer.cancel() }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let resumeNow = state.withLock { state -> Bool in
+                    if state.fired { return true }
+                    state.continuation = continuation
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
+        } onCancel: {
+            fire()
+        }
+    }
+}
