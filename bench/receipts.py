@@ -41,8 +41,23 @@ def enqueue(prefix, jobs):
     r.sadd(f'{prefix}:queues', 'default')
 
 
-def run_workers(prefix, procs, job_type, n, simulator, metrics_base):
+def cpu_seconds(pid):
+    """User + system CPU seconds of a process so far (/proc)."""
+    fields = open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf('SC_CLK_TCK')
+
+
+def redis_cpu():
+    info = r.info('cpu')
+    return info['used_cpu_user'] + info['used_cpu_sys']
+
+
+def run_workers(prefix, procs, job_type, n, simulator, metrics_base, sim_pid=None):
     env = dict(os.environ, ENTITLE_ENV='development', ENTITLE_SIMULATOR_URL=simulator)
+    r.config_resetstat()
+    redis_before = redis_cpu()
+    sim_before = cpu_seconds(sim_pid) if sim_pid else 0
+    machine_before = sum(float(x) for x in open('/proc/stat').readline().split()[1:8]) / os.sysconf('SC_CLK_TCK')
     workers = [subprocess.Popen([BIN, 'worker', '--redis', f'redis://127.0.0.1:{PORT}', '--prefix', prefix, '--queues', 'default=32',
                                  '--log-level', 'error', '--metrics-port', str(metrics_base + i)] + EXTRA_WORKER_ARGS, env=env)
                for i in range(procs)]
@@ -51,10 +66,24 @@ def run_workers(prefix, procs, job_type, n, simulator, metrics_base):
     while int(r.hget(stats, f'succeeded:{job_type}') or 0) + int(r.hget(stats, f'dead:{job_type}') or 0) < n and time.time() < deadline:
         time.sleep(0.05)
     split = {}
+    worker_cpu = 0.0
     for i in range(procs):
         text = urllib.request.urlopen(f'http://127.0.0.1:{metrics_base + i}/metrics', timeout=10).read().decode()
         for phase, value in re.findall(r'entitle_receipt_phase_seconds_sum\{phase="(\w+)"\} ([0-9.e+-]+)', text):
             split[phase] = split.get(phase, 0) + float(value)
+        for name in ('entitle_redis_round_trips_total', 'entitle_redis_commands_total'):
+            for value in re.findall(name + r'(?:\{\})? ([0-9.e+-]+)', text):
+                split[name] = split.get(name, 0) + float(value)
+        worker_cpu += cpu_seconds(workers[i].pid)
+    commandstats = r.info('commandstats')
+    split['redis_calls'] = sum(v['calls'] for k, v in commandstats.items() if k not in ('cmdstat_info', 'cmdstat_config'))
+    split['redis_calls_by_command'] = {k[len('cmdstat_'):]: v['calls'] for k, v in commandstats.items()
+                                       if k not in ('cmdstat_info', 'cmdstat_config')}
+    split['redis_cpu_s'] = redis_cpu() - redis_before
+    split['worker_cpu_s'] = worker_cpu
+    if sim_pid:
+        split['simulator_cpu_s'] = cpu_seconds(sim_pid) - sim_before
+    split['machine_cpu_s'] = sum(float(x) for x in open('/proc/stat').readline().split()[1:8]) / os.sysconf('SC_CLK_TCK') - machine_before
     for w in workers:
         w.terminate()
     for w in workers:
@@ -86,11 +115,11 @@ def main():
         prefix = f'bench-receipts-{procs}'
         enqueue(prefix, [('receipt', {'publisher': 'demo', 'customer': f'c{i}@example.com', 'signedTransaction': jws})
                          for i, jws in enumerate(transactions)])
-        rate, failed, split = run_workers(prefix, procs, 'receipt', N, simulator, 9300 + procs * 10)
+        rate, failed, split = run_workers(prefix, procs, 'receipt', N, simulator, 9300 + procs * 10, sim.pid)
         noop_prefix = f'bench-noop-{procs}'
         enqueue(noop_prefix, [('noop', {})] * N)
-        noop_rate, _, _ = run_workers(noop_prefix, procs, 'noop', N, simulator, 9400 + procs * 10)
-        rows.append((procs, rate, failed, split, noop_rate))
+        noop_rate, _, noop_split = run_workers(noop_prefix, procs, 'noop', N, simulator, 9400 + procs * 10)
+        rows.append((procs, rate, failed, split, noop_rate, noop_split))
     # The peer: Apple's library verifying the same signed transactions (verification only,
     # one thread, per CPU second), against the simulator's root.
     peer = None
@@ -108,14 +137,25 @@ def main():
     sim.wait()
     print(json.dumps({'n': N, 'rows': [
         {'processes': p, 'receipt_jobs_per_s': round(rate), 'failed': failed, 'noop_jobs_per_s': round(noop),
-         'split_seconds': {k: round(v, 2) for k, v in split.items()}} for p, rate, failed, split, noop in rows],
+         'split_seconds': {k: round(v, 2) if isinstance(v, float) else v for k, v in split.items()},
+         'noop': {k: round(v, 2) if isinstance(v, float) else v for k, v in noop_split.items()}}
+        for p, rate, failed, split, noop, noop_split in rows],
         'apple_python_verifications_per_cpu_s': peer and round(peer)}))
-    for p, rate, failed, split, noop in rows:
+    for p, rate, failed, split, noop, noop_split in rows:
         total = split.get('total', 0) or 1
         parts = ', '.join(f"{k} {100 * split.get(k, 0) / total:.0f}%" for k in ('verify', 'apple', 'store'))
         rest = 100 * (total - sum(split.get(k, 0) for k in ('verify', 'apple', 'store'))) / total
         print(f'{p} process(es): {rate:,.0f} receipt jobs/s ({failed} failed), {noop:,.0f} no-op jobs/s in the same run '
               f'-> a receipt job costs {noop / rate:.1f} no-op jobs; time in handlers: {parts}, rest {rest:.0f}%')
+        trips = split.get('entitle_redis_round_trips_total', 0) / N
+        noop_trips = noop_split.get('entitle_redis_round_trips_total', 0) / N
+        print(f'   Redis per receipt job: {trips:.1f} round trips from the workers ({noop_trips:.2f} per no-op job), '
+              f'{split["redis_calls"] / N:.1f} commands run by the server (inside scripts too), '
+              f'{1e6 * split["redis_cpu_s"] / N:.0f} us of redis-server CPU')
+        print(f'   CPU per receipt job: workers {1e6 * split["worker_cpu_s"] / N:.0f} us, simulator '
+              f'{1e6 * split.get("simulator_cpu_s", 0) / N:.0f} us, redis {1e6 * split["redis_cpu_s"] / N:.0f} us; '
+              f'the simulator used {100 * split.get("simulator_cpu_s", 0) / max(split["machine_cpu_s"], 1e-9):.0f}% '
+              f'of the machine\'s CPU time in the run; no-op job: workers {1e6 * noop_split["worker_cpu_s"] / N:.0f} us')
         if peer:
             print(f'   vs Apple\'s Python library verifying alone: {peer:,.0f}/cpu-s -> whole jobs at {rate / peer:.1f}x its bare verification rate')
 

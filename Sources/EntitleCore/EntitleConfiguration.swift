@@ -170,7 +170,13 @@ package struct EntitleConfiguration: Sendable {
             let clock: AppleClock
             if case .development(let url) = mode {
                 development = true
-                clock = AppleClock(simulatorURL: url, httpClient: httpClient)
+                // A load run against a simulator whose clock nobody advances reads no clock, as
+                // production does not.
+                switch environment["ENTITLE_APPLE_CLOCK"] ?? "simulator" {
+                case "simulator", "": clock = AppleClock(simulatorURL: url, httpClient: httpClient)
+                case "wall": clock = .wall
+                case let other: throw WorkerError(.invalidConfiguration, "ENTITLE_APPLE_CLOCK must be simulator or wall, not \(other)")
+                }
             } else {
                 development = false
                 clock = .wall

@@ -120,22 +120,52 @@ package struct EntitlementStore: Sendable {
         return states
     }
 
-    func loadWithOutbox(
-        publisher: String, customer: String
-    ) async throws -> (
-        state: CustomerEntitlements, version: Int, outbox: [FollowUpJob]
-    ) {
-        let reply = try await redis.send(["HMGET", customerKey(publisher, customer), "doc", "v", "outbox"])
+    /// A customer's document as read once: the version a compare-and-set must find, and the
+    /// follow-up jobs still in its outbox.
+    package struct Snapshot: Sendable {
+        package var state: CustomerEntitlements
+        package var version: Int
+        package var outbox: [FollowUpJob]
+    }
+
+    func loadWithOutbox(publisher: String, customer: String) async throws -> Snapshot {
+        try snapshot(try await redis.send(snapshotCommand(publisher: publisher, customer: customer)), publisher: publisher, customer: customer)
+    }
+
+    /// The read `snapshot(_:)` decodes, for a caller that pipelines it with others.
+    package func snapshotCommand(publisher: String, customer: String) -> [String] {
+        ["HMGET", customerKey(publisher, customer), "doc", "v", "outbox"]
+    }
+
+    /// The customer as `snapshotCommand`'s reply shows it.
+    package func snapshot(_ reply: RedisReply, publisher: String, customer: String) throws -> Snapshot {
         guard let values = reply.array, values.count == 3, let document = values[0].string else {
-            return (CustomerEntitlements(publisher: publisher, customer: customer), 0, [])
+            return Snapshot(state: CustomerEntitlements(publisher: publisher, customer: customer), version: 0, outbox: [])
         }
         do {
             let state = try JSONDecoder().decode(CustomerEntitlements.self, from: Data(document.utf8))
             let outbox = try values[2].string.map { try JSONDecoder().decode([FollowUpJob].self, from: Data($0.utf8)) } ?? []
-            return (state, values[1].string.flatMap { Int($0) } ?? 0, outbox)
+            return Snapshot(state: state, version: values[1].string.flatMap { Int($0) } ?? 0, outbox: outbox)
         } catch {
             throw EntitlementStoreError(.unreadable, "the entitlements of customer \(customer) of \(publisher) cannot be read: \(error)")
         }
+    }
+
+    /// Who holds each purchase (absent: nobody), the customer as it stands, and the replies
+    /// to `extra` commands, in one pipelined round trip: what a claim reads before it decides.
+    package func readForClaim(
+        publisher: String, originalTransactionIds: some Collection<String>, customer: String, extra: [[String]] = []
+    ) async throws -> (owners: [String: String], snapshot: Snapshot, extra: [RedisReply]) {
+        let sorted = originalTransactionIds.sorted()
+        let replies = try await redis.pipeline(
+            sorted.map { ["GET", ownerKey(publisher, $0)] } + [snapshotCommand(publisher: publisher, customer: customer)] + extra)
+        var owners: [String: String] = [:]
+        for (index, id) in sorted.enumerated() {
+            if case .error(let message) = replies[index] { throw RedisError(.serverError, message) }
+            owners[id] = replies[index].string
+        }
+        let snapshot = try snapshot(replies[sorted.count], publisher: publisher, customer: customer)
+        return (owners, snapshot, Array(replies[(sorted.count + 1)...]))
     }
 
     /// What a change to a customer writes besides the document, in the same script: its
@@ -177,12 +207,23 @@ package struct EntitlementStore: Sendable {
     /// the same atomic write. Returns the outbox as it stands after the update (the caller
     /// enqueues and `clear`s it; a caller that died before that leaves it for the job's
     /// rerun) and the events appended.
+    /// `snapshot`: the customer as the caller read it (`readForClaim`), taken for the first
+    /// attempt instead of reading it again; the compare-and-set still refuses it if stale.
     package func update<Result: Sendable>(
-        publisher: String, customer: String, fence: TransactionLock.Token?, _ change: (inout CustomerEntitlements) throws -> Result,
+        publisher: String, customer: String, fence: TransactionLock.Token?, snapshot: Snapshot? = nil,
+        _ change: (inout CustomerEntitlements) throws -> Result,
         effects: (_ before: CustomerEntitlements, _ after: CustomerEntitlements, _ version: Int) throws -> Change
     ) async throws -> (result: Result, outbox: [FollowUpJob], events: [LifecycleEvent]) {
+        var prefetched = snapshot
         for attempt in 1...maximumAttempts {
-            let (stored, version, outbox) = try await loadWithOutbox(publisher: publisher, customer: customer)
+            let read: Snapshot
+            if let taken = prefetched {
+                read = taken
+                prefetched = nil
+            } else {
+                read = try await loadWithOutbox(publisher: publisher, customer: customer)
+            }
+            let (stored, version, outbox) = (read.state, read.version, read.outbox)
             var state = stored
             let result = try change(&state)
             if state == stored { return (result, outbox, []) }

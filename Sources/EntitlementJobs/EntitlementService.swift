@@ -115,7 +115,8 @@ package struct EntitlementService: Sendable {
     func apply(
         _ evidence: AppleEvidence, publisher: Publisher, customer: String, fence: TransactionLock.Token?, now: Date,
         clockOffset: TimeInterval, accessFrom: Date? = nil, extraEvents: [LifecycleEvent] = [], sharing: Set<String> = [],
-        holding: Set<String> = [], imported: Bool = false, importWebhooks: Bool = false, job: JobContext
+        holding: Set<String> = [], imported: Bool = false, importWebhooks: Bool = false, snapshot: EntitlementStore.Snapshot? = nil,
+        job: JobContext
     ) async throws -> [String: EntitlementDecision] {
         let engine = EntitlementEngine(publisher: publisher)
         var events = changeEvents(publisher, now: now, clockOffset: clockOffset)
@@ -125,7 +126,7 @@ package struct EntitlementService: Sendable {
         // Renewal info speaks of a subscription's newest transaction (its billing, its grace).
         let newest = Dictionary(facts.map { ($0.originalTransactionId, $0.transactionId) }) { _, later in later }
         let (decisions, outbox, _) = try await store.update(
-            publisher: publisher.id, customer: customer, fence: fence,
+            publisher: publisher.id, customer: customer, fence: fence, snapshot: snapshot,
             { state in
                 state.sharedPurchases.formUnion(sharing)
                 state.sharedPurchases.subtract(holding)

@@ -306,13 +306,14 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
 
     /// Who holds each purchase and which of those another customer holds the claimant shares
     /// already, read without writing; a migrated subscription nobody holds yet is its previous
-    /// chain's holder's, as `carryMigrations` will make it.
+    /// chain's holder's, as `carryMigrations` will make it. `read`: the owners as already read.
     func holders(
-        _ evidence: AppleEvidence, payload: JobPayloads.Receipt, publisher: Publisher
+        _ evidence: AppleEvidence, payload: JobPayloads.Receipt, publisher: Publisher, read: [String: String]? = nil
     ) async throws -> (owners: [String: String], sharing: Set<String>) {
         let originals = Set(evidence.facts.map(\.originalTransactionId))
         let store = service.store
-        var owners = try await store.owners(publisher: publisher.id, originalTransactionIds: originals)
+        var owners: [String: String]
+        if let read { owners = read } else { owners = try await store.owners(publisher: publisher.id, originalTransactionIds: originals) }
         for fact in evidence.facts where owners[fact.originalTransactionId] == nil {
             guard let previous = fact.previousOriginalTransactionId, previous != fact.originalTransactionId else { continue }
             owners[fact.originalTransactionId] = try await store.owner(publisher: publisher.id, originalTransactionId: previous)
@@ -383,11 +384,16 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
         return try await service.withLocks(publisher: publisher.id, originalTransactionIds: originals, job: job) { tokens, moment in
             let (now, offset) = (moment.now, moment.offset)
             try await service.store.carryMigrations(of: evidence.facts, publisher: publisher.id)
-            var (owners, sharing) = try await holders(evidence, payload: payload, publisher: publisher)
+            // One round trip: the owners, the customer (the write's first attempt starts from
+            // it) and this job's memo.
+            let read = try await service.store.readForClaim(
+                publisher: publisher.id, originalTransactionIds: originals, customer: payload.customer,
+                extra: job.memoReads("transfer", legacyField: "transfer"))
+            var (owners, sharing) = try await holders(evidence, payload: payload, publisher: publisher, read: read.owners)
             // Written by this job's earlier run (`requestTransfers`); one that does not decode is
             // said in the log and left out of the result, as it changes no decision.
             var memo: Result.Transfer?
-            if let text = try await job.memo("transfer", legacyField: "transfer") {
+            if let text = JobContext.memo(from: read.extra) {
                 do {
                     memo = try JSONDecoder().decode(Result.Transfer.self, from: Data(text.utf8))
                 } catch {
@@ -454,7 +460,7 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
             let decisionsByTransaction = try await service.apply(
                 evidence, publisher: publisher, customer: payload.customer, fence: fence, now: now, clockOffset: offset,
                 sharing: Set(sharingNow), imported: payload.imported == true, importWebhooks: payload.importWebhooks == true,
-                job: job)
+                snapshot: read.snapshot, job: job)
             if payload.appReceipt != nil, let receipt = evidence.latestReceipt,
                 try !service.reader(publisher, bundleId: primary.bundleId).gateway.hasServerAPI
             {

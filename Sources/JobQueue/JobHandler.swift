@@ -41,9 +41,20 @@ public struct JobContext: Sendable {
     /// `legacyField`: the job-hash field where an earlier version kept this note, read when
     /// there is no memo (a job rerun across an upgrade).
     public func memo(_ name: String, legacyField: String? = nil) async throws -> String? {
+        Self.memo(from: try await redis.pipeline(memoReads(name, legacyField: legacyField)))
+    }
+
+    /// The reads `memo(_:legacyField:)` makes, for a handler that pipelines them with its
+    /// own; `memo(from:)` reads their replies.
+    package func memoReads(_ name: String, legacyField: String? = nil) -> [[String]] {
         var commands = [["HGET", keys.job(id), Self.memoField(name)]]
         if let legacyField { commands.append(["HGET", keys.job(id), legacyField]) }
-        return try await redis.pipeline(commands).lazy.compactMap(\.string).first
+        return commands
+    }
+
+    /// The memo in the replies to `memoReads`.
+    package static func memo(from replies: some Sequence<RedisReply>) -> String? {
+        replies.lazy.compactMap(\.string).first
     }
 
     /// Keeps a note for this job's later runs, replacing an earlier one.

@@ -5,6 +5,8 @@ public struct RedisClientMetrics: Sendable {
     public static let shared = RedisClientMetrics()
 
     let commands = Counter(label: "entitle_redis_commands_total")
+    /// Writes then reads on a socket: a pipeline or a script call is one, however many commands.
+    let roundTrips = Counter(label: "entitle_redis_round_trips_total")
     let reconnects = Counter(label: "entitle_redis_reconnects_total")
     /// MOVED and ASK replies followed (slots moving, or a map out of date).
     let redirects = Counter(label: "entitle_redis_redirects_total")

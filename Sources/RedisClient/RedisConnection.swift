@@ -150,6 +150,7 @@ public actor RedisConnection {
             freeReplyObject(raw)
         }
         metrics.commands.increment(by: Int64(commands.count))
+        metrics.roundTrips.increment()
         return replies
     }
 
