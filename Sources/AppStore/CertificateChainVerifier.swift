@@ -98,7 +98,7 @@ public final class CertificateChainVerifier: Sendable {
         }
     }
 
-    private static func checkValidity(_ chain: VerifiedChain, at time: Date) throws(AppStoreError) {
+    static func checkValidity(_ chain: VerifiedChain, at time: Date) throws(AppStoreError) {
         guard time >= chain.validFrom, time <= chain.validUntil else {
             throw AppStoreError(
                 .certificateExpired,

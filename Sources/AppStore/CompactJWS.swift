@@ -4,7 +4,7 @@ import X509
 
 /// A JWS in compact form (`header.payload.signature`), split and decoded but not yet trusted.
 struct CompactJWS {
-    struct Header: Decodable {
+    struct Header: Decodable, Sendable {
         var alg: String?
         var x5c: [String]?
         var kid: String?
@@ -13,11 +13,15 @@ struct CompactJWS {
     let header: Header
     /// The base64 DER certificates of `x5c`, leaf first.
     let certificateChain: [String]
+    /// The header's base64url text, as bytes; with `headers`, the chain it verified to when seen before.
+    let headerBytes: [UInt8]
+    let cachedChain: CertificateChainVerifier.VerifiedChain?
     let payload: [UInt8]
     private let signingInput: [UInt8]
     private let signature: [UInt8]
 
-    init(_ text: String) throws(AppStoreError) {
+    /// - Parameter headers: headers seen before; a header with the same bytes is not decoded again.
+    init(_ text: String, headers: JWSHeaderCache? = nil) throws(AppStoreError) {
         // Byte-level work throughout: a JWS is ASCII, and Character-level String APIs cost more
         // than the signature check itself.
         let utf8 = Array(text.utf8)
@@ -32,10 +36,17 @@ struct CompactJWS {
         else {
             throw AppStoreError(.invalidFormat, "not a JWS in compact form (three base64url parts)")
         }
-        guard let headerBytes = Self.decode(utf8[start..<first]),
-            let header = try? JSONDecoder().decode(Header.self, from: Data(headerBytes))
-        else {
-            throw AppStoreError(.invalidFormat, "the JWS header is not base64url JSON")
+        let seen = headers.flatMap { cache in utf8[start..<first].withUnsafeBufferPointer { cache.entry(for: $0) } }
+        let header: Header
+        if let seen {
+            header = seen.header
+        } else {
+            guard let headerBytes = Self.decode(utf8[start..<first]),
+                let parsed = try? JSONDecoder().decode(Header.self, from: Data(headerBytes))
+            else {
+                throw AppStoreError(.invalidFormat, "the JWS header is not base64url JSON")
+            }
+            header = parsed
         }
         guard header.alg == "ES256" else {
             throw AppStoreError(
@@ -50,8 +61,11 @@ struct CompactJWS {
         guard let signature = Self.decode(utf8[(second + 1)..<end]), signature.count == 64 else {
             throw AppStoreError(.invalidSignature, "the JWS signature is not a 64-byte ES256 signature")
         }
+        if seen == nil, let headers { utf8[start..<first].withUnsafeBufferPointer { headers.keep(header, bytes: $0) } }
         self.header = header
         self.certificateChain = chain
+        self.headerBytes = Array(utf8[start..<first])
+        self.cachedChain = seen?.chain
         self.payload = payload
         self.signature = signature
         self.signingInput = Array(utf8[start..<second])

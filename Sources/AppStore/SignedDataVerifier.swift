@@ -48,6 +48,7 @@ public struct SignedDataVerifier: Sendable {
 
     public let configuration: Configuration
     private let chainVerifier: CertificateChainVerifier
+    private let headers = JWSHeaderCache()
 
     public init(configuration: Configuration) {
         self.configuration = configuration
@@ -98,7 +99,7 @@ public struct SignedDataVerifier: Sendable {
     ) async throws(AppStoreError)
         -> Payload
     {
-        let token = try CompactJWS(jws)
+        let token = try CompactJWS(jws, headers: headers)
         let payload: Payload = try token.decodePayload()
         let time: Date
         switch configuration.validationTime {
@@ -120,14 +121,21 @@ public struct SignedDataVerifier: Sendable {
                 throw AppStoreError(
                     .invalidCertificateChain, "x5c has \(token.certificateChain.count) certificates; Apple sends three")
             }
-            let cacheKey = token.certificateChain[0] + "." + token.certificateChain[1]
             let chain: CertificateChainVerifier.VerifiedChain
-            if let cached = try chainVerifier.cachedChain(for: cacheKey, at: time) {
-                chain = cached
+            if let seen = token.cachedChain, seen.cachedUntil > Date() {
+                // The same header bytes, so the same certificates: this chain, at this payload's time.
+                try CertificateChainVerifier.checkValidity(seen, at: time)
+                chain = seen
             } else {
-                let certificates = try token.parseCertificates()
-                chain = try await chainVerifier.verify(
-                    leaf: certificates[0], intermediates: [certificates[1]], at: time, cacheKey: cacheKey)
+                let cacheKey = token.certificateChain[0] + "." + token.certificateChain[1]
+                if let cached = try chainVerifier.cachedChain(for: cacheKey, at: time) {
+                    chain = cached
+                } else {
+                    let certificates = try token.parseCertificates()
+                    chain = try await chainVerifier.verify(
+                        leaf: certificates[0], intermediates: [certificates[1]], at: time, cacheKey: cacheKey)
+                }
+                headers.keep(chain, forHeader: token.headerBytes)
             }
             guard let leafKey = chain.leafP256Key else {
                 throw AppStoreError(.invalidCertificateChain, "the signing certificate's key is not P-256")

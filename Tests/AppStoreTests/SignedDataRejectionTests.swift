@@ -100,6 +100,33 @@ import X509
         #expect(await code(of: truncatedSignature) == .invalidSignature)
     }
 
+    /// The verifier keeps headers it has seen by their bytes (`JWSHeaderCache`): a header
+    /// seen before spares the parsing, never a check.
+    @Test func aHeaderSeenBeforeSparesNoCheck() async throws {
+        let jws = try authority.sign(payload: Self.payload)
+        _ = try await verifier.verifyTransaction(jws)
+        _ = try await verifier.verifyTransaction(jws)
+        let parts = jws.split(separator: ".").map(String.init)
+        // The same header bytes over another payload: the signature is still checked.
+        let forged = Array(String(decoding: Self.payload, as: UTF8.self).replacingOccurrences(of: "pro", with: "max").utf8)
+        #expect(await code(of: [parts[0], base64URL(forged), parts[2]].joined(separator: ".")) == .invalidSignature)
+        // Another app's payload under the same header and a valid signature: still refused for its app.
+        let otherApp = try authority.sign(
+            payload: Array(#"{"bundleId":"com.other","environment":"Sandbox","signedDate":1698148900000}"#.utf8))
+        #expect(await code(of: otherApp) == .invalidAppIdentifier)
+        // A refused algorithm is never kept: the same bytes are refused again.
+        let none = try authority.sign(payload: Self.payload, algorithm: "none")
+        #expect(await code(of: none) == .unsupportedAlgorithm)
+        #expect(await code(of: none) == .unsupportedAlgorithm)
+        // A chain the verifier does not trust, signing with a header never seen: refused, and
+        // refused again once its header has been seen.
+        let stranger = try SigningAuthority().sign(payload: Self.payload)
+        #expect(await code(of: stranger) == .invalidCertificateChain)
+        #expect(await code(of: stranger) == .invalidCertificateChain)
+        // The good one still verifies after all that.
+        #expect(try await verifier.verifyTransaction(jws).productId == "pro")
+    }
+
     @Test func onlyES256IsAccepted() async throws {
         for algorithm in ["none", "HS256", "RS256", "ES384", "es256"] {
             let jws = try authority.sign(payload: Self.payload, algorithm: algorithm)
