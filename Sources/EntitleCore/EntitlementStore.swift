@@ -314,8 +314,12 @@ package struct EntitlementStore: Sendable {
 
     /// The start of the change event; the script appends the version and the closing brace.
     static func eventPrefix(publisher: String, customer: String) throws -> String {
-        let names = try JSONSerialization.data(withJSONObject: ["publisher": publisher, "customer": customer], options: .sortedKeys)
-        return String(decoding: names.dropLast(), as: UTF8.self) + ",\"version\":"
+        // Written by hand, as the event log's entries are (`JSONSerialization` cost a receipt job 2 %).
+        var json = EventLogJSON()
+        json.add("customer", customer)
+        json.add("publisher", publisher)
+        json.key("version")
+        return json.text
     }
 
     // MARK: Holders

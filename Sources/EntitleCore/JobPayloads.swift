@@ -162,11 +162,23 @@ package enum JobPayloads {
     /// The payload's `publisher`, read without decoding the rest (every entitlement payload
     /// names one; ids are letters, digits and `-_.`, so nothing is escaped).
     package static func publisher(in payload: String) -> String? {
-        guard let range = payload.range(of: #""publisher":""#) else { return nil }
-        let rest = payload[range.upperBound...]
-        guard let end = rest.firstIndex(of: "\"") else { return nil }
-        let id = rest[..<end]
-        return id.isEmpty || id.contains("\\") ? nil : String(id)
+        // Bytes, not Foundation's `range(of:)`: that bridges the whole payload (a JWS, kilobytes)
+        // to an NSString for every job.
+        var payload = payload
+        return payload.withUTF8 { bytes -> String? in
+            let marker = Array(#""publisher":""#.utf8)
+            guard bytes.count > marker.count else { return nil }
+            var index = 0
+            while index + marker.count <= bytes.count {
+                if bytes[index] == marker[0], zip(marker.indices, marker).allSatisfy({ bytes[index + $0] == $1 }) { break }
+                index += 1
+            }
+            guard index + marker.count <= bytes.count else { return nil }
+            let start = index + marker.count
+            guard let end = bytes[start...].firstIndex(of: UInt8(ascii: "\"")), end > start else { return nil }
+            let id = UnsafeBufferPointer(rebasing: bytes[start..<end])
+            return id.contains(UInt8(ascii: "\\")) ? nil : String(decoding: id, as: UTF8.self)
+        }
     }
 
     /// Who a job is for, as its payload says (`publisher`, `appKey`, `customer`): the job's
