@@ -20,6 +20,8 @@ import urllib.request
 
 import redis
 
+import simulator_purchases
+
 from wrk_load import wait_http, wrk_purchases
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
@@ -68,7 +70,7 @@ def main():
     sim = subprocess.Popen([BIN, 'simulator', '--port', '0', '--log-level', 'error'], stdout=subprocess.PIPE, text=True)
     simulator = next(line.split()[-1] for line in sim.stdout if 'listening on' in line)
     env = dict(os.environ, ENTITLE_ENV='development', ENTITLE_SIMULATOR_URL=simulator, ENTITLE_CATALOG=catalog_path,
-               ENTITLE_DEMO_API_TOKEN=TOKEN, ENTITLE_DEMO_CLEENG_BASIC='bench:bench', ENTITLE_LOG_LEVEL='error')
+               ENTITLE_LOG_LEVEL='error', **simulator_purchases.development_secrets(TOKEN))
     redis_url = f'redis://127.0.0.1:{PORT}'
     api = subprocess.Popen([BIN, 'api', '--port', str(API_PORT), '--redis', redis_url, '--prefix', 'bench'], env=env, stdout=subprocess.DEVNULL)
     wait_http(f'http://127.0.0.1:{API_PORT}/readyz')

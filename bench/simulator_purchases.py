@@ -29,3 +29,12 @@ def buy(simulator, n, extra=None):
         return list(pool.map(lambda i: post(simulator + '/simulator/purchases',
                                             dict({'bundleId': 'com.entitle.demo', 'productId': PRODUCTS[i % 2]}, **(extra or {}))),
                              range(n)))
+
+
+def development_secrets(token):
+    """Every secret Config/catalog.development.json names, for an `entitle api` or worker of a
+    bench (`token`: the demo publisher's secret key)."""
+    return {'ENTITLE_DEMO_API_TOKEN': token, 'ENTITLE_DEMO_APP_KEY': 'bench-app-key-0123456789',
+            'ENTITLE_DEMO_CLEENG_BASIC': 'bench:bench', 'ENTITLE_DEMO_CUSTOMER_TOKEN_SECRET': 'bench-customer-token-secret-0123456789',
+            'ENTITLE_DEMO_SHARED_SECRET': 'bench-shared-secret', 'ENTITLE_SOFTPHONE_API_TOKEN': 'bench-softphone-token-0123456789',
+            'ENTITLE_SOFTPHONE_APP_KEY': 'bench-softphone-app-key-0123456789', 'ENTITLE_SOFTPHONE_SHARED_SECRET': 'bench-softphone-secret'}
