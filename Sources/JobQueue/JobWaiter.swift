@@ -11,8 +11,9 @@ import Synchronization
 /// `finished` channel (`RedisSubscription`: the queue's slot, so it works alike on one
 /// server, behind Sentinel and on a cluster). `watch` marks a job as waited for; `finish`
 /// publishes the id of a marked job when it succeeds or goes dead. Messages are lost while
-/// a subscription is away (a failover, a dropped connection), so each (re)subscription reads
-/// the status of every job waited on in this process and wakes those that ended meanwhile.
+/// a subscription is away (a failover, a dropped connection), and so may be a mark not yet
+/// replicated when its primary failed: each (re)subscription marks every job waited on in
+/// this process again and wakes those that ended meanwhile.
 public final class JobWaiter: Sendable {
     private let jobQueue: JobQueue
     private let logger: Logger
@@ -116,16 +117,35 @@ public final class JobWaiter: Sendable {
         }
     }
 
-    /// After a (re)subscription: wakes the callers whose jobs ended while nobody listened.
+    /// After a (re)subscription: marks every job waited on here again (a failover may have
+    /// lost a mark that was not replicated yet) and wakes the callers whose jobs ended while
+    /// nobody listened.
     private func lookAgain(_ queue: String) async {
         let ids = state.withLock { state in state.waiting[queue].map { Array($0.keys) } ?? [] }
         guard !ids.isEmpty else { return }
-        do {
-            let outcomes = try await jobQueue.outcomes(ids: ids, queue: queue)
-            for (id, outcome) in zip(ids, outcomes) where outcome?.status.isFinished ?? true { wake(id, queue: queue) }
-        } catch {
-            // Those callers still wake at their timeout, reading the record then.
-            logger.warning("could not read the jobs waited on after subscribing", metadata: ["queue": "\(queue)", "error": "\(error)"])
+        let keys = jobQueue.configuration.keys(queue)
+        for start in stride(from: 0, to: ids.count, by: 1000) {
+            let chunk = Array(ids[start..<min(ids.count, start + 1000)])
+            // Right after a failover the pool may still hold a connection to the old primary:
+            // its first call fails and drops it.
+            for attempt in 1...3 {
+                do {
+                    let replies = try await jobQueue.redis.runPipelined(QueueScripts.watch, calls: chunk.map { ([keys.job($0)], []) })
+                    for (id, reply) in zip(chunk, replies) {
+                        guard case .success(let status) = reply else { continue }
+                        if status.string.flatMap(JobStatus.init(rawValue:))?.isFinished ?? true { wake(id, queue: queue) }
+                    }
+                    break
+                } catch {
+                    guard attempt < 3 else {
+                        // Those callers still wake at their timeout, reading the record then.
+                        logger.warning(
+                            "could not mark the jobs waited on after subscribing", metadata: ["queue": "\(queue)", "error": "\(error)"])
+                        break
+                    }
+                    try? await Task.sleep(for: .milliseconds(100 * attempt))
+                }
+            }
         }
     }
 }

@@ -1,4 +1,5 @@
 import Logging
+import RedisClient
 import ServiceLifecycle
 
 /// A worker process's engine: one `QueueConsumer` per queue, plus the maintenance loop
@@ -41,7 +42,18 @@ public final class WorkerService: Service, Sendable {
     public func run() async throws {
         let queues = consumers.map(\.queue)
         if !queues.isEmpty {
-            try await jobQueue.redis.send(["SADD", QueueKeys.registry(prefix: jobQueue.configuration.prefix)] + queues)
+            // SADD may run twice: a connection lost right after a failover is no reason to stop.
+            var attempt = 0
+            while true {
+                do {
+                    try await jobQueue.redis.send(["SADD", QueueKeys.registry(prefix: jobQueue.configuration.prefix)] + queues)
+                    break
+                } catch let error as RedisError where error.isRetryable && attempt < 20 {
+                    attempt += 1
+                    logger.warning("could not register the queues; trying again", metadata: ["error": "\(error)"])
+                    try await Task.sleep(for: .milliseconds(min(1000, 50 * attempt)))
+                }
+            }
         }
         await withGracefulShutdownHandler {
             await withDiscardingTaskGroup { group in

@@ -173,4 +173,46 @@ import Testing
         }
         await cluster.stop()
     }
+
+    /// Behind Sentinel: the subscription moves to the new primary when the old one is killed
+    /// (and a worker started right after the failover runs: its first command met a
+    /// connection to the dead primary and used to end it).
+    @Test(.timeLimit(.minutes(3))) func behindSentinelAWaiterWakesAfterItsPrimaryIsKilled() async throws {
+        let group = try await LocalSentinelGroup.start()
+        do {
+            var configuration = try RedisConfiguration(url: group.url)
+            configuration.reconnectTimeout = .seconds(30)
+            configuration.connectTimeout = .milliseconds(300)
+            configuration.replicaAcknowledgements = 1
+            configuration.replicaTimeout = .milliseconds(500)
+            let pool = RedisConnectionPool(configuration: configuration, maximumConnections: 8, logger: TestRedis.logger)
+            let queue = JobQueue(redis: pool, configuration: JobQueueConfiguration(prefix: TestRedis.uniquePrefix("waiter-sentinel")), logger: TestRedis.logger)
+            let waiter = JobWaiter(jobQueue: queue, logger: TestRedis.logger)
+            defer { waiter.close() }
+            let keys = queue.configuration.keys("default")
+            let id = try await queue.enqueue(EnqueueRequest(type: "noop", payload: "{}", queue: "default")).id
+            let waiting = Task { try await waiter.wait(for: id, queue: "default", timeout: .seconds(120)) }
+            try await eventually("the job to be marked as waited for") {
+                (try? await pool.send(["HGET", keys.job(id), "waiter"]).string) == "1"
+            }
+            let primary = try await group.primary()
+            await primary.kill()
+            try await eventually("a new primary", timeout: .seconds(60)) { (try? await group.primary().port).map { $0 != primary.port } ?? false }
+            var settings = QueueConsumer.Settings(concurrency: 4)
+            settings.blockTimeout = .milliseconds(200)
+            let worker = WorkerService(
+                configuration: WorkerService.Configuration(queues: ["default": settings]), jobQueue: queue, registry: .builtIn(),
+                logger: TestRedis.logger)
+            let running = Task { try await worker.run() }
+            let record = try await waiting.value
+            worker.stop()
+            try await running.value
+            #expect(record?.status == .succeeded)
+            pool.close()
+        } catch {
+            await group.stop()
+            throw error
+        }
+        await group.stop()
+    }
 }
