@@ -158,6 +158,8 @@ public final class QueueConsumer: Sendable {
         var enqueuedAt: Int64
         /// The enqueuing span's W3C traceparent ('' = none).
         var traceparent = ""
+        /// When this attempt became due: a retry's time, else `enqueuedAt` (ms since 1970).
+        var dueAt: Int64 = 0
     }
 
     /// Claims up to `limit` jobs: at once when there is a backlog, else blocks in BLMOVE for
@@ -215,16 +217,18 @@ public final class QueueConsumer: Sendable {
         )
         let values = reply.array ?? []
         var jobs: [ClaimedJob] = []
-        jobs.reserveCapacity(values.count / 7)
+        jobs.reserveCapacity(values.count / 8)
         var index = 0
-        while index + 6 < values.count {
+        while index + 7 < values.count {
+            let enqueuedAt = Int64(values[index + 5].int ?? 0)
             jobs.append(
                 ClaimedJob(
                     id: values[index].string ?? "", type: values[index + 1].string ?? "", payload: values[index + 2].string ?? "{}",
                     lease: lease, attempt: values[index + 3].int ?? 1, maxAttempts: values[index + 4].int ?? 1,
-                    enqueuedAt: Int64(values[index + 5].int ?? 0), traceparent: values[index + 6].string ?? ""
+                    enqueuedAt: enqueuedAt, traceparent: values[index + 6].string ?? "",
+                    dueAt: values[index + 7].int.map(Int64.init) ?? enqueuedAt
                 ))
-            index += 7
+            index += 8
         }
         return jobs
     }
@@ -246,13 +250,14 @@ public final class QueueConsumer: Sendable {
         let clock = ContinuousClock()
         let began = clock.now
         // The job's spans descend from the span that enqueued it (its traceparent), in
-        // whichever process that was: its wait from enqueue (or due time) to this pickup, then
-        // this attempt, with the handler inside. A job enqueued outside any trace starts one.
+        // whichever process that was: this attempt's wait from when it became due (enqueued,
+        // or the retry's time) to this pickup, then the attempt, with the handler inside. A
+        // job enqueued outside any trace starts one.
         let parent = JobTracing.parentContext(traceparent: job.traceparent)
+        let dueAt = min(job.dueAt, startedAt)
         if !job.traceparent.isEmpty {
             let waitSpan = startSpan(
-                "job.wait \(job.type)", at: JobTracing.instant(millisecondsSinceEpoch: min(job.enqueuedAt, startedAt)),
-                context: parent, ofKind: .internal)
+                "job.wait \(job.type)", at: JobTracing.instant(millisecondsSinceEpoch: dueAt), context: parent, ofKind: .internal)
             if waitSpan.isRecording {
                 waitSpan.attributes = JobTracing.attributes(type: job.type, queue: queue, id: job.id, attempt: job.attempt)
             }
@@ -262,7 +267,7 @@ public final class QueueConsumer: Sendable {
         if attemptSpan.isRecording {
             var attributes = JobTracing.attributes(type: job.type, queue: queue, id: job.id, attempt: job.attempt)
             attributes["messaging.operation.type"] = "process"
-            attributes["entitle.job.wait_ms"] = max(0, startedAt - job.enqueuedAt)
+            attributes["entitle.job.wait_ms"] = startedAt - dueAt
             attemptSpan.attributes = attributes
         }
         defer { attemptSpan.end() }

@@ -122,7 +122,8 @@ package enum QueueScripts {
     /// ARGV: nowMs, lease token, defaultMaxAttempts (for jobs enqueued with 0, in the
     /// lost-worker check only), deadTTLms, then the ids.
     /// Returns per started job: id, type, payload, attempt, maxAttempts (as stored: 0 means
-    /// the type's policy), enqueuedAt, traceparent ('' = none).
+    /// the type's policy), enqueuedAt, traceparent ('' = none), and when this attempt became
+    /// due (a retry's or deferral's retryAt, else enqueuedAt).
     /// Ids whose record is gone or finished are dropped; a job lost by crashed workers more
     /// often than it may run goes dead.
     package static let start = RedisScript(
@@ -133,7 +134,8 @@ package enum QueueScripts {
             for i = 5, #ARGV do
               local id, key = ARGV[i], KEYS[i - 1]
               if redis.call('LPOS', KEYS[1], id) then
-                local f = redis.call('HMGET', key, 'type', 'payload', 'attempt', 'maxAttempts', 'enqueuedAt', 'status', 'traceparent')
+                local f = redis.call(
+                  'HMGET', key, 'type', 'payload', 'attempt', 'maxAttempts', 'enqueuedAt', 'status', 'traceparent', 'retryAt')
                 if (not f[1]) or f[6] == 'succeeded' or f[6] == 'failed' then
                   redis.call('LREM', KEYS[1], -1, id)
                 else
@@ -157,6 +159,7 @@ package enum QueueScripts {
                     out[#out + 1] = f[4]
                     out[#out + 1] = f[5]
                     out[#out + 1] = f[7] or ''
+                    out[#out + 1] = f[8] or f[5]
                   end
                 end
               end
