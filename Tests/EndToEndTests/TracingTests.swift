@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import Foundation
 import HTTPTestSupport
+import HTTPTypes
 import Hummingbird
 import LocalProcesses
 import NIOCore
@@ -19,19 +20,22 @@ import Testing
     static let appKey = "tracing-app-key-0123456789"
     static let customerTokenSecret = "tracing-customer-token-secret-0123456789"
     static let cleengBasic = "tracing-user:tracing-password-0123456789"
+    /// The collector's key (OTEL_EXPORTER_OTLP_HEADERS): sent with each export, never logged.
+    static let collectorKey = "tracing-collector-key-0123456789"
 
     @Test(.timeLimit(.minutes(4))) func aPurchaseIsOneTraceFromTheRequestThroughAppleToTheWebhook() async throws {
         let exports = SpanExports()
         let receiver = Router()
         receiver.post("v1/traces") { request, _ -> Response in
-            await exports.add(Array(try await request.body.collect(upTo: 16 << 20).readableBytesView))
+            let key = HTTPField.Name("x-collector-key").flatMap { request.headers[$0] }
+            await exports.add(Array(try await request.body.collect(upTo: 16 << 20).readableBytesView), key: key)
             return Response.json("{}")
         }
         try await LoopbackServer.run(receiver) { collector in
             try await EntitleStack.run("tracing") { stack in
                 let tracing = [
                     "ENTITLE_TRACING": "otlp", "OTEL_EXPORTER_OTLP_ENDPOINT": collector, "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json",
-                    "OTEL_BSP_SCHEDULE_DELAY": "100",
+                    "OTEL_BSP_SCHEDULE_DELAY": "100", "OTEL_EXPORTER_OTLP_HEADERS": "x-collector-key=\(Self.collectorKey)",
                 ]
                 let worker = try await stack.startWorker(environment: tracing)
                 let (api, url) = try await Self.startAPI(stack, environment: tracing)
@@ -63,6 +67,11 @@ import Testing
                     process.signal(SIGTERM)
                     #expect(try await process.wait(timeout: .seconds(30)) == 0)
                 }
+                // The collector's key went with every export; the API's log (at info) names the
+                // variable swift-otel read but not its value.
+                #expect(await exports.keys() == [Self.collectorKey])
+                #expect(api.errors.contains("environment_key=OTEL_EXPORTER_OTLP_TRACES_HEADERS"), "\(api.errors)")
+                #expect(!api.errors.contains(Self.collectorKey) && !worker.errors.contains(Self.collectorKey))
 
                 let spans = await exports.spans().filter { $0.traceId == traceId }
                 func one(_ name: String, _ where: (ExportedSpan) -> Bool = { _ in true }) throws -> ExportedSpan {
@@ -168,7 +177,7 @@ import Testing
         environment.merge(extra) { $1 }
         let api = try ChildProcess(
             ChildProcess.entitleExecutable,
-            ["api", "--port", "0", "--redis", stack.redisURL, "--prefix", stack.prefix, "--catalog", path, "--log-level", "warning"],
+            ["api", "--port", "0", "--redis", stack.redisURL, "--prefix", stack.prefix, "--catalog", path, "--log-level", "info"],
             environment: environment)
         try await eventually("the API to listen") {
             if !api.isRunning { throw SpawnError(message: "the API exited: \(api.errors)") }
@@ -219,8 +228,15 @@ struct ExportedSpan: Sendable {
 /// What the receiver got: the raw bodies, and their spans decoded.
 actor SpanExports {
     private var bodies: [[UInt8]] = []
+    /// The collector keys the exports came with.
+    private var collectorKeys: Set<String> = []
 
-    func add(_ body: [UInt8]) { bodies.append(body) }
+    func add(_ body: [UInt8], key: String?) {
+        bodies.append(body)
+        collectorKeys.insert(key ?? "none")
+    }
+
+    func keys() -> Set<String> { collectorKeys }
 
     func text() -> String { bodies.map { String(decoding: $0, as: UTF8.self) }.joined(separator: "\n") }
 
