@@ -30,6 +30,11 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.0"),
         .package(url: "https://github.com/apple/swift-nio-http2.git", from: "1.46.0"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
+        // Tracing: the libraries make spans through swift-distributed-tracing's API only; the
+        // `entitle` executable bootstraps swift-otel's exporter, built with OTLP/HTTP alone (its
+        // default traits also build gRPC, which would add minutes to every clean build).
+        .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
+        .package(url: "https://github.com/swift-otel/swift-otel.git", from: "1.6.0", traits: ["OTLPHTTP"]),
     ],
     targets: [
         /// The C library hiredis (Debian's libhiredis-dev), through a module map.
@@ -65,6 +70,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Metrics", package: "swift-metrics"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]
         ),
         /// Everything Apple: signed-data (JWS) and receipt (PKCS#7) verification, models,
@@ -77,6 +83,7 @@ let package = Package(
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]
         ),
         /// Apple Push Notification service's provider API: device tokens, the ES256 provider
@@ -148,6 +155,7 @@ let package = Package(
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ]
         ),
         /// The HTTP API: purchases, notifications, jobs, entitlements, operations, the dashboard.
@@ -162,6 +170,7 @@ let package = Package(
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             // The dashboard's HTML, CSS and JavaScript, served as they are.
             resources: [.copy("Resources/Dashboard")]
@@ -204,6 +213,10 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                // The exporter: only the bootstrap knows swift-otel.
+                .product(name: "OTel", package: "swift-otel"),
             ]
         ),
         /// `bench/verify.sh`'s Swift side: signed-transaction verifications per CPU second.

@@ -4,11 +4,18 @@ local queue = ARGV[3]
 local recentCap = tonumber(ARGV[4])
 local out = {}
 local counts = {}
-for i = 1, (#KEYS - 4) / 4 do
+-- Nine values per job, or ten with a W3C traceparent (producers before it send nine).
+local jobs = (#KEYS - 4) / 4
+local per = 9
+if jobs > 0 then per = (#ARGV - 4) / jobs end
+if per ~= 9 and per ~= 10 then return redis.error_reply('ERR enqueue takes 9 or 10 values per job') end
+for i = 1, jobs do
   local jobKey, idemKey, uniqueKey, holderKey = KEYS[1 + 4 * i], KEYS[2 + 4 * i], KEYS[3 + 4 * i], KEYS[4 + 4 * i]
-  local a = 4 + (i - 1) * 9
+  local a = 4 + (i - 1) * per
   local id, jtype, payload, maxAttempts = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
   local runAt, idem, unique, seen, label = tonumber(ARGV[a + 5]), ARGV[a + 6], ARGV[a + 7], ARGV[a + 8], ARGV[a + 9]
+  local traceparent = ''
+  if per == 10 then traceparent = ARGV[a + 10] end
   local existing, holder, stale = false, false, false
   -- The same id again (a repeated call whose reply was lost) enqueues nothing twice.
   if redis.call('EXISTS', jobKey) == 1 then existing = id end
@@ -42,6 +49,7 @@ for i = 1, (#KEYS - 4) / 4 do
       'createdAt', now, 'enqueuedAt', enqueuedAt)
     if idem ~= '' then redis.call('HSET', jobKey, 'digest', redis.sha1hex(payload)) end
     if label ~= '' then redis.call('HSET', jobKey, 'label', label) end
+    if traceparent ~= '' then redis.call('HSET', jobKey, 'traceparent', traceparent) end
     if runAt > now then
       redis.call('ZADD', KEYS[2], runAt, id)
     else

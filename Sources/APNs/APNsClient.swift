@@ -122,6 +122,8 @@ public struct APNsClient: Sendable {
         configuration.httpVersion = .automatic
         configuration.redirectConfiguration = .disallow
         configuration.connectionPool.idleTimeout = .minutes(60)
+        // AsyncHTTPClient's own request spans would record the URL, whose path is the device token.
+        configuration.tracing.tracer = nil
         return clients.withLock { clients in
             if let existing = clients[name] { return existing }
             let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)

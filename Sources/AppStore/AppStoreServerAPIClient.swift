@@ -62,7 +62,7 @@ public struct AppStoreServerAPIClient: Sendable {
 
     /// Get Transaction Info.
     public func getTransactionInfo(transactionId: String) async throws(AppStoreError) -> TransactionInfoResponse {
-        try await call(.GET, "/inApps/v1/transactions/\(try Self.pathComponent(transactionId))")
+        try await call(.GET, "/inApps/v1/transactions/{transactionId}", id: transactionId)
     }
 
     /// One page of Get Transaction History (v2); pass the previous page's `revision`.
@@ -71,7 +71,7 @@ public struct AppStoreServerAPIClient: Sendable {
     ) async throws(AppStoreError)
         -> HistoryResponse
     {
-        try await call(.GET, "/inApps/v2/history/\(try Self.pathComponent(transactionId))", query: [("revision", revision)])
+        try await call(.GET, "/inApps/v2/history/{transactionId}", id: transactionId, query: [("revision", revision)])
     }
 
     /// Every signed transaction of the customer, following `revision` through every page.
@@ -94,7 +94,7 @@ public struct AppStoreServerAPIClient: Sendable {
         -> StatusResponse
     {
         try await call(
-            .GET, "/inApps/v1/subscriptions/\(try Self.pathComponent(transactionId))",
+            .GET, "/inApps/v1/subscriptions/{transactionId}", id: transactionId,
             query: status.map { ("status", String($0.rawValue)) })
     }
 
@@ -104,7 +104,7 @@ public struct AppStoreServerAPIClient: Sendable {
     ) async throws(AppStoreError)
         -> RefundHistoryResponse
     {
-        try await call(.GET, "/inApps/v2/refund/lookup/\(try Self.pathComponent(transactionId))", query: [("revision", revision)])
+        try await call(.GET, "/inApps/v2/refund/lookup/{transactionId}", id: transactionId, query: [("revision", revision)])
     }
 
     /// One page of Get Notification History; pass the previous page's `paginationToken`.
@@ -120,20 +120,20 @@ public struct AppStoreServerAPIClient: Sendable {
 
     /// Look Up Order ID (the id on the customer's emailed invoice).
     public func lookUpOrderId(_ orderId: String) async throws(AppStoreError) -> OrderLookupResponse {
-        try await call(.GET, "/inApps/v1/lookup/\(try Self.pathComponent(orderId))")
+        try await call(.GET, "/inApps/v1/lookup/{orderId}", id: orderId)
     }
 
     /// Send Consumption Information (V2, App Store Server API 1.19): Apple answers 202.
     public func sendConsumptionInformation(transactionId: String, _ request: ConsumptionRequest) async throws(AppStoreError) {
         let _: Empty = try await call(
-            .PUT, "/inApps/v2/transactions/consumption/\(try Self.pathComponent(transactionId))", body: request)
+            .PUT, "/inApps/v2/transactions/consumption/{transactionId}", id: transactionId, body: request)
     }
 
     /// Send Consumption Information V1, which Apple deprecated for the V2 endpoint.
     @available(*, deprecated, message: "Apple deprecated V1: use sendConsumptionInformation(transactionId:_:) with ConsumptionRequest")
     public func sendConsumptionData(transactionId: String, _ request: ConsumptionRequestV1) async throws(AppStoreError) {
         let _: Empty = try await call(
-            .PUT, "/inApps/v1/transactions/consumption/\(try Self.pathComponent(transactionId))", body: request)
+            .PUT, "/inApps/v1/transactions/consumption/{transactionId}", id: transactionId, body: request)
     }
 
     /// Extend a Subscription Renewal Date.
@@ -142,7 +142,7 @@ public struct AppStoreServerAPIClient: Sendable {
     )
         async throws(AppStoreError) -> ExtendRenewalDateResponse
     {
-        try await call(.PUT, "/inApps/v1/subscriptions/extend/\(try Self.pathComponent(originalTransactionId))", body: request)
+        try await call(.PUT, "/inApps/v1/subscriptions/extend/{originalTransactionId}", id: originalTransactionId, body: request)
     }
 
     /// Set App Account Token (API 1.16): binds a purchase made outside the app (an offer
@@ -156,20 +156,20 @@ public struct AppStoreServerAPIClient: Sendable {
                 .invalidFormat, "the app account token must be a UUID (Apple's error \(AppleErrorCode.invalidAppAccountTokenUUID))")
         }
         let _: Empty = try await call(
-            .PUT, "/inApps/v1/transactions/\(try Self.pathComponent(originalTransactionId))/appAccountToken",
+            .PUT, "/inApps/v1/transactions/{originalTransactionId}/appAccountToken", id: originalTransactionId,
             body: UpdateAppAccountTokenRequest(appAccountToken: uuid.uuidString.lowercased()))
     }
 
     /// Get App Transaction Info (API 1.17): the customer's signed app transaction, by any of
     /// their transaction ids, original transaction ids or app transaction id.
     public func getAppTransactionInfo(transactionId: String) async throws(AppStoreError) -> AppTransactionInfoResponse {
-        try await call(.GET, "/inApps/v1/transactions/appTransactions/\(try Self.pathComponent(transactionId))")
+        try await call(.GET, "/inApps/v1/transactions/appTransactions/{transactionId}", id: transactionId)
     }
 
     /// Finish Transaction (API 1.20): tells Apple the publisher's server has delivered the
     /// transaction's content, so the app need not see it again.
     public func finishTransaction(transactionId: String) async throws(AppStoreError) {
-        let _: Empty = try await call(.POST, "/inApps/v1/transactions/\(try Self.pathComponent(transactionId))/finish")
+        let _: Empty = try await call(.POST, "/inApps/v1/transactions/{transactionId}/finish", id: transactionId)
     }
 
     /// Request a Test Notification.
@@ -181,10 +181,18 @@ public struct AppStoreServerAPIClient: Sendable {
 
     struct Empty: Codable {}
 
+    /// Calls `route` (Apple's path, with `{...}` where `id` goes: the span is named after the
+    /// route, never the id).
     private func call<Response: Decodable>(
-        _ method: HTTPMethod, _ path: String, query: [(String, String?)] = [], body: (some Encodable)? = Empty?.none,
-        fallback: Bool = true
+        _ method: HTTPMethod, _ route: String, id: String? = nil, query: [(String, String?)] = [],
+        body: (some Encodable)? = Empty?.none, fallback: Bool = true
     ) async throws(AppStoreError) -> Response {
+        var path = route
+        if let id {
+            let component = try Self.pathComponent(id)
+            path = route.split(separator: "/", omittingEmptySubsequences: false)
+                .map { $0.hasPrefix("{") ? component : String($0) }.joined(separator: "/")
+        }
         let bodyBytes: [UInt8]?
         do {
             bodyBytes = try body.map { Array(try JSONEncoder().encode($0)) }
@@ -197,23 +205,23 @@ public struct AppStoreServerAPIClient: Sendable {
 
         let primary = configuration.environment == .sandbox ? configuration.sandboxURL : configuration.productionURL
         do {
-            return try await send(method, primary + path + queryString, body: bodyBytes)
+            return try await send(method, primary + path + queryString, route: route, body: bodyBytes)
         } catch let error
             where fallback && configuration.environment == .production && configuration.sandboxFallback
             && (error.apiErrorCode == 4_040_010 || error.httpStatus == 401)
         {
-            return try await send(method, configuration.sandboxURL + path + queryString, body: bodyBytes)
+            return try await send(method, configuration.sandboxURL + path + queryString, route: route, body: bodyBytes)
         }
     }
 
     private func send<Response: Decodable>(
-        _ method: HTTPMethod, _ url: String, body: [UInt8]?
+        _ method: HTTPMethod, _ url: String, route: String, body: [UInt8]?
     ) async throws(AppStoreError)
         -> Response
     {
         var headers = [("Authorization", "Bearer \(try bearerToken())"), ("Accept", "application/json")]
         if body != nil { headers.append(("Content-Type", "application/json")) }
-        let response = try await transport.send(method: method, url: url, headers: headers, body: body)
+        let response = try await transport.send(method: method, url: url, route: route, headers: headers, body: body)
         guard (200..<300).contains(response.status) else { throw Self.error(from: response) }
         if Response.self == Empty.self, let empty = Empty() as? Response { return empty }
         do {

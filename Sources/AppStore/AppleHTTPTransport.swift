@@ -3,9 +3,14 @@ import DurationUnits
 import Foundation
 import NIOCore
 import NIOHTTP1
+import Tracing
 
 /// One HTTP exchange with Apple (or the simulator): a request out, status, headers and body
 /// back, with a deadline. Every transport failure is retryable.
+///
+/// Each exchange is a client span named `METHOD ROUTE` (Apple's path with `{...}` for ids)
+/// with the HTTP client attributes that say nothing secret: method, route, host, port,
+/// status. Never the query, a header (the bearer token) or a body (receipts, signed data).
 struct AppleHTTPTransport: Sendable {
     struct Response {
         var status: Int
@@ -20,7 +25,34 @@ struct AppleHTTPTransport: Sendable {
     static let maximumBodySize = 16 << 20
 
     func send(
-        method: HTTPMethod, url: String, headers: [(String, String)] = [], body: [UInt8]? = nil
+        method: HTTPMethod, url: String, route: String, headers: [(String, String)] = [], body: [UInt8]? = nil
+    ) async throws(AppStoreError) -> Response {
+        let span = startSpan("\(method.rawValue) \(route)", ofKind: .client)
+        defer { span.end() }
+        if span.isRecording {
+            let components = URLComponents(string: url)
+            span.attributes["http.request.method"] = method.rawValue
+            span.attributes["url.template"] = route
+            span.attributes["server.address"] = components?.host
+            span.attributes["server.port"] = components?.port ?? (components?.scheme == "http" ? 80 : 443)
+        }
+        do {
+            let response = try await exchange(method: method, url: url, headers: headers, body: body)
+            span.attributes["http.response.status_code"] = response.status
+            if response.status >= 400 {
+                span.attributes["error.type"] = String(response.status)
+                span.setStatus(SpanStatus(code: .error))
+            }
+            return response
+        } catch {
+            span.attributes["error.type"] = error.code.rawValue
+            span.setStatus(SpanStatus(code: .error))
+            throw error
+        }
+    }
+
+    private func exchange(
+        method: HTTPMethod, url: String, headers: [(String, String)], body: [UInt8]?
     ) async throws(AppStoreError) -> Response {
         var request = HTTPClientRequest(url: url)
         request.method = method

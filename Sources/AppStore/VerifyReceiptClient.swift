@@ -72,7 +72,8 @@ public struct VerifyReceiptClient: Sendable {
         }
         let url = environment == .sandbox ? configuration.sandboxURL : configuration.productionURL
         let response = try await transport.send(
-            method: .POST, url: url, headers: [("Content-Type", "application/json")], body: bytes)
+            method: .POST, url: url, route: URL(string: url)?.path ?? "/verifyReceipt", headers: [("Content-Type", "application/json")],
+            body: bytes)
         guard response.status == 200 else {
             throw AppStoreError(
                 .serverUnavailable, "verifyReceipt answered HTTP \(response.status)",

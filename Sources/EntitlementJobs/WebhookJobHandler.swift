@@ -4,6 +4,7 @@ import EntitleCore
 import Foundation
 import JobQueue
 import NIOCore
+import Tracing
 
 /// `webhook`: posts one event to the publisher's URL, signed so the publisher can check it
 /// came from Entitle and is fresh:
@@ -57,8 +58,22 @@ package struct WebhookJobHandler: EntitlementJobHandler {
         } catch {
             throw JobFailure.permanent("webhook.forbiddenAddress", error.description)
         }
+        // A client span per delivery: method, host, port and status. Never the URL's path or
+        // query (a publisher may put a key there), a header (the signature) or the body.
+        let span = startSpan("POST webhook", ofKind: .client)
+        defer { span.end() }
         var request = HTTPClientRequest(url: webhook.url)
         request.method = .POST
+        if span.isRecording {
+            let components = URLComponents(string: webhook.url)
+            span.attributes["http.request.method"] = "POST"
+            span.attributes["server.address"] = components?.host
+            span.attributes["server.port"] = components?.port ?? (components?.scheme == "http" ? 80 : 443)
+            // Not the event id: it holds the customer's id.
+            span.attributes["entitle.publisher"] = publisher.id
+            // The publisher's backend may continue the trace (W3C trace context).
+            InstrumentationSystem.instrument.inject(span.context, into: &request, using: HeadersInjector())
+        }
         request.headers.add(name: "Content-Type", value: "application/json")
         request.headers.add(name: "User-Agent", value: "Entitle-Webhooks/1")
         request.headers.add(name: "X-Entitle-Event-Id", value: payload.eventId)
@@ -71,6 +86,8 @@ package struct WebhookJobHandler: EntitlementJobHandler {
         var configuration = HTTPClient.Configuration(
             redirectConfiguration: .disallow, timeout: .init(connect: .seconds(10), read: .seconds(15)))
         if WebhookDestination.literal(destination.host) == nil { configuration.dnsOverride = [destination.host: destination.address] }
+        // AsyncHTTPClient's own request spans would record the whole URL, query and all.
+        configuration.tracing.tracer = nil
         let client = HTTPClient(eventLoopGroupProvider: .shared(eventLoopGroup), configuration: configuration)
         let status: Int
         do {
@@ -79,9 +96,16 @@ package struct WebhookJobHandler: EntitlementJobHandler {
             _ = try await response.body.collect(upTo: 1 << 16)
         } catch {
             await Self.shutDown(client, job: job)
+            span.attributes["error.type"] = "webhook.unreachable"
+            span.setStatus(SpanStatus(code: .error))
             throw JobFailure.retryable("webhook.unreachable", "\(webhook.url) could not be reached: \(error)")
         }
         await Self.shutDown(client, job: job)
+        span.attributes["http.response.status_code"] = status
+        if !(200..<300).contains(status) {
+            span.attributes["error.type"] = String(status)
+            span.setStatus(SpanStatus(code: .error))
+        }
         switch status {
         case 200..<300: return ["eventId": payload.eventId, "status": String(status)]
         case 300..<400:
@@ -97,5 +121,12 @@ package struct WebhookJobHandler: EntitlementJobHandler {
         } catch {
             job.logger.warning("webhook client did not shut down cleanly", metadata: ["error": "\(error)"])
         }
+    }
+}
+
+/// Writes W3C trace context headers into a request.
+private struct HeadersInjector: Injector {
+    func inject(_ value: String, forKey key: String, into request: inout HTTPClientRequest) {
+        request.headers.replaceOrAdd(name: key, value: value)
     }
 }

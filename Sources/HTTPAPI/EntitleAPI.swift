@@ -92,6 +92,8 @@ package struct EntitleAPI: Sendable {
     /// The router with every route.
     package func makeRouter() -> Router<APIRequestContext> {
         let router = Router(context: APIRequestContext.self)
+        // Outermost: the span covers the others and sees the answer they make.
+        router.add(middleware: RequestTracingMiddleware())
         router.add(middleware: MetricsMiddleware())
         router.add(middleware: FaultMiddleware(logger: logger))
         register(on: RouteTable(router: router))

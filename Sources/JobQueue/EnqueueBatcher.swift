@@ -27,7 +27,12 @@ public final class EnqueueBatcher: Sendable {
     /// Enqueues one job, sharing a round trip with whatever else is waiting.
     public func enqueue(_ request: EnqueueRequest) async throws -> EnqueueResult {
         try request.validate()
-        return try await withCheckedThrowingContinuation { continuation in
+        // The trace is the caller's: the flush that sends the request runs in another task.
+        return try await JobTracing.withEnqueueSpan([request]) { traced in try await self.send(traced[0]) }
+    }
+
+    private func send(_ request: EnqueueRequest) async throws -> EnqueueResult {
+        try await withCheckedThrowingContinuation { continuation in
             let startFlush = state.withLock { state in
                 state.waiting.append((request, continuation))
                 guard state.flushes < maximumConcurrentFlushes else { return false }

@@ -29,6 +29,10 @@ public struct EnqueueRequest: Sendable, Hashable {
     /// What the job is for, kept with its status and result once its payload is dropped (a
     /// job that succeeded keeps no input): who may read it. At most 512 bytes.
     public var label: String?
+    /// The W3C `traceparent` of the span that enqueued the job, which the job's spans descend
+    /// from in the worker. `JobQueue.enqueue` and `EnqueueBatcher.enqueue` fill it from the
+    /// current span when it is `nil` and tracing is on; stored in the job record as given.
+    public var traceparent: String?
 
     public init(
         type: String, payload: String = "{}", queue: String = "default", idempotencyKey: String? = nil,
@@ -53,6 +57,9 @@ public struct EnqueueRequest: Sendable, Hashable {
             throw JobQueueError(.invalidJob, "an idempotency key must have 1 to 256 bytes")
         }
         if let label, label.utf8.count > 512 { throw JobQueueError(.invalidJob, "a label must have at most 512 bytes") }
+        if let traceparent, !JobTracing.isTraceparent(traceparent) {
+            throw JobQueueError(.invalidJob, "a traceparent must be W3C's 00-<trace id>-<parent id>-<flags>")
+        }
         if let uniqueKey, uniqueKey.isEmpty || uniqueKey.utf8.count > 256 {
             throw JobQueueError(.invalidJob, "a unique key must have 1 to 256 bytes")
         }

@@ -42,7 +42,7 @@ public final class JobQueue: Sendable {
     /// Redis error itself).
     public func enqueue(batch requests: [EnqueueRequest]) async throws -> [EnqueueResult] {
         for request in requests { try request.validate() }
-        return try await enqueue(validated: requests)
+        return try await JobTracing.withEnqueueSpan(requests) { try await enqueue(validated: $0) }
     }
 
     /// `enqueue(batch:)` for requests already validated one by one.
@@ -133,7 +133,7 @@ public final class JobQueue: Sendable {
                             String(now), String(configuration.idempotencyTTL.milliseconds), queue, String(configuration.recentJobs),
                         ]
                         callKeys.reserveCapacity(4 + chunk.count * 4)
-                        arguments.reserveCapacity(4 + chunk.count * 9)
+                        arguments.reserveCapacity(4 + chunk.count * 10)
                         for index in chunk {
                             let request = requests[index]
                             let jobKey = keys.job(ids[index])
@@ -146,6 +146,7 @@ public final class JobQueue: Sendable {
                             arguments.append(contentsOf: [
                                 ids[index], request.type, request.payload, String(request.maxAttempts), String(runAt),
                                 request.idempotencyKey ?? "", request.uniqueKey ?? "", holder, request.label ?? "",
+                                request.traceparent ?? "",
                             ])
                         }
                         calls.append((callKeys, arguments))

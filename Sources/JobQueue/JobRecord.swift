@@ -21,12 +21,14 @@ public struct JobRecord: Sendable, Codable, Hashable {
     public var result: String?
     /// What the job is for (`EnqueueRequest.label`), kept after its payload.
     public var label: String?
+    /// The W3C `traceparent` of the span that enqueued it (`EnqueueRequest.traceparent`).
+    public var traceparent: String?
 
     public init(
         id: String, type: String, queue: String, payload: String, status: JobStatus, attempt: Int = 0,
         maxAttempts: Int = 0, idempotencyKey: String? = nil, createdAt: Int64, enqueuedAt: Int64,
         startedAt: Int64? = nil, finishedAt: Int64? = nil, retryAt: Int64? = nil, lastError: String? = nil,
-        result: String? = nil, label: String? = nil
+        result: String? = nil, label: String? = nil, traceparent: String? = nil
     ) {
         self.id = id
         self.type = type
@@ -44,6 +46,7 @@ public struct JobRecord: Sendable, Codable, Hashable {
         self.lastError = lastError
         self.result = result
         self.label = label
+        self.traceparent = traceparent
     }
 
     /// Reads a job hash (HGETALL); `nil` when a field the envelope needs is missing.
@@ -58,7 +61,9 @@ public struct JobRecord: Sendable, Codable, Hashable {
             idempotencyKey: fields["idempotencyKey"].flatMap { $0.isEmpty ? nil : $0 },
             createdAt: createdAt, enqueuedAt: enqueuedAt,
             startedAt: fields["startedAt"].flatMap(Int64.init), finishedAt: fields["finishedAt"].flatMap(Int64.init),
-            retryAt: fields["retryAt"].flatMap(Int64.init), lastError: fields["lastError"], result: fields["result"], label: fields["label"]
+            retryAt: fields["retryAt"].flatMap(Int64.init), lastError: fields["lastError"], result: fields["result"],
+            label: fields["label"],
+            traceparent: fields["traceparent"]
         )
     }
 }

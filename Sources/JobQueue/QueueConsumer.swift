@@ -4,6 +4,7 @@ import Logging
 import Metrics
 import RedisClient
 import Synchronization
+import Tracing
 
 /// Consumes one queue for one worker process with up to `concurrency` jobs at a time.
 ///
@@ -155,6 +156,10 @@ public final class QueueConsumer: Sendable {
         var id, type, payload, lease: String
         var attempt, maxAttempts: Int
         var enqueuedAt: Int64
+        /// The enqueuing span's W3C traceparent ('' = none).
+        var traceparent = ""
+        /// When this attempt became due: a retry's time, else `enqueuedAt` (ms since 1970).
+        var dueAt: Int64 = 0
     }
 
     /// Claims up to `limit` jobs: at once when there is a backlog, else blocks in BLMOVE for
@@ -213,16 +218,18 @@ public final class QueueConsumer: Sendable {
         )
         let values = reply.array ?? []
         var jobs: [ClaimedJob] = []
-        jobs.reserveCapacity(values.count / 6)
+        jobs.reserveCapacity(values.count / 8)
         var index = 0
-        while index + 5 < values.count {
+        while index + 7 < values.count {
+            let enqueuedAt = Int64(values[index + 5].int ?? 0)
             jobs.append(
                 ClaimedJob(
                     id: values[index].string ?? "", type: values[index + 1].string ?? "", payload: values[index + 2].string ?? "{}",
                     lease: lease, attempt: values[index + 3].int ?? 1, maxAttempts: values[index + 4].int ?? 1,
-                    enqueuedAt: Int64(values[index + 5].int ?? 0)
+                    enqueuedAt: enqueuedAt, traceparent: values[index + 6].string ?? "",
+                    dueAt: values[index + 7].int.map(Int64.init) ?? enqueuedAt
                 ))
-            index += 6
+            index += 8
         }
         return jobs
     }
@@ -243,11 +250,34 @@ public final class QueueConsumer: Sendable {
         metrics.waitTime.recordMilliseconds(max(0, startedAt - job.enqueuedAt))
         let clock = ContinuousClock()
         let began = clock.now
+        // The job's spans descend from the span that enqueued it (its traceparent), in
+        // whichever process that was: this attempt's wait from when it became due (enqueued,
+        // or the retry's time) to this pickup, then the attempt, with the handler inside. A
+        // job enqueued outside any trace starts one.
+        let parent = JobTracing.parentContext(traceparent: job.traceparent)
+        let dueAt = min(job.dueAt, startedAt)
+        if !job.traceparent.isEmpty {
+            let waitSpan = startSpan(
+                "job.wait \(job.type)", at: JobTracing.instant(millisecondsSinceEpoch: dueAt), context: parent, ofKind: .internal)
+            if waitSpan.isRecording {
+                waitSpan.attributes = JobTracing.attributes(type: job.type, queue: queue, id: job.id, attempt: job.attempt)
+            }
+            waitSpan.end(at: JobTracing.instant(millisecondsSinceEpoch: startedAt))
+        }
+        let attemptSpan = startSpan("job.attempt \(job.type)", context: parent, ofKind: .consumer)
+        if attemptSpan.isRecording {
+            var attributes = JobTracing.attributes(type: job.type, queue: queue, id: job.id, attempt: job.attempt)
+            attributes["messaging.operation.type"] = "process"
+            attributes["entitle.job.wait_ms"] = startedAt - dueAt
+            attemptSpan.attributes = attributes
+        }
+        defer { attemptSpan.end() }
 
         var outcome = AckBatcher.Outcome(id: job.id, lease: job.lease, type: job.type, kind: .ok, data: "null")
         let policy = registration?.retryPolicy ?? RetryPolicy(maxAttempts: jobQueue.configuration.defaultMaxAttempts)
         // 0 on the job: its type's policy decides.
         let maxAttempts = job.maxAttempts > 0 ? job.maxAttempts : policy.maxAttempts
+        var failureCode: String?
         do {
             guard let registration else {
                 throw JobFailure.retryable("unknownJobType", "this worker has no handler for job type '\(job.type)'")
@@ -256,7 +286,11 @@ public final class QueueConsumer: Sendable {
                 id: job.id, type: job.type, queue: queue, payload: job.payload, attempt: job.attempt,
                 maxAttempts: maxAttempts, redis: jobQueue.redis, keys: keys, baseLogger: logger
             )
-            outcome.data = try await Self.run(registration.handler, context, timeout: registration.timeout) ?? "null"
+            outcome.data =
+                try await JobTracing.withSpan("job.handler \(job.type)", context: attemptSpan.context) { span in
+                    if span.isRecording { span.attributes = JobTracing.attributes(type: job.type, queue: queue, id: job.id) }
+                    return try await Self.run(registration.handler, context, timeout: registration.timeout)
+                } ?? "null"
         } catch {
             let failure =
                 (error as? JobFailure)
@@ -264,6 +298,7 @@ public final class QueueConsumer: Sendable {
                     ? .retryable("interrupted", "the attempt was cancelled")
                     : .retryable("error", String(describing: error)))
             outcome.data = failure.description
+            failureCode = failure.code
             if failure.isDeferral {
                 outcome.kind = .deferred
                 outcome.retryAt = JobQueue.nowMilliseconds() + (failure.retryAfter ?? .seconds(1)).milliseconds
@@ -282,6 +317,13 @@ public final class QueueConsumer: Sendable {
         }
         metrics.runTime.record(duration: clock.now - began)
         let recorded = await acks.record(outcome)
+        attemptSpan.attributes["entitle.job.outcome"] = recorded ? outcome.kind.spanValue : "fenced"
+        attemptSpan.attributes["entitle.job.max_attempts"] = maxAttempts
+        if outcome.kind != .ok {
+            // The failure's code only: its message can carry URLs and other text no span should.
+            attemptSpan.attributes["error.type"] = failureCode
+            if outcome.kind == .retry || outcome.kind == .dead { attemptSpan.setStatus(SpanStatus(code: .error)) }
+        }
         guard recorded else {
             metrics.fenced.increment()
             logger.warning("lease lost before the job finished; its outcome was not recorded", metadata: metadata())
@@ -305,6 +347,18 @@ public final class QueueConsumer: Sendable {
             }
             defer { group.cancelAll() }
             return try await group.next() ?? nil
+        }
+    }
+}
+
+extension AckBatcher.Outcome.Kind {
+    /// How an attempt ended, as its span says (`entitle.job.outcome`).
+    var spanValue: String {
+        switch self {
+        case .ok: "succeeded"
+        case .retry: "retry"
+        case .deferred: "deferred"
+        case .dead: "dead"
         }
     }
 }

@@ -15,10 +15,12 @@ package enum QueueScripts {
     /// idempotency key; its unique key; the hash key of the job the caller believes holds the
     /// unique key (the job's own key again for any of the last three when there is none).
     /// ARGV: nowMs, idempotencyTTLms, queue, recentCap (0 = keep no recent list), then per
-    /// job nine values: id, type, payload, maxAttempts, runAtMs (0 = now), idempotencyKey
+    /// job nine or ten values (the same count for every job of a call; the script tells them
+    /// apart by arithmetic): id, type, payload, maxAttempts, runAtMs (0 = now), idempotencyKey
     /// ('' = none), uniqueKey ('' = none), the holder's id as believed ('' = none), label
-    /// ('' = none). A job with an idempotency key keeps its payload's SHA-1 (`digest`), so a
-    /// repeat is compared with it after the payload is dropped.
+    /// ('' = none), and optionally the W3C `traceparent` of the enqueuing span ('' = none),
+    /// stored as field `traceparent` only when given. A job with an idempotency key keeps its
+    /// payload's SHA-1 (`digest`), so a repeat is compared with it after the payload is dropped.
     /// Returns per job an id and a code: 1 created (this job's id); 0 a job with this id
     /// exists already, or the idempotency key named that job; 2 refused because the unique
     /// key is held by that unfinished job; 3 nothing done: the unique key is held by the job
@@ -33,11 +35,18 @@ package enum QueueScripts {
             local recentCap = tonumber(ARGV[4])
             local out = {}
             local counts = {}
-            for i = 1, (#KEYS - 4) / 4 do
+            -- Nine values per job, or ten with a W3C traceparent (producers before it send nine).
+            local jobs = (#KEYS - 4) / 4
+            local per = 9
+            if jobs > 0 then per = (#ARGV - 4) / jobs end
+            if per ~= 9 and per ~= 10 then return redis.error_reply('ERR enqueue takes 9 or 10 values per job') end
+            for i = 1, jobs do
               local jobKey, idemKey, uniqueKey, holderKey = KEYS[1 + 4 * i], KEYS[2 + 4 * i], KEYS[3 + 4 * i], KEYS[4 + 4 * i]
-              local a = 4 + (i - 1) * 9
+              local a = 4 + (i - 1) * per
               local id, jtype, payload, maxAttempts = ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
               local runAt, idem, unique, seen, label = tonumber(ARGV[a + 5]), ARGV[a + 6], ARGV[a + 7], ARGV[a + 8], ARGV[a + 9]
+              local traceparent = ''
+              if per == 10 then traceparent = ARGV[a + 10] end
               local existing, holder, stale = false, false, false
               -- The same id again (a repeated call whose reply was lost) enqueues nothing twice.
               if redis.call('EXISTS', jobKey) == 1 then existing = id end
@@ -71,6 +80,7 @@ package enum QueueScripts {
                   'createdAt', now, 'enqueuedAt', enqueuedAt)
                 if idem ~= '' then redis.call('HSET', jobKey, 'digest', redis.sha1hex(payload)) end
                 if label ~= '' then redis.call('HSET', jobKey, 'label', label) end
+                if traceparent ~= '' then redis.call('HSET', jobKey, 'traceparent', traceparent) end
                 if runAt > now then
                   redis.call('ZADD', KEYS[2], runAt, id)
                 else
@@ -112,7 +122,8 @@ package enum QueueScripts {
     /// ARGV: nowMs, lease token, defaultMaxAttempts (for jobs enqueued with 0, in the
     /// lost-worker check only), deadTTLms, the queue's `finished` channel, then the ids.
     /// Returns per started job: id, type, payload, attempt, maxAttempts (as stored: 0 means
-    /// the type's policy), enqueuedAt.
+    /// the type's policy), enqueuedAt, traceparent ('' = none), and when this attempt became
+    /// due (a retry's or deferral's retryAt, else enqueuedAt).
     /// Ids whose record is gone or finished are dropped; a job lost by crashed workers more
     /// often than it may run goes dead.
     package static let start = RedisScript(
@@ -123,7 +134,8 @@ package enum QueueScripts {
             for i = 6, #ARGV do
               local id, key = ARGV[i], KEYS[i - 2]
               if redis.call('LPOS', KEYS[1], id) then
-                local f = redis.call('HMGET', key, 'type', 'payload', 'attempt', 'maxAttempts', 'enqueuedAt', 'status', 'waiter')
+                local f = redis.call(
+                  'HMGET', key, 'type', 'payload', 'attempt', 'maxAttempts', 'enqueuedAt', 'status', 'traceparent', 'retryAt', 'waiter')
                 if (not f[1]) or f[6] == 'succeeded' or f[6] == 'failed' then
                   redis.call('LREM', KEYS[1], -1, id)
                 else
@@ -138,7 +150,7 @@ package enum QueueScripts {
                     redis.call('PEXPIRE', key, deadTTL)
                     redis.call('ZADD', KEYS[2], now, id)
                     redis.call('HINCRBY', KEYS[3], 'dead:' .. f[1], 1)
-                    if f[7] then redis.call('SPUBLISH', channel, id) end
+                    if f[9] then redis.call('SPUBLISH', channel, id) end
                   else
                     redis.call('HSET', key, 'status', 'processing', 'attempt', attempt, 'startedAt', now, 'lease', lease)
                     out[#out + 1] = id
@@ -147,6 +159,8 @@ package enum QueueScripts {
                     out[#out + 1] = attempt
                     out[#out + 1] = f[4]
                     out[#out + 1] = f[5]
+                    out[#out + 1] = f[7] or ''
+                    out[#out + 1] = f[8] or f[5]
                   end
                 end
               end

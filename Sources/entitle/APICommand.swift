@@ -76,6 +76,7 @@ struct APICommand: AsyncParsableCommand {
             throw CommandFailure("entitle api: no catalog (--catalog, ENTITLE_CATALOG, or ENTITLE_ENV=development)")
         }
         let environment = ProcessInfo.processInfo.environment
+        let tracing = try TracingBootstrap.start(role: "api", environment: environment, logger: logger)
         let jobQueue = try options.makeJobQueue(logger: logger, connections: connections)
         let settings: EntitleConfiguration
         do {
@@ -96,9 +97,11 @@ struct APICommand: AsyncParsableCommand {
         ) { url in
             FileHandle.standardOutput.write(Data("api listening on \(url)\n".utf8))
         }
+        // The exporter first, so it stops last and sends what the API's last requests made.
         let group = ServiceGroup(
             configuration: .init(
-                services: services.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+                services: ([tracing].compactMap { $0 } + services).map { .init(service: $0) },
+                gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
         try await group.run()
         jobQueue.redis.close()
     }

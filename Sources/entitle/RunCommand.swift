@@ -150,7 +150,8 @@ struct RunCommand: AsyncParsableCommand {
         ) { url in apiListening.yield(url) }
         let reload = SecretsReloadService([("webhook secrets and APNs keys", { try settings.reloadSecrets() })], logger: logger)
         let history = QueueHistoryRecorder(jobQueue: jobQueue, logger: logger)
-        let services: [any Service] = [worker] + entitlementServices + [reload, history] + api
+        let tracing = try TracingBootstrap.start(role: "", environment: environment, logger: logger)
+        let services: [any Service] = [tracing].compactMap { $0 } + [worker] + entitlementServices + [reload, history] + api
         let group = ServiceGroup(
             configuration: ServiceGroupConfiguration(
                 services: services.map {

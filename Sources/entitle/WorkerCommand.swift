@@ -144,6 +144,7 @@ struct WorkerCommand: AsyncParsableCommand {
         let registry = PrometheusCollectorRegistry()
         MetricsSystem.bootstrap(PrometheusMetricsFactory(registry: registry))
         let logger = options.makeLogger("entitle.worker")
+        let tracing = try TracingBootstrap.start(role: "worker", environment: ProcessInfo.processInfo.environment, logger: logger)
         let concurrency = try Self.parseQueues(queues)
         let jobQueue = try options.makeJobQueue(logger: logger, connections: connections)
         var configuration = WorkerService.Configuration(concurrency: concurrency)
@@ -182,6 +183,8 @@ struct WorkerCommand: AsyncParsableCommand {
         if let metricsPort {
             services.append(MetricsServer.make(registry: registry, host: metricsHost, port: metricsPort, logger: logger))
         }
+        // The exporter first, so it stops last and sends the spans of the jobs that drained.
+        if let tracing { services.insert(tracing, at: 0) }
         logger.info(
             "worker starting",
             metadata: [

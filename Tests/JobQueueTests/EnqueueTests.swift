@@ -179,6 +179,45 @@ import Testing
         #expect(try await h.redis.send(["ZCARD", h.keys.scheduled]).int == 0)
     }
 
+    /// The tenth value per job (a W3C traceparent) is stored only when given; producers that
+    /// send nine still work; any other count is refused whole.
+    @Test func aTraceparentIsKeptWhenGivenAndNineValueProducersStillWork() async throws {
+        let h = try await QueueHarness("traceparent")
+        let traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+        var traced = h.request()
+        traced.traceparent = traceparent
+        let tracedId = try await h.queue.enqueue(traced).id
+        #expect(try await h.job(tracedId)?.traceparent == traceparent)
+        let plainId = try await h.queue.enqueue(h.request()).id
+        #expect(try await h.job(plainId)?.traceparent == nil)
+        #expect(try await h.redis.send(["HEXISTS", h.keys.job(plainId), "traceparent"]).int == 0)
+        var bad = h.request()
+        bad.traceparent = "00-not-a-trace"
+        #expect(throws: JobQueueError.self) { try bad.validate() }
+
+        // By hand, as another language's producer: two jobs of nine values, then two of ten.
+        func call(_ perJob: [[String]]) async throws -> RedisReply {
+            let keys =
+                [h.keys.pending, h.keys.scheduled, h.keys.stats, h.keys.recent]
+                + perJob.flatMap { job in
+                    Array(repeating: h.keys.job(job[0]), count: 4)
+                }
+            let arguments = [String(JobQueueNow.milliseconds), "86400000", h.name, "0"] + perJob.flatMap { $0 }
+            return try await h.redis.send(["EVAL", QueueScripts.enqueue.source, String(keys.count)] + keys + arguments)
+        }
+        func job(_ id: String, _ extra: [String]) -> [String] { [id, "noop", "{}", "0", "0", "", "", "", ""] + extra }
+        #expect(try await call([job("nine-a", []), job("nine-b", [])]).array?.count == 4)
+        #expect(try await call([job("ten-a", [traceparent]), job("ten-b", [""])]).array?.count == 4)
+        #expect(try await h.job("nine-a")?.traceparent == nil)
+        #expect(try await h.job("nine-b")?.status == .queued)
+        #expect(try await h.job("ten-a")?.traceparent == traceparent)
+        #expect(try await h.job("ten-b")?.traceparent == nil)
+        // Nine and ten in one call cannot be told apart: refused, nothing made.
+        await #expect(throws: (any Error).self) { try await call([job("mixed-a", []), job("mixed-b", [traceparent])]) }
+        #expect(try await h.job("mixed-a") == nil)
+        #expect(try await h.redis.send(["LLEN", h.keys.pending]).int == 6)
+    }
+
     @Test(arguments: [
         EnqueueRequest(type: "", queue: "q"),
         EnqueueRequest(type: "bad type", queue: "q"),

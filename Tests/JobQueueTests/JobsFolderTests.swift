@@ -33,7 +33,8 @@ import Testing
         // Every field set: the encoder names every property JobRecord has.
         let full = JobRecord(
             id: "a", type: "t", queue: "q", payload: "{}", status: .failed, attempt: 1, maxAttempts: 2, idempotencyKey: "k",
-            createdAt: 1, enqueuedAt: 2, startedAt: 3, finishedAt: 4, retryAt: 5, lastError: "e", result: "null", label: "l"
+            createdAt: 1, enqueuedAt: 2, startedAt: 3, finishedAt: 4, retryAt: 5, lastError: "e", result: "null", label: "l",
+            traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
         )
         let encoded = try #require(try JSONSerialization.jsonObject(with: try JSONEncoder().encode(full)) as? [String: Any])
         #expect(Set(encoded.keys) == properties)
