@@ -61,7 +61,6 @@ struct CompactJWS {
         guard let signature = Self.decode(utf8[(second + 1)..<end]), signature.count == 64 else {
             throw AppStoreError(.invalidSignature, "the JWS signature is not a 64-byte ES256 signature")
         }
-        if seen == nil, let headers { utf8[start..<first].withUnsafeBufferPointer { headers.keep(header, bytes: $0) } }
         self.header = header
         self.certificateChain = chain
         self.headerBytes = Array(utf8[start..<first])

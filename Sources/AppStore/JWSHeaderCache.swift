@@ -8,13 +8,14 @@ import Synchronization
 /// header a server sees is one it has seen before (about 3.9 KB of base64url with three
 /// certificates). Comparing its bytes with the ones seen costs far less than decoding and
 /// parsing it again and hashing its certificates to find their chain. A header is kept only
-/// once it parsed and its algorithm passed; a chain only once it verified, and it is still
-/// checked against each payload's time and the chain's cache lifetime.
+/// with a chain that verified, so headers that failed cannot push Apple's out; the least
+/// recently used goes when full. The chain is still checked against each payload's time and
+/// its cache lifetime.
 final class JWSHeaderCache: Sendable {
     struct Entry: Sendable {
         let bytes: [UInt8]
         let header: CompactJWS.Header
-        var chain: CertificateChainVerifier.VerifiedChain?
+        let chain: CertificateChainVerifier.VerifiedChain
     }
 
     private let entries = Mutex<[Entry]>([])
@@ -22,12 +23,26 @@ final class JWSHeaderCache: Sendable {
 
     init(capacity: Int = 16) { self.capacity = capacity }
 
-    /// The entry for a header with exactly these bytes.
+    /// The entry for a header with exactly these bytes (now the most recently used).
     func entry(for bytes: UnsafeBufferPointer<UInt8>) -> Entry? {
         entries.withLock { entries in
-            entries.first { entry in
-                entry.bytes.count == bytes.count && entry.bytes.withUnsafeBufferPointer { Self.same($0, bytes) }
+            guard let index = entries.lastIndex(where: { entry in entry.bytes.withUnsafeBufferPointer { Self.same($0, bytes) } })
+            else { return nil }
+            let entry = entries[index]
+            if index != entries.count - 1 {
+                entries.remove(at: index)
+                entries.append(entry)
             }
+            return entry
+        }
+    }
+
+    /// Keeps a header whose chain verified.
+    func keep(_ header: CompactJWS.Header, bytes: [UInt8], chain: CertificateChainVerifier.VerifiedChain) {
+        entries.withLock { entries in
+            entries.removeAll { $0.bytes == bytes }
+            if entries.count >= capacity { entries.removeFirst() }
+            entries.append(Entry(bytes: bytes, header: header, chain: chain))
         }
     }
 
@@ -35,22 +50,5 @@ final class JWSHeaderCache: Sendable {
         guard a.count == b.count else { return false }
         guard let left = a.baseAddress, let right = b.baseAddress else { return a.count == 0 }
         return memcmp(left, right, a.count) == 0
-    }
-
-    /// Keeps a parsed header (the oldest goes when full).
-    func keep(_ header: CompactJWS.Header, bytes: UnsafeBufferPointer<UInt8>) {
-        let entry = Entry(bytes: Array(bytes), header: header)
-        entries.withLock { entries in
-            guard !entries.contains(where: { $0.bytes == entry.bytes }) else { return }
-            if entries.count >= capacity { entries.removeFirst() }
-            entries.append(entry)
-        }
-    }
-
-    /// Remembers the chain a kept header's certificates verified to.
-    func keep(_ chain: CertificateChainVerifier.VerifiedChain, forHeader bytes: [UInt8]) {
-        entries.withLock { entries in
-            if let index = entries.firstIndex(where: { $0.bytes == bytes }) { entries[index].chain = chain }
-        }
     }
 }

@@ -135,7 +135,7 @@ public struct SignedDataVerifier: Sendable {
                     chain = try await chainVerifier.verify(
                         leaf: certificates[0], intermediates: [certificates[1]], at: time, cacheKey: cacheKey)
                 }
-                headers.keep(chain, forHeader: token.headerBytes)
+                headers.keep(token.header, bytes: token.headerBytes, chain: chain)
             }
             guard let leafKey = chain.leafP256Key else {
                 throw AppStoreError(.invalidCertificateChain, "the signing certificate's key is not P-256")

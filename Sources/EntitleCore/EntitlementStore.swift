@@ -164,6 +164,8 @@ package struct EntitlementStore: Sendable {
             if case .error(let message) = replies[index] { throw RedisError(.serverError, message) }
             owners[id] = replies[index].string
         }
+        // An error reply is no empty customer and no missing memo.
+        for reply in replies[sorted.count...] { if case .error(let message) = reply { throw RedisError(.serverError, message) } }
         let snapshot = try snapshot(replies[sorted.count], publisher: publisher, customer: customer)
         return (owners, snapshot, Array(replies[(sorted.count + 1)...]))
     }
@@ -310,6 +312,15 @@ package struct EntitlementStore: Sendable {
     package func clear(outbox ids: [String], publisher: String, customer: String) async throws {
         guard !ids.isEmpty else { return }
         _ = try await redis.run(Self.clearOutbox, keys: [customerKey(publisher, customer)], arguments: ids)
+    }
+
+    /// What `scheduleRenewalChecks` and `clear(outbox:)` write, kept in `closing` to go with
+    /// the locks' release.
+    package func closeDelivery(
+        renewalChecks checks: [(publisher: String, originalTransactionId: String, dueMs: Int64)], outbox ids: [String],
+        publisher: String, customer: String, into closing: ClosingWrites
+    ) {
+        closing.add(renewalCheckCalls(checks) + (ids.isEmpty ? [] : [.script(Self.clearOutbox, keys: [customerKey(publisher, customer)], arguments: ids)]))
     }
 
     /// The start of the change event; the script appends the version and the closing brace.
@@ -525,8 +536,11 @@ package struct EntitlementStore: Sendable {
     /// Records when each subscription's renewal check is due (ms), replacing earlier dates.
     package func scheduleRenewalChecks(_ checks: [(publisher: String, originalTransactionId: String, dueMs: Int64)]) async throws {
         guard !checks.isEmpty else { return }
-        _ = try await redis.pipeline(
-            checks.map { ["ZADD", keys.renewals, String($0.dueMs), keys.renewalMember($0.publisher, $0.originalTransactionId)] })
+        _ = try await redis.pipeline(renewalCheckCalls(checks).compactMap { if case .command(let c) = $0 { c } else { nil } })
+    }
+
+    func renewalCheckCalls(_ checks: [(publisher: String, originalTransactionId: String, dueMs: Int64)]) -> [RedisCall] {
+        checks.map { .command(["ZADD", keys.renewals, String($0.dueMs), keys.renewalMember($0.publisher, $0.originalTransactionId)]) }
     }
 
     /// Drops a subscription from the renewal index: nothing is left to check.

@@ -76,4 +76,32 @@ package struct TransactionLock: Sendable {
         _ = try await redis.run(
             Self.releaseScript, keys: [keys(publisher, token.originalTransactionId)[0]], arguments: ["\(job):\(token.value)"])
     }
+
+    /// Releases these locks of `job`, sending `writes` first in the same round trip (per
+    /// server). Returns the locks whose release failed, with why (each expires with its
+    /// lease); throws the first write that failed (after the releases were sent).
+    package func release(
+        _ tokens: [Token], publisher: String, job: String, with writes: ClosingWrites
+    ) async throws -> [(token: Token, error: any Error)] {
+        let closing = writes.take()
+        let releases = tokens.map { token in
+            RedisCall.script(Self.releaseScript, keys: [keys(publisher, token.originalTransactionId)[0]], arguments: ["\(job):\(token.value)"])
+        }
+        let results: [Result<RedisReply, RedisError>]
+        do {
+            results = try await redis.execute(closing + releases)
+        } catch {
+            if closing.isEmpty { return tokens.map { ($0, error) } }
+            throw error
+        }
+        if let failed = results.prefix(closing.count).first(where: { if case .failure = $0 { true } else { false } }),
+            case .failure(let error) = failed
+        {
+            throw error
+        }
+        return zip(tokens, results.dropFirst(closing.count)).compactMap { token, result in
+            if case .failure(let error) = result { return (token, error) }
+            return nil
+        }
+    }
 }

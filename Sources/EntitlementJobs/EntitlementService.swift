@@ -55,6 +55,8 @@ package struct EntitlementService: Sendable {
     struct AppleMoment: Sendable {
         var now: Date
         var offset: TimeInterval
+        /// Writes that go with the locks' release, in its round trip (`apply(closing:)`).
+        var closing: ClosingWrites? = nil
     }
 
     /// Runs `body` holding the locks of these original transactions for `job`, with the App
@@ -66,36 +68,37 @@ package struct EntitlementService: Sendable {
         _ body: ([String: TransactionLock.Token], AppleMoment) async throws -> Result
     ) async throws -> Result {
         var tokens: [String: TransactionLock.Token] = [:]
-        func releaseAll() async {
-            for token in tokens.values {
-                do {
-                    try await locks.release(publisher: publisher, token: token, job: job.id)
-                } catch {
-                    // Not lost: the lease expires on its own, and the fence keeps a late writer out.
-                    Self.lockReleaseFailures.increment()
-                    job.logger.warning(
-                        "a transaction lock was not released; it expires with its lease",
-                        metadata: ["originalTransactionId": "\(token.originalTransactionId)", "error": "\(error)"])
-                }
+        let closing = ClosingWrites()
+        // The closing writes and the releases in one round trip. A release that fails is not
+        // lost (the lease expires on its own, and the fence keeps a late writer out); a
+        // closing write that fails fails the job, whose rerun delivers its outbox again.
+        func releaseAll() async throws {
+            let sorted = tokens.values.sorted { $0.originalTransactionId < $1.originalTransactionId }
+            for (token, error) in try await locks.release(sorted, publisher: publisher, job: job.id, with: closing) {
+                Self.lockReleaseFailures.increment()
+                job.logger.warning(
+                    "a transaction lock was not released; it expires with its lease",
+                    metadata: ["originalTransactionId": "\(token.originalTransactionId)", "error": "\(error)"])
             }
         }
         // Sorted, so two jobs wanting the same pair never hold one each forever.
         for id in Set(originalTransactionIds).sorted() {
             guard let token = try await locks.acquire(publisher: publisher, originalTransactionId: id, job: job.id) else {
-                await releaseAll()
+                try await releaseAll()
                 throw JobFailure.deferred("locked", "another job is working on \(id)", after: .milliseconds(200))
             }
             tokens[id] = token
         }
+        let result: Result
         do {
             let offset = try await configuration.clock.offset()
-            let result = try await body(tokens, AppleMoment(now: Date().addingTimeInterval(offset), offset: offset))
-            await releaseAll()
-            return result
+            result = try await body(tokens, AppleMoment(now: Date().addingTimeInterval(offset), offset: offset, closing: closing))
         } catch {
-            await releaseAll()
+            try? await releaseAll()
             throw error
         }
+        try await releaseAll()
+        return result
     }
 
     func changeEvents(_ publisher: Publisher, now: Date, clockOffset: TimeInterval) -> ChangeEvents {
@@ -116,7 +119,7 @@ package struct EntitlementService: Sendable {
         _ evidence: AppleEvidence, publisher: Publisher, customer: String, fence: TransactionLock.Token?, now: Date,
         clockOffset: TimeInterval, accessFrom: Date? = nil, extraEvents: [LifecycleEvent] = [], sharing: Set<String> = [],
         holding: Set<String> = [], imported: Bool = false, importWebhooks: Bool = false, snapshot: EntitlementStore.Snapshot? = nil,
-        job: JobContext
+        closing: ClosingWrites? = nil, job: JobContext
     ) async throws -> [String: EntitlementDecision] {
         let engine = EntitlementEngine(publisher: publisher)
         var events = changeEvents(publisher, now: now, clockOffset: clockOffset)
@@ -140,7 +143,7 @@ package struct EntitlementService: Sendable {
                 return decisions
             },
             effects: { before, after, version in try events.changes(before: before, after: after, version: version, extra: extraEvents) })
-        try await deliver(outbox, publisher: publisher.id, customer: customer, job: job)
+        try await deliver(outbox, publisher: publisher.id, customer: customer, closing: closing, job: job)
         return decisions
     }
 
@@ -174,8 +177,11 @@ package struct EntitlementService: Sendable {
         return result
     }
 
-    /// Enqueues a customer's outbox (each follow-up once, by its id) and clears it.
-    func deliver(_ outbox: [FollowUpJob], publisher: String, customer: String, job: JobContext) async throws {
+    /// Enqueues a customer's outbox (each follow-up once, by its id) and clears it; with
+    /// `closing`, the index writes and the clearing go with the locks' release.
+    func deliver(
+        _ outbox: [FollowUpJob], publisher: String, customer: String, closing: ClosingWrites? = nil, job: JobContext
+    ) async throws {
         afterEntitlementWrite?(job)
         guard !outbox.isEmpty else { return }
         let wall = AppleTimestamp(Date()).milliseconds
@@ -205,6 +211,10 @@ package struct EntitlementService: Sendable {
                 Self.unreadableFollowUps.increment()
                 job.logger.error("a renewal check in the outbox does not decode; not indexed", metadata: ["followUp": "\(followUp.id)"])
             }
+        }
+        if let closing {
+            store.closeDelivery(renewalChecks: checks, outbox: outbox.map(\.id), publisher: publisher, customer: customer, into: closing)
+            return
         }
         try await store.scheduleRenewalChecks(checks)
         try await store.clear(outbox: outbox.map(\.id), publisher: publisher, customer: customer)

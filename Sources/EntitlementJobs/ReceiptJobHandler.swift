@@ -460,7 +460,7 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
             let decisionsByTransaction = try await service.apply(
                 evidence, publisher: publisher, customer: payload.customer, fence: fence, now: now, clockOffset: offset,
                 sharing: Set(sharingNow), imported: payload.imported == true, importWebhooks: payload.importWebhooks == true,
-                snapshot: read.snapshot, job: job)
+                snapshot: read.snapshot, closing: moment.closing, job: job)
             if payload.appReceipt != nil, let receipt = evidence.latestReceipt,
                 try !service.reader(publisher, bundleId: primary.bundleId).gateway.hasServerAPI
             {

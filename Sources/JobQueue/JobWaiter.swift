@@ -13,14 +13,19 @@ import Synchronization
 /// publishes the id of a marked job when it succeeds or goes dead. Messages are lost while
 /// a subscription is away (a failover, a dropped connection), and so may be a mark not yet
 /// replicated when its primary failed: each (re)subscription marks every job waited on in
-/// this process again and wakes those that ended meanwhile.
+/// this process again and wakes those that ended meanwhile, and so does a sweep every 30
+/// seconds while anyone waits (a mark lost without the subscription dropping; workers of an
+/// older version, which publish nothing). Where the server refuses to subscribe (Redis before
+/// 7, an ACL without the channel), the sweep runs four times a second instead.
 public final class JobWaiter: Sendable {
     private let jobQueue: JobQueue
     private let logger: Logger
     private let state = Mutex(State())
 
     private struct State {
-        var subscriptions: [String: (subscription: RedisSubscription, listener: Task<Void, Never>)] = [:]
+        var subscriptions: [String: (subscription: RedisSubscription, listener: Task<Void, Never>, sweeper: Task<Void, Never>)] = [:]
+        /// Queues whose subscription the server refuses now.
+        var refused: Set<String> = []
         /// Queue -> job id -> the signals of the callers waiting for it.
         var waiting: [String: [String: [Int: WakeSignal]]] = [:]
         var nextWaiter = 0
@@ -41,15 +46,17 @@ public final class JobWaiter: Sendable {
             defer { state.subscriptions = [:] }
             return Array(state.subscriptions.values)
         }
-        for (subscription, listener) in subscriptions {
+        for (subscription, listener, sweeper) in subscriptions {
             subscription.close()
             listener.cancel()
+            sweeper.cancel()
         }
     }
 
     /// The job's record once it has ended (succeeded or failed), or as it is when `timeout`
     /// has passed; `nil` when there is no such job in `queue`.
     public func wait(for id: String, queue: String, timeout: Duration) async throws -> JobRecord? {
+        let deadline = ContinuousClock.now + timeout
         guard timeout > .zero else { return try await jobQueue.job(id: id, queue: queue) }
         let keys = jobQueue.configuration.keys(queue)
         guard let (waiter, signal) = register(id, queue: queue) else {
@@ -58,10 +65,15 @@ public final class JobWaiter: Sendable {
         defer { unregister(id, queue: queue, waiter: waiter) }
         let status = try await jobQueue.redis.run(QueueScripts.watch, keys: [keys.job(id)], arguments: []).string
         guard let status else { return nil }
-        if !(JobStatus(rawValue: status)?.isFinished ?? false) {
-            await signal.wait(upTo: timeout)
+        if JobStatus(rawValue: status)?.isFinished ?? false { return try await jobQueue.job(id: id, queue: queue) }
+        while true {
+            let remaining = deadline - .now
+            if remaining > .zero { await signal.wait(upTo: remaining) }
+            let record = try await jobQueue.job(id: id, queue: queue)
+            // Woken for another job's end (another deployment on the same server shares the
+            // channel name: pub/sub ignores SELECT): wait on.
+            guard let record, !record.status.isFinished, deadline > .now, !Task.isCancelled else { return record }
         }
-        return try await jobQueue.job(id: id, queue: queue)
     }
 
     /// How many callers wait now (for the tests and metrics).
@@ -103,19 +115,38 @@ public final class JobWaiter: Sendable {
         state.withLock { state in
             guard !state.closed, state.subscriptions[queue] == nil else { return }
             let subscription = jobQueue.redis.subscribe(channel: keys.finished, name: "waiter-\(queue)")
-            // The listener holds the waiter weakly: a waiter nobody holds ends its subscriptions.
+            // The tasks hold the waiter weakly: a waiter nobody holds ends its subscriptions.
             let listener = Task { [weak self] in
                 for await event in subscription.events {
                     guard let self else { return }
                     switch event {
                     case .message(let bytes): wake(String(decoding: bytes, as: UTF8.self), queue: queue)
-                    case .subscribed: await lookAgain(queue)
+                    case .subscribed:
+                        self.state.withLock { _ = $0.refused.remove(queue) }
+                        await lookAgain(queue)
+                    case .refused: self.state.withLock { _ = $0.refused.insert(queue) }
                     }
                 }
             }
-            state.subscriptions[queue] = (subscription, listener)
+            let sweeper = Task { [weak self] in
+                var last = ContinuousClock.now
+                while !Task.isCancelled {
+                    try? await Task.sleep(for: Self.refusedSweep)
+                    guard let self else { return }
+                    let (refused, waiting) = self.state.withLock { ($0.refused.contains(queue), !($0.waiting[queue]?.isEmpty ?? true)) }
+                    guard waiting, refused || ContinuousClock.now - last >= Self.sweep else { continue }
+                    last = ContinuousClock.now
+                    await lookAgain(queue)
+                }
+            }
+            state.subscriptions[queue] = (subscription, listener, sweeper)
         }
     }
+
+    /// How often the jobs waited on are marked and read again: while subscribed, and while
+    /// the server refuses the subscription.
+    static let sweep = Duration.seconds(30)
+    static let refusedSweep = Duration.milliseconds(250)
 
     /// After a (re)subscription: marks every job waited on here again (a failover may have
     /// lost a mark that was not replicated yet) and wakes the callers whose jobs ended while
@@ -150,20 +181,24 @@ public final class JobWaiter: Sendable {
     }
 }
 
-/// A one-shot wake-up: `fire` releases the one `wait` (now or later).
+/// A wake-up: `fire` releases the `wait` under way, or the next one if none is.
 final class WakeSignal: Sendable {
     private let state = Mutex<(fired: Bool, continuation: CheckedContinuation<Void, Never>?)>((false, nil))
 
     func fire() {
         let continuation = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            state.fired = true
-            defer { state.continuation = nil }
-            return state.continuation
+            guard let continuation = state.continuation else {
+                state.fired = true
+                return nil
+            }
+            state.continuation = nil
+            return continuation
         }
         continuation?.resume()
     }
 
-    /// Returns once fired, or when `timeout` has passed, or when the task is cancelled.
+    /// Returns once fired (a fire since the last wait counts), or when `timeout` has passed,
+    /// or when the task is cancelled.
     func wait(upTo timeout: Duration) async {
         let timer = Task { [weak self] in
             try? await Task.sleep(for: timeout)
@@ -173,7 +208,10 @@ final class WakeSignal: Sendable {
         await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 let resumeNow = state.withLock { state -> Bool in
-                    if state.fired { return true }
+                    if state.fired {
+                        state.fired = false
+                        return true
+                    }
                     state.continuation = continuation
                     return false
                 }
@@ -182,5 +220,8 @@ final class WakeSignal: Sendable {
         } onCancel: {
             fire()
         }
+        // A timer that fired as the wait ended must not count for the next wait.
+        timer.cancel()
+        state.withLock { $0.fired = false }
     }
 }

@@ -150,7 +150,8 @@ package enum QueueScripts {
                     redis.call('PEXPIRE', key, deadTTL)
                     redis.call('ZADD', KEYS[2], now, id)
                     redis.call('HINCRBY', KEYS[3], 'dead:' .. f[1], 1)
-                    if f[9] then redis.call('SPUBLISH', channel, id) end
+                    -- pcall: a server without SPUBLISH (or a user without the channel) wakes nobody but breaks nothing.
+                    if f[9] then pcall(redis.call, 'SPUBLISH', channel, id) end
                   else
                     redis.call('HSET', key, 'status', 'processing', 'attempt', attempt, 'startedAt', now, 'lease', lease)
                     out[#out + 1] = id
@@ -221,7 +222,8 @@ package enum QueueScripts {
                   redis.call('ZADD', KEYS[3], now, id)
                   counter = 'dead:'
                 end
-                if f[3] and (outcome == 'ok' or outcome == 'dead') then redis.call('SPUBLISH', channel, id) end
+                -- pcall: a server without SPUBLISH (or a user without the channel) wakes nobody but breaks nothing.
+                if f[3] and (outcome == 'ok' or outcome == 'dead') then pcall(redis.call, 'SPUBLISH', channel, id) end
                 counts[counter .. jtype] = (counts[counter .. jtype] or 0) + 1
               elseif f[2] == lease then
                 ok = 2

@@ -48,7 +48,7 @@ public final class WorkerService: Service, Sendable {
                 do {
                     try await jobQueue.redis.send(["SADD", QueueKeys.registry(prefix: jobQueue.configuration.prefix)] + queues)
                     break
-                } catch let error as RedisError where error.isRetryable && attempt < 20 {
+                } catch let error as RedisError where error.isRetryable && error.code != .poolClosed && attempt < 20 {
                     attempt += 1
                     logger.warning("could not register the queues; trying again", metadata: ["error": "\(error)"])
                     try await Task.sleep(for: .milliseconds(min(1000, 50 * attempt)))

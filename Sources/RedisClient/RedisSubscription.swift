@@ -19,6 +19,9 @@ public final class RedisSubscription: Sendable {
         case subscribed
         /// One message's payload.
         case message([UInt8])
+        /// The server refused to subscribe (no `SSUBSCRIBE` before Redis 7, or an ACL without
+        /// the channel): no message will come until it accepts; it is asked again every second.
+        case refused(String)
     }
 
     public let channel: String
@@ -42,6 +45,8 @@ public final class RedisSubscription: Sendable {
     public func close() { task.cancel() }
 
     private static let idlePoll = Duration.milliseconds(250)
+    /// Replies that mean a failover or migration is under way, not a refusal.
+    private static let settling = ["TRYAGAIN", "CLUSTERDOWN", "READONLY", "MASTERDOWN", "LOADING", "ASK", "MOVED"]
     private static let pingAfter = Duration.seconds(5)
     private static let deadAfter = Duration.seconds(10)
 
@@ -64,6 +69,7 @@ public final class RedisSubscription: Sendable {
                 failures = 0
                 continuation.yield(.subscribed)
                 var heard = clock.now
+                var checked = clock.now
                 var pinged = false
                 listening: while !Task.isCancelled && !router.isClosed {
                     if let reply = try await opened.receive(within: idlePoll) {
@@ -81,9 +87,11 @@ public final class RedisSubscription: Sendable {
                         default:
                             break  // pong
                         }
-                        continue
+                        if clock.now - checked < idlePoll { continue }
                     }
-                    // Idle: has the slot's primary changed (failover, migration)?
+                    // Has the slot's primary changed (failover, migration)? Asked of the
+                    // client's map four times a second, busy or idle.
+                    checked = clock.now
                     if try await router.address(forSlot: slot) != address { break listening }
                     let quiet = clock.now - heard
                     if quiet > deadAfter { break listening }
@@ -96,6 +104,14 @@ public final class RedisSubscription: Sendable {
                 failures += 1
                 if let redisError = error as? RedisError, redisError.message.hasPrefix("MOVED") || redisError.code != .serverError {
                     router.requestRefresh()
+                } else if let redisError = error as? RedisError, !Self.settling.contains(where: redisError.message.hasPrefix) {
+                    // Not a failover under way: the server will not have it (an old Redis, an ACL).
+                    if failures == 1 || failures % 60 == 0 {
+                        router.logger.warning(
+                            "the server refuses to subscribe; long-polls read their jobs instead",
+                            metadata: ["channel": "\(channel)", "error": "\(redisError.message)"])
+                    }
+                    continuation.yield(.refused(redisError.message))
                 }
                 router.logger.debug(
                     "subscription interrupted; subscribing again", metadata: ["channel": "\(channel)", "error": "\(error)"])

@@ -43,9 +43,13 @@ enum SentinelPrimary {
                 _ = try await connection.send(["SUBSCRIBE", "+switch-master"])
                 while !Task.isCancelled {
                     // A quiet channel times out: resubscribe to the same sentinel.
-                    guard let message = try await connection.receive(within: .seconds(10)) else {
-                        throw RedisError(.timeout, "no message within 10 s")
+                    // `nil` is also an interrupted wait or half a message: read on until 10 s are up.
+                    let quietUntil = ContinuousClock.now + .seconds(10)
+                    var received: RedisReply?
+                    while received == nil, ContinuousClock.now < quietUntil, !Task.isCancelled {
+                        received = try await connection.receive(within: quietUntil - ContinuousClock.now)
                     }
+                    guard let message = received else { throw RedisError(.timeout, "no message within 10 s") }
                     // ["message", "+switch-master", "NAME OLDHOST OLDPORT NEWHOST NEWPORT"]
                     guard let parts = message.array, parts.count == 3, let text = parts[2].string else { continue }
                     let fields = text.split(separator: " ").map(String.init)

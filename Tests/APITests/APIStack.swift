@@ -296,7 +296,9 @@ struct APIStack: Sendable {
         let content: [String]
         switch type {
         case "string": content = [try await redis.send(["GET", key]).string ?? ""]
-        case "hash": content = (try await redis.send(["HGETALL", key]).array ?? []).compactMap(\.string).pairs().sorted()
+        case "hash":
+            // A long-poll (`GET /v1/jobs/{id}?wait=`) marks the job it waits for: a read's mark, not a write of the input.
+            content = (try await redis.send(["HGETALL", key]).array ?? []).compactMap(\.string).pairs().filter { $0 != "waiter=1" }.sorted()
         case "set": content = (try await redis.send(["SMEMBERS", key]).array ?? []).compactMap(\.string).sorted()
         case "list": content = (try await redis.send(["LRANGE", key, "0", "-1"]).array ?? []).compactMap(\.string)
         case "zset": content = (try await redis.send(["ZRANGE", key, "0", "-1", "WITHSCORES"]).array ?? []).compactMap(\.string)

@@ -13,6 +13,8 @@ import Testing
         let waiter = JobWaiter(jobQueue: h.queue, logger: TestRedis.logger)
         defer { waiter.close() }
         let id = try await h.queue.enqueue(h.request(payload: #"{"sleepMs":200}"#)).id
+        let clock = ContinuousClock()
+        let started = clock.now
         let records = try await withThrowingTaskGroup(of: JobRecord?.self) { group in
             for _ in 0..<50 { group.addTask { try await waiter.wait(for: id, queue: h.name, timeout: .seconds(60)) } }
             // Every waiter has marked the job before the worker starts.
@@ -25,6 +27,8 @@ import Testing
         }
         #expect(records.count == 50)
         #expect(records.allSatisfy { $0?.status == .succeeded && $0?.id == id })
+        // Woken, not timed out: the waits were for 60 s.
+        #expect(clock.now - started < .seconds(30))
         #expect(waiter.waitingCount == 0)
         // The job was marked as waited for, which is what made the worker publish it.
         #expect(try await h.redis.send(["HGET", h.keys.job(id), "waiter"]).string == "1")
@@ -35,10 +39,13 @@ import Testing
         let waiter = JobWaiter(jobQueue: h.queue, logger: TestRedis.logger)
         defer { waiter.close() }
         let id = try await h.queue.enqueue(h.request(payload: #"{"failTimes":5}"#, maxAttempts: 1)).id
+        let clock = ContinuousClock()
+        let started = clock.now
         let record = try await h.whileRunning(h.worker()) {
             try await waiter.wait(for: id, queue: h.name, timeout: .seconds(60))
         }
         #expect(record?.status == .failed)
+        #expect(clock.now - started < .seconds(30), "woken, not timed out")
     }
 
     @Test func aWaiterForAJobThatNeverEndsGetsTheRecordAsItIsAtItsTimeout() async throws {
@@ -100,8 +107,10 @@ import Testing
                     logger: TestRedis.logger)
                 let running = Task { try await worker.run() }
                 defer { worker.stop() }
+                let working = clock.now
                 var records: [JobRecord?] = []
                 for try await record in group { records.append(record) }
+                #expect(clock.now - working < .seconds(60), "woken, not timed out (120 s)")
                 worker.stop()
                 try await running.value
                 return records
@@ -155,8 +164,11 @@ import Testing
                     }
                 }
                 let worker = WorkerService(configuration: workerConfiguration, jobQueue: queue, registry: .builtIn(), logger: TestRedis.logger)
+                let clock = ContinuousClock()
+                let working = clock.now
                 let running = Task { try await worker.run() }
                 let record = try await waiting.value
+                #expect(clock.now - working < .seconds(60), "\(round): woken, not timed out (120 s)")
                 worker.stop()
                 try await running.value
                 #expect(record?.status == .succeeded, "\(round)")
@@ -203,8 +215,11 @@ import Testing
             let worker = WorkerService(
                 configuration: WorkerService.Configuration(queues: ["default": settings]), jobQueue: queue, registry: .builtIn(),
                 logger: TestRedis.logger)
+            let clock = ContinuousClock()
+            let working = clock.now
             let running = Task { try await worker.run() }
             let record = try await waiting.value
+            #expect(clock.now - working < .seconds(60), "woken, not timed out (120 s)")
             worker.stop()
             try await running.value
             #expect(record?.status == .succeeded)

@@ -56,6 +56,10 @@ import Testing
                 == QueueScripts.enqueue.source.trimmingCharacters(in: .whitespacesAndNewlines))
     }
 
+    @Test func theShippedWatchScriptIsTheOneTheAPIRunsByteForByte() throws {
+        #expect(try read("watch.lua") == Data(QueueScripts.watch.source.utf8))
+    }
+
     @Test func theReadmeRecipeEnqueuesAJobTheWorkerSideReads() async throws {
         // Exactly the KEYS and ARGV that Jobs/README.md gives, by plain EVAL.
         let prefix = TestRedis.uniquePrefix("wire")
