@@ -21,14 +21,23 @@ export BENCH_PROCESSES=${BENCH_PROCESSES:-1}
 for round in $(seq "$rounds"); do
   for side in before after; do
     bin=.build/release/entitle; args=${AFTER_WORKER_ARGS:-}; [ "$side" = before ] && bin=$before && args=""
-    rate=$(BENCH_WORKER_ARGS="$args" ENTITLE_BIN=$bin VERIFY_PEER_VENV=/nonexistent "$PY" bench/receipts.py "$n" | head -1 | python3 -c 'import json,sys; print(json.load(sys.stdin)["rows"][0]["receipt_jobs_per_s"])')
+    # jobs/s, then the workers' and redis-server's CPU per receipt job (us) and the workers' round trips per job.
+    rate=$(BENCH_WORKER_ARGS="$args" ENTITLE_BIN=$bin VERIFY_PEER_VENV=/nonexistent "$PY" bench/receipts.py "$n" | head -1 | python3 -c '
+import json, sys
+d = json.load(sys.stdin); row = d["rows"][0]; s = row["split_seconds"]; n = d["n"]
+print(row["receipt_jobs_per_s"], round(1e6 * s.get("worker_cpu_s", 0) / n), round(1e6 * s.get("redis_cpu_s", 0) / n),
+      round(s.get("entitle_redis_round_trips_total", 0) / n, 1))')
     echo "round $round $side $rate"
   done
 done | python3 -c '
 import sys
 rows = [line.split() for line in sys.stdin]
-for r in rows: print(" ".join(r))
-before = [float(r[3]) for r in rows if r[2] == "before"]; after = [float(r[3]) for r in rows if r[2] == "after"]
-ratios = sorted(a / b for a, b in zip(after, before))
-print("after/before per round:", ", ".join(f"{x:.3f}" for x in ratios), "median", f"{ratios[len(ratios)//2]:.3f}")
+for r in rows: print(" ".join(r), "(jobs/s, worker us/job, redis us/job, round trips/job)")
+def ratios(column, invert=False):
+    before = [float(r[column]) for r in rows if r[2] == "before"]; after = [float(r[column]) for r in rows if r[2] == "after"]
+    values = sorted((b / a if invert else a / b) for a, b in zip(after, before) if a and b)
+    return ", ".join(f"{x:.3f}" for x in values) + f"; median {values[len(values)//2]:.3f}" if values else "n/a"
+print("jobs/s after/before per round:", ratios(3))
+print("worker CPU per job, before/after:", ratios(4, invert=True))
+print("redis-server CPU per job, before/after:", ratios(5, invert=True))
 '
