@@ -14,7 +14,6 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 
@@ -62,10 +61,7 @@ def memory(procs, bought):
 
 
 def main():
-    catalog = json.load(open(os.path.join(ROOT, 'Config', 'catalog.development.json')))
-    catalog['publishers'][0]['api']['rateLimit'] = {'perSecond': 10_000_000, 'burst': 10_000_000}
-    catalog_path = os.path.join(tempfile.mkdtemp(), 'catalog.json')
-    json.dump(catalog, open(catalog_path, 'w'))
+    catalog_path = simulator_purchases.unlimited_catalog(ROOT)
     r.flushall()
     sim = subprocess.Popen([BIN, 'simulator', '--port', '0', '--log-level', 'error'], stdout=subprocess.PIPE, text=True)
     simulator = next(line.split()[-1] for line in sim.stdout if 'listening on' in line)

@@ -21,7 +21,6 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 
@@ -127,10 +126,7 @@ def apple_phase():
 
 
 def main():
-    catalog = json.load(open(os.path.join(ROOT, 'Config', 'catalog.development.json')))
-    catalog['publishers'][0]['api']['rateLimit'] = {'perSecond': 10_000_000, 'burst': 10_000_000}
-    catalog_path = os.path.join(tempfile.mkdtemp(), 'catalog.json')
-    json.dump(catalog, open(catalog_path, 'w'))
+    catalog_path = simulator_purchases.unlimited_catalog(ROOT)
     r.flushall()
     sim, simulator = simulator_purchases.start(BIN)
     total = sum(int(rate * SECONDS) for rate in RATES)

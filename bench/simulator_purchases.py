@@ -38,3 +38,15 @@ def development_secrets(token):
             'ENTITLE_DEMO_CLEENG_BASIC': 'bench:bench', 'ENTITLE_DEMO_CUSTOMER_TOKEN_SECRET': 'bench-customer-token-secret-0123456789',
             'ENTITLE_DEMO_SHARED_SECRET': 'bench-shared-secret', 'ENTITLE_SOFTPHONE_API_TOKEN': 'bench-softphone-token-0123456789',
             'ENTITLE_SOFTPHONE_APP_KEY': 'bench-softphone-app-key-0123456789', 'ENTITLE_SOFTPHONE_SHARED_SECRET': 'bench-softphone-secret'}
+
+
+def unlimited_catalog(root):
+    """Config/catalog.development.json with the demo publisher's rate limit lifted, written to
+    a temporary file: its path."""
+    import os
+    import tempfile
+    catalog = json.load(open(os.path.join(root, 'Config', 'catalog.development.json')))
+    catalog['publishers'][0]['api']['rateLimit'] = {'perSecond': 10_000_000, 'burst': 10_000_000}
+    path = os.path.join(tempfile.mkdtemp(), 'catalog.json')
+    json.dump(catalog, open(path, 'w'))
+    return path

@@ -125,18 +125,24 @@ import Testing
         await server.stop()
     }
 
+    /// A queue on a topology that fails over: writes wait for a replica, connections give up fast.
+    static func queue(url: String, test: String) throws -> JobQueue {
+        var configuration = try RedisConfiguration(url: url)
+        configuration.reconnectTimeout = .seconds(30)
+        configuration.connectTimeout = .milliseconds(300)
+        configuration.replicaAcknowledgements = 1
+        configuration.replicaTimeout = .milliseconds(500)
+        let pool = RedisConnectionPool(configuration: configuration, maximumConnections: 8, logger: TestRedis.logger)
+        return JobQueue(redis: pool, configuration: JobQueueConfiguration(prefix: TestRedis.uniquePrefix(test)), logger: TestRedis.logger)
+    }
+
     /// The subscription follows the queue's slot when its primary fails over (and when one is
     /// killed): waiters registered before wake when the job ends on the new primary.
     @Test(.timeLimit(.minutes(4))) func onAClusterAWaiterWakesAfterItsQueuesPrimaryFailsOver() async throws {
         let cluster = try await LocalRedisCluster.start()
         do {
-            var configuration = try RedisConfiguration(url: cluster.url)
-            configuration.reconnectTimeout = .seconds(30)
-            configuration.connectTimeout = .milliseconds(300)
-            configuration.replicaAcknowledgements = 1
-            configuration.replicaTimeout = .milliseconds(500)
-            let pool = RedisConnectionPool(configuration: configuration, maximumConnections: 8, logger: TestRedis.logger)
-            let queue = JobQueue(redis: pool, configuration: JobQueueConfiguration(prefix: TestRedis.uniquePrefix("waiter-cluster")), logger: TestRedis.logger)
+            let queue = try Self.queue(url: cluster.url, test: "waiter-cluster")
+            let pool = queue.redis
             let name = "failover"
             let keys = queue.configuration.keys(name)
             let waiter = JobWaiter(jobQueue: queue, logger: TestRedis.logger)
@@ -192,13 +198,8 @@ import Testing
     @Test(.timeLimit(.minutes(3))) func behindSentinelAWaiterWakesAfterItsPrimaryIsKilled() async throws {
         let group = try await LocalSentinelGroup.start()
         do {
-            var configuration = try RedisConfiguration(url: group.url)
-            configuration.reconnectTimeout = .seconds(30)
-            configuration.connectTimeout = .milliseconds(300)
-            configuration.replicaAcknowledgements = 1
-            configuration.replicaTimeout = .milliseconds(500)
-            let pool = RedisConnectionPool(configuration: configuration, maximumConnections: 8, logger: TestRedis.logger)
-            let queue = JobQueue(redis: pool, configuration: JobQueueConfiguration(prefix: TestRedis.uniquePrefix("waiter-sentinel")), logger: TestRedis.logger)
+            let queue = try Self.queue(url: group.url, test: "waiter-sentinel")
+            let pool = queue.redis
             let waiter = JobWaiter(jobQueue: queue, logger: TestRedis.logger)
             defer { waiter.close() }
             let keys = queue.configuration.keys("default")
