@@ -54,8 +54,10 @@ public final class JobWaiter: Sendable {
     }
 
     /// The job's record once it has ended (succeeded or failed), or as it is when `timeout`
-    /// has passed; `nil` when there is no such job in `queue`.
+    /// (a day at most) has passed; `nil` when there is no such job in `queue`.
     public func wait(for id: String, queue: String, timeout: Duration) async throws -> JobRecord? {
+        // A day at most: a far deadline cannot overflow the clock's arithmetic.
+        let timeout = min(timeout, .seconds(86_400))
         let deadline = ContinuousClock.now + timeout
         guard timeout > .zero else { return try await jobQueue.job(id: id, queue: queue) }
         let keys = jobQueue.configuration.keys(queue)
