@@ -73,8 +73,7 @@ package struct TransactionLock: Sendable {
 
     /// Releases the lock if `job` still holds it with `token`.
     package func release(publisher: String, token: Token, job: String) async throws {
-        _ = try await redis.run(
-            Self.releaseScript, keys: [keys(publisher, token.originalTransactionId)[0]], arguments: ["\(job):\(token.value)"])
+        if let failed = try await release([token], publisher: publisher, job: job, with: ClosingWrites()).first { throw failed.error }
     }
 
     /// Releases these locks of `job`, sending `writes` first in the same round trip (per
