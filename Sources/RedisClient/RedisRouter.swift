@@ -347,7 +347,7 @@ final class RedisRouter: Sendable {
     ]
 
     /// Replies that mean "not run, try again once the deployment has settled".
-    private static let settling = ["TRYAGAIN", "CLUSTERDOWN", "READONLY", "MASTERDOWN", "LOADING"]
+    static let settling = ["TRYAGAIN", "CLUSTERDOWN", "READONLY", "MASTERDOWN", "LOADING"]
 
     private func executeStandalone(
         _ commands: [RoutedCommand], timeout: Duration?, through source: any RedisConnectionSource

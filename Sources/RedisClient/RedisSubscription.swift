@@ -46,7 +46,7 @@ public final class RedisSubscription: Sendable {
 
     private static let idlePoll = Duration.milliseconds(250)
     /// Replies that mean a failover or migration is under way, not a refusal.
-    private static let settling = ["TRYAGAIN", "CLUSTERDOWN", "READONLY", "MASTERDOWN", "LOADING", "ASK", "MOVED"]
+    private static let settling = RedisRouter.settling + ["ASK", "MOVED"]
     private static let pingAfter = Duration.seconds(5)
     private static let deadAfter = Duration.seconds(10)
 
