@@ -255,7 +255,8 @@ public final class QueueConsumer: Sendable {
         // or the retry's time) to this pickup, then the attempt, with the handler inside. A
         // job enqueued outside any trace starts one.
         let parent = JobTracing.parentContext(traceparent: job.traceparent)
-        let dueAt = min(job.dueAt, startedAt)
+        // Between 1970 and now: a record's time cannot make a span's arithmetic overflow.
+        let dueAt = min(max(job.dueAt, 0), startedAt)
         if !job.traceparent.isEmpty {
             let waitSpan = startSpan(
                 "job.wait \(job.type)", at: JobTracing.instant(millisecondsSinceEpoch: dueAt), context: parent, ofKind: .internal)

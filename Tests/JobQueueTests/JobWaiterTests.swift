@@ -8,9 +8,35 @@ import Testing
 
 /// Long-polls wake when their job ends (`JobWaiter`): not by reading the record on a timer.
 @Suite struct JobWaiterTests {
+    /// Longer than any wait here: what wakes a waiter in these tests is the worker's message
+    /// (or a resubscription), not the sweep, so a lost message fails them.
+    static let noSweep = Duration.seconds(3600)
+
+    /// A mark lost without the subscription dropping (a failover's unreplicated write, an
+    /// older worker that publishes nothing): the sweep marks the job again and wakes the
+    /// waiter once it has ended.
+    @Test func theSweepWakesAWaiterWhoseMarkWasLost() async throws {
+        let h = try await QueueHarness("waiter-sweep")
+        let waiter = JobWaiter(jobQueue: h.queue, sweepInterval: .seconds(1), logger: TestRedis.logger)
+        defer { waiter.close() }
+        let id = try await h.enqueue()
+        let waiting = Task { try await waiter.wait(for: id, queue: h.name, timeout: .seconds(60)) }
+        try await eventually("the job to be marked") { (try? await h.redis.send(["HGET", h.keys.job(id), "waiter"]).string) == "1" }
+        // The worker that runs it sees no mark and publishes nothing.
+        try await h.redis.send(["HDEL", h.keys.job(id), "waiter"])
+        let clock = ContinuousClock()
+        let started = clock.now
+        let record = try await h.whileRunning(h.worker()) {
+            _ = try await h.waitForStatus(id, .succeeded)
+            return try await waiting.value
+        }
+        #expect(record?.status == .succeeded)
+        #expect(clock.now - started < .seconds(30), "woken by the sweep, not timed out (60 s)")
+    }
+
     @Test func aWaiterWakesWhenItsJobSucceedsAndManyWaitersShareOneJob() async throws {
         let h = try await QueueHarness("waiter-wakes")
-        let waiter = JobWaiter(jobQueue: h.queue, logger: TestRedis.logger)
+        let waiter = JobWaiter(jobQueue: h.queue, sweepInterval: Self.noSweep, logger: TestRedis.logger)
         defer { waiter.close() }
         let id = try await h.queue.enqueue(h.request(payload: #"{"sleepMs":200}"#)).id
         let clock = ContinuousClock()
@@ -36,7 +62,7 @@ import Testing
 
     @Test func aWaiterWakesWhenItsJobGoesDead() async throws {
         let h = try await QueueHarness("waiter-dead")
-        let waiter = JobWaiter(jobQueue: h.queue, logger: TestRedis.logger)
+        let waiter = JobWaiter(jobQueue: h.queue, sweepInterval: Self.noSweep, logger: TestRedis.logger)
         defer { waiter.close() }
         let id = try await h.queue.enqueue(h.request(payload: #"{"failTimes":5}"#, maxAttempts: 1)).id
         let clock = ContinuousClock()
@@ -50,7 +76,7 @@ import Testing
 
     @Test func aWaiterForAJobThatNeverEndsGetsTheRecordAsItIsAtItsTimeout() async throws {
         let h = try await QueueHarness("waiter-timeout")
-        let waiter = JobWaiter(jobQueue: h.queue, logger: TestRedis.logger)
+        let waiter = JobWaiter(jobQueue: h.queue, sweepInterval: Self.noSweep, logger: TestRedis.logger)
         defer { waiter.close() }
         // No worker runs: the job stays queued.
         let id = try await h.enqueue()
@@ -77,7 +103,7 @@ import Testing
         do {
             let pool = RedisConnectionPool(configuration: try RedisConfiguration(url: server.url), maximumConnections: 8, logger: TestRedis.logger)
             let queue = JobQueue(redis: pool, configuration: JobQueueConfiguration(prefix: "waiters"), logger: TestRedis.logger)
-            let waiter = JobWaiter(jobQueue: queue, logger: TestRedis.logger)
+            let waiter = JobWaiter(jobQueue: queue, sweepInterval: Self.noSweep, logger: TestRedis.logger)
             defer { waiter.close() }
             let results = try await queue.enqueue(batch: (0..<1000).map { _ in EnqueueRequest(type: "noop", payload: "{}", queue: "q") })
             let ids = results.map(\.id)
@@ -145,7 +171,7 @@ import Testing
             let pool = queue.redis
             let name = "failover"
             let keys = queue.configuration.keys(name)
-            let waiter = JobWaiter(jobQueue: queue, logger: TestRedis.logger)
+            let waiter = JobWaiter(jobQueue: queue, sweepInterval: Self.noSweep, logger: TestRedis.logger)
             defer { waiter.close() }
             var settings = QueueConsumer.Settings(concurrency: 4)
             settings.blockTimeout = .milliseconds(200)
@@ -200,7 +226,7 @@ import Testing
         do {
             let queue = try Self.queue(url: group.url, test: "waiter-sentinel")
             let pool = queue.redis
-            let waiter = JobWaiter(jobQueue: queue, logger: TestRedis.logger)
+            let waiter = JobWaiter(jobQueue: queue, sweepInterval: Self.noSweep, logger: TestRedis.logger)
             defer { waiter.close() }
             let keys = queue.configuration.keys("default")
             let id = try await queue.enqueue(EnqueueRequest(type: "noop", payload: "{}", queue: "default")).id
