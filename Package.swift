@@ -43,6 +43,13 @@ let package = Package(
             pkgConfig: "hiredis",
             providers: [.apt(["libhiredis-dev"])]
         ),
+        /// zlib (Debian's zlib1g-dev), through a module map: the customer's stored document is
+        /// deflated.
+        .systemLibrary(
+            name: "CZlib",
+            pkgConfig: "zlib",
+            providers: [.apt(["zlib1g-dev"])]
+        ),
         /// `Duration` as seconds, milliseconds and nanoseconds, saturating: the one conversion.
         .target(name: "DurationUnits"),
         /// A Redis client over hiredis: connection actors on their own threads, a pool, scripts.
@@ -132,7 +139,7 @@ let package = Package(
             name: "EntitleCore",
             dependencies: [
                 "DurationUnits",
-                "AppStore", "APNs", "Entitlements", "JobQueue", "RedisClient", "Reporting",
+                "AppStore", "APNs", "CZlib", "Entitlements", "JobQueue", "RedisClient", "Reporting",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -50,10 +50,12 @@ def memory(procs, bought):
     """What one subscription keeps in Redis for good (job records expire after a day): its
     customer hash, the owner index, the fence counter, its share of the renewal index."""
     subscriptions = [i for i in range(len(bought)) if i % 2 == 1]
+    # Customers' hashes live under their partition's tag: found by name.
+    hashes = {k.decode().rsplit(':customer:', 1)[1]: k for k in r.scan_iter('bench:ent:*:customer:*', count=1000)}
     total = 0
     for i in subscriptions:
         original = bought[i]['originalTransactionId']
-        keys = [f'bench:ent:demo:customer:c{procs}-{i}@example.com', f'bench:ent:demo:owner:{original}', f'bench:ent:demo:fence:{{{original}}}']
+        keys = [hashes.get(f'c{procs}-{i}@example.com', b'missing'), f'bench:ent:demo:owner:{original}', f'bench:ent:demo:fence:{{{original}}}']
         total += sum(r.memory_usage(k, samples=0) or 0 for k in keys)
     renewals = sum(r.memory_usage(k, samples=0) or 0 for k in r.scan_iter('bench:ent:renewals*'))
     per = (total + renewals) / len(subscriptions)

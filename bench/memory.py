@@ -59,6 +59,24 @@ def breakdown():
     return {k: round(v / N) for k, v in sizes.most_common(12)}
 
 
+def customer_keys():
+    """A customer's own keys at rest, per customer (`MEMORY USAGE`, every key, not sampled):
+    its hash, the owner and fence keys of its purchases, and its share of the renewal and
+    holder indexes. The event log (a publisher's partition, trimmed by age) is not a
+    customer's key and is counted apart."""
+    parts = collections.Counter()
+    for key in r.scan_iter(count=1000):
+        name = key.decode(errors='replace')
+        for kind, pattern in (('hash', ':customer:m'), ('owner', ':owner:'), ('fence', ':fence:'), ('renewal index', ':renewals'),
+                              ('holder indexes', 'holders:'), ('event log', ':events')):
+            if pattern in name:
+                parts[kind] += r.memory_usage(key, samples=0) or 0
+                break
+    per = {kind: round(parts[kind] / N) for kind in parts}
+    per['customer'] = sum(v for k, v in per.items() if k != 'event log')
+    return per
+
+
 def scenario(binary, kind, notifications):
     r.flushall()
     env = dict(os.environ, ENTITLE_REDIS_URL=f'redis://127.0.0.1:{PORT}')
@@ -98,11 +116,12 @@ def scenario(binary, kind, notifications):
             r.delete(*volatile[i:i + 500])
         rest = used()
         rest_parts = breakdown() if os.environ.get('BREAKDOWN') else None
+        own = customer_keys()
         if kept_parts:
             print(json.dumps({'kind': kind, 'notifications': notifications, 'binary': binary, 'kept': kept_parts, 'rest': rest_parts}), flush=True)
         receipts = sum(1 for _ in r.scan_iter('*:ent:demo:receipt:*', count=1000))
         return {'kept': round((kept - before) / N), 'rest': round((rest - before) / N), 'customer': round(customer),
-                'receipts': receipts}
+                'receipts': receipts, 'own': own}
     finally:
         run.terminate()
         run.wait()
@@ -127,6 +146,14 @@ def main():
                 v = row[side]
                 line += f" | {side}: {v['kept']:>6,} / {v['rest']:>5,} / {v['customer']:>5,} B, {v['receipts']} receipts"
         print(line)
+    print()
+    print("a customer's own keys at rest, per customer (hash, owner, fence, its share of the renewal and holder indexes; the event log apart):")
+    for row in rows:
+        for side in ('before', 'after'):
+            if side in row:
+                own = row[side]['own']
+                parts = ', '.join(f'{k} {v:,}' for k, v in sorted(own.items()) if k != 'customer')
+                print(f"{row['kind']:>12} notifications {'on ' if row['notifications'] else 'off'} {side:>6}: {own['customer']:,} B ({parts})")
 
 
 if __name__ == '__main__':

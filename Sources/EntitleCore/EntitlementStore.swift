@@ -107,11 +107,10 @@ package struct EntitlementStore: Sendable {
         guard !customers.isEmpty else { return [:] }
         let replies = try await redis.pipeline(customers.map { ["HGET", customerKey(publisher, $0), "doc"] })
         var states: [String: CustomerEntitlements] = [:]
-        let decoder = JSONDecoder()
         for (customer, reply) in zip(customers, replies) {
             guard let document = reply.string else { continue }
             do {
-                states[customer] = try decoder.decode(CustomerEntitlements.self, from: Data(document.utf8))
+                states[customer] = try StoredCustomer.decode(document)
             } catch {
                 throw EntitlementStoreError(
                     .unreadable, "the entitlements of customer \(customer) of \(publisher) cannot be read: \(error)")
@@ -143,7 +142,7 @@ package struct EntitlementStore: Sendable {
             return Snapshot(state: CustomerEntitlements(publisher: publisher, customer: customer), version: 0, outbox: [])
         }
         do {
-            let state = try JSONDecoder().decode(CustomerEntitlements.self, from: Data(document.utf8))
+            let state = try StoredCustomer.decode(document)
             let outbox = try values[2].string.map { try JSONDecoder().decode([FollowUpJob].self, from: Data($0.utf8)) } ?? []
             return Snapshot(state: state, version: values[1].string.flatMap { Int($0) } ?? 0, outbox: outbox)
         } catch {
@@ -231,7 +230,7 @@ package struct EntitlementStore: Sendable {
             if state == stored { return (result, outbox, []) }
             let effect = try effects(stored, state, version + 1)
             let added = effect.followUps.filter { job in !outbox.contains { $0.id == job.id } }
-            let document = String(decoding: try Self.encoder.encode(state), as: UTF8.self)
+            let document = try StoredCustomer.encode(state)
             let newOutbox = added.isEmpty ? "" : String(decoding: try Self.encoder.encode(outbox + added), as: UTF8.self)
             let event = try Self.eventPrefix(publisher: publisher, customer: customer)
             var entries: [String] = []

@@ -53,6 +53,27 @@ import Testing
         #expect(try await store.redis.send(["EXISTS", "\(store.prefix):ent:voip:customer:bob"]).int == 0)
     }
 
+    /// A customer stored as plain JSON (before the deflated form) is read as it was, and its
+    /// next change writes the deflated form, which reads back as the changed customer.
+    @Test func aDocumentInTheOlderFormIsReadAndRewrittenDeflated() async throws {
+        let store = try await store()
+        var old = CustomerEntitlements(publisher: "voip", customer: "carol")
+        _ = engine.apply(credit("1"), to: &old, now: Date())
+        let key = store.keys.customer("voip", "carol")
+        _ = try await store.redis.send(["HSET", key, "doc", String(decoding: try JSONEncoder().encode(old), as: UTF8.self), "v", "4"])
+        let read = try await store.load(publisher: "voip", customer: "carol")
+        #expect(read.state == old && read.version == 4)
+        let decision = try await store.update(publisher: "voip", customer: "carol") { engine.apply(credit("2"), to: &$0, now: Date()) }
+        #expect(decision.creditBalance == 20)
+        let stored = try #require(try await store.redis.send(["HGET", key, "doc"]).string)
+        #expect(stored.hasPrefix("z1:"))
+        let after = try await store.load(publisher: "voip", customer: "carol")
+        #expect(after.version == 5 && after.state.credits.balance == 20 && after.state.transactions.count == 2)
+        // A damaged document is an error that names the customer, not an empty customer.
+        _ = try await store.redis.send(["HSET", key, "doc", "z1:AAAA"])
+        await #expect(throws: EntitlementStoreError.self) { try await store.load(publisher: "voip", customer: "carol") }
+    }
+
     @Test func concurrentWritersAllLand() async throws {
         var store = try await store()
         store.maximumAttempts = 100

@@ -1,0 +1,145 @@
+import EntitleCore
+import Entitlements
+import Foundation
+import FuzzSupport
+import Testing
+
+/// The customer's document as stored (`StoredCustomer`): deflated, every fact kept, so every
+/// answer about every moment is the same after it is stored and read back as before; older
+/// documents (plain JSON) still read.
+@Suite struct StoredCustomerTests {
+    let engine: EntitlementEngine
+    static let start = Date(timeIntervalSince1970: 1_790_000_000.123)
+    static let month: TimeInterval = 30 * 86_400
+
+    init() throws {
+        let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appending(path: "Config/catalog.development.json")
+        let catalog = try EntitlementCatalog(json: try Data(contentsOf: file))
+        engine = EntitlementEngine(publisher: try #require(catalog.publisher("demo")))
+    }
+
+    /// A transaction as Apple signs one: 16-digit ids, millisecond dates, price and storefront.
+    static func fact(
+        _ id: Int, original: Int, product: String, kind: ProductKind = .autoRenewable, at date: Date, expires: Date? = nil
+    ) -> PurchaseFact {
+        PurchaseFact(
+            transactionId: String(2_000_000_900_000_000 + id), originalTransactionId: String(2_000_000_900_000_000 + original),
+            productId: product, bundleId: "com.entitle.demo", kind: kind, environment: "Production", purchaseDate: date,
+            expiresDate: expires, signedDate: date.addingTimeInterval(0.417), price: kind == .consumable ? "0.99" : "9.99",
+            currency: "USD", storefront: "USA")
+    }
+
+    /// A customer's life through the engine: a monthly subscription renewed `renewals` times
+    /// (one renewal refunded, one stretch in billing retry, one upgrade to annual), credits
+    /// bought, one refunded, and an issue bought.
+    func life(renewals: Int) -> (state: CustomerEntitlements, moments: [Date]) {
+        var state = CustomerEntitlements(publisher: "demo", customer: "reader@example.com")
+        let monthly = "com.entitle.demo.premium.monthly"
+        var moments: [Date] = []
+        for n in 0...renewals {
+            let from = Self.start.addingTimeInterval(Double(n) * Self.month)
+            let to = from.addingTimeInterval(Self.month)
+            let renewal = RenewalFact(
+                originalTransactionId: String(2_000_000_900_000_000), autoRenew: true, autoRenewProductId: monthly,
+                isInBillingRetry: n == renewals / 2, signedDate: from)
+            _ = engine.apply(Self.fact(n, original: 0, product: monthly, at: from, expires: to), renewal: renewal, to: &state, now: from)
+            moments += [from, to]
+        }
+        if renewals >= 3 {
+            let refunded = Self.start.addingTimeInterval(2.5 * Self.month)
+            _ = engine.refund(transactionId: String(2_000_000_900_000_002), at: refunded, in: &state)
+            moments.append(refunded)
+        }
+        let end = Self.start.addingTimeInterval(Double(renewals + 1) * Self.month)
+        let annual = Self.fact(
+            90_000, original: 0, product: "com.entitle.demo.premium.annual", at: end, expires: end.addingTimeInterval(365 * 86_400))
+        _ = engine.apply(annual, to: &state, now: end)
+        for n in 0..<3 {
+            let at = Self.start.addingTimeInterval(Double(n) * 86_400 + 3_600)
+            _ = engine.apply(
+                Self.fact(50_000 + n, original: 50_000 + n, product: "com.entitle.demo.credits.100", kind: .consumable, at: at),
+                to: &state, now: at)
+            moments.append(at)
+        }
+        _ = engine.refund(transactionId: String(2_000_000_900_050_001), at: Self.start.addingTimeInterval(5 * 86_400), in: &state)
+        let issue = Self.start.addingTimeInterval(7 * 86_400)
+        _ = engine.apply(
+            Self.fact(70_000, original: 70_000, product: "com.entitle.demo.issue.2026.11", kind: .nonConsumable, at: issue),
+            to: &state, now: issue)
+        moments += [end, end.addingTimeInterval(365 * 86_400), issue, Self.start.addingTimeInterval(5 * 86_400)]
+        return (state, moments)
+    }
+
+    /// Every moment the history changes at, a millisecond either side, and a day between.
+    static func probes(_ state: CustomerEntitlements, _ moments: [Date]) -> [Date] {
+        let edges = moments + state.periods.flatMap { [$0.start, $0.end, $0.endedAt, $0.released].compactMap { $0 } }
+            + state.credits.entries.map(\.at)
+        let first = edges.min() ?? start
+        let last = edges.max() ?? start
+        let daily = stride(from: first.addingTimeInterval(-86_400), through: last.addingTimeInterval(86_400), by: 86_400).map { $0 }
+        return Array(Set(edges.flatMap { [$0.addingTimeInterval(-0.001), $0, $0.addingTimeInterval(0.001)] } + daily)).sorted()
+    }
+
+    @Test(arguments: [0, 1, 12, 60])
+    func everyAnswerAtEveryMomentIsTheSameAfterStoring(renewals: Int) throws {
+        let (state, moments) = life(renewals: renewals)
+        let stored = try StoredCustomer.encode(state)
+        #expect(stored.hasPrefix("z1:"))
+        let read = try StoredCustomer.decode(stored)
+        #expect(read == state)
+        // Documents written before (JSON) read as the same customer.
+        let legacy = String(decoding: try JSONEncoder().encode(state), as: UTF8.self)
+        #expect(try StoredCustomer.decode(legacy) == state)
+        for date in Self.probes(state, moments) {
+            #expect(read.entitlements(at: date) == state.entitlements(at: date), "entitlements at \(date)")
+            #expect(read.subscriptions(at: date) == state.subscriptions(at: date), "subscriptions at \(date)")
+            #expect(read.periods(at: date) == state.periods(at: date), "periods at \(date)")
+        }
+        #expect(read.credits.balance == state.credits.balance)
+    }
+
+    /// What a renewal adds to the stored document is bounded, and far below its JSON.
+    @Test func aRenewalAddsLittle() throws {
+        let sizes = try [0, 12, 24, 60].map { renewals in
+            let (state, _) = life(renewals: renewals)
+            return (renewals, json: try JSONEncoder().encode(state).count, stored: try StoredCustomer.encode(state).utf8.count)
+        }
+        for (renewals, json, stored) in sizes { print("stored customer: \(renewals) renewals: JSON \(json) B, stored \(stored) B") }
+        let perRenewal = Double(sizes[3].stored - sizes[1].stored) / 48
+        let jsonPerRenewal = Double(sizes[3].json - sizes[1].json) / 48
+        print("stored customer: per renewal \(perRenewal) B stored, \(jsonPerRenewal) B as JSON")
+        #expect(perRenewal < 80, "a renewal adds \(perRenewal) bytes")
+        #expect(Double(sizes[0].stored) < Double(sizes[0].json) * 0.5)
+    }
+
+    /// A subscription bought once, as most customers are: what its document costs.
+    @Test func aFirstPurchaseIsSmall() throws {
+        var state = CustomerEntitlements(publisher: "demo", customer: "reader@example.com")
+        let monthly = "com.entitle.demo.premium.monthly"
+        _ = engine.apply(
+            Self.fact(0, original: 0, product: monthly, at: Self.start, expires: Self.start.addingTimeInterval(Self.month)),
+            renewal: RenewalFact(originalTransactionId: String(2_000_000_900_000_000), autoRenew: true, signedDate: Self.start),
+            to: &state, now: Self.start)
+        let json = try JSONEncoder().encode(state).count
+        let stored = try StoredCustomer.encode(state).utf8.count
+        print("stored customer: one subscription: JSON \(json) B, stored \(stored) B")
+        #expect(stored < 400 && stored * 3 < json)
+    }
+
+    /// A stored document that is damaged is an error that says so, never a crash or a
+    /// customer read as empty.
+    @Test func aDamagedDocumentIsRefused() throws {
+        let stored = try StoredCustomer.encode(life(renewals: 3).state)
+        for damaged in ["z1:not base64!", String(stored.prefix(stored.count / 2)), "z1:" + Data([1, 2, 3]).base64EncodedString(), "z1:"] {
+            #expect(throws: (any Error).self, "\(damaged.prefix(20))") { try StoredCustomer.decode(damaged) }
+        }
+        // Deflated garbage that inflates: refused as JSON.
+        var mutator = Mutator(seed: 7)
+        for _ in 0..<200 {
+            let bytes = Array(Data(base64Encoded: String(stored.dropFirst(3)))!)
+            let text = "z1:" + Data(mutator.mutate(bytes)).base64EncodedString()
+            if let read = try? StoredCustomer.decode(text) { #expect(read.customer.utf8.count < 1_000) }
+        }
+    }
+}
