@@ -50,6 +50,9 @@ package struct EntitleConfiguration: Sendable {
     package var provisionalCheckDelay: Duration = .seconds(60)
     /// Publisher id -> its APNs client (publishers whose catalog entry has `push`).
     package var pushClients: [String: APNsClient] = [:]
+    /// How customers' documents are written (`ENTITLE_CUSTOMER_FORMAT`: `deflated`, the
+    /// default, or `json` while older versions still run); both are always read.
+    package var customerFormat: StoredCustomer.Format = .deflated
 
     package func gateway(publisher: String, bundleId: String) -> AppleGateway? { gateways[publisher]?[bundleId] }
 
@@ -194,6 +197,11 @@ package struct EntitleConfiguration: Sendable {
                 billingRetryCheckInterval: development ? .seconds(60) : .seconds(6 * 3600),
                 provisionalCheckDelay: development ? .seconds(2) : .seconds(60))
             configuration.pushClients = pushClients
+            switch environment["ENTITLE_CUSTOMER_FORMAT"] ?? "" {
+            case "", "deflated": configuration.customerFormat = .deflated
+            case "json": configuration.customerFormat = .json
+            case let other: throw WorkerError(.invalidConfiguration, "ENTITLE_CUSTOMER_FORMAT must be deflated or json, not \(other)")
+            }
             return configuration
         }
 

@@ -2,7 +2,8 @@
 /// is for the queue (`P` a publisher, `C` a customer, `T` an original transaction id, `NN`
 /// the customer's partition, 00 to 15):
 ///
-/// - `{prefix}:ent:{P/NN}:customer:C`: hash `doc` (JSON `CustomerEntitlements`), `v` (version),
+/// - `{prefix}:ent:{P/NN}:customer:C`: hash `doc` (`CustomerEntitlements` as `StoredCustomer`
+///   writes it: `z1:` and its deflated JSON in base64, or plain JSON), `v` (version),
 ///   `outbox` (follow-up jobs written with the change, enqueued after it), `ev` (the ids of
 ///   the customer's lifecycle events in the log), `fence:T`
 /// - `{prefix}:ent:{P/NN}:events`: stream, the event log of the partition's customers: one

@@ -22,10 +22,14 @@ package struct EntitlementStore: Sendable {
 
     package let keys: EntitlementKeys
 
-    package init(redis: RedisConnectionPool, prefix: String = "entitle", logger: Logger) {
+    /// How documents are written (both forms are read).
+    package var format: StoredCustomer.Format
+
+    package init(redis: RedisConnectionPool, prefix: String = "entitle", format: StoredCustomer.Format = .deflated, logger: Logger) {
         self.redis = redis
         self.prefix = prefix
         self.keys = EntitlementKeys(prefix: prefix)
+        self.format = format
         self.logger = logger
     }
 
@@ -230,7 +234,7 @@ package struct EntitlementStore: Sendable {
             if state == stored { return (result, outbox, []) }
             let effect = try effects(stored, state, version + 1)
             let added = effect.followUps.filter { job in !outbox.contains { $0.id == job.id } }
-            let document = try StoredCustomer.encode(state)
+            let document = try StoredCustomer.encode(state, format: format)
             let newOutbox = added.isEmpty ? "" : String(decoding: try Self.encoder.encode(outbox + added), as: UTF8.self)
             let event = try Self.eventPrefix(publisher: publisher, customer: customer)
             var entries: [String] = []

@@ -2,20 +2,30 @@ import Entitlements
 import Foundation
 
 /// The customer's document as the customer hash's `doc` field holds it: the JSON of
-/// `CustomerEntitlements`, deflated with a dictionary of what customers' documents say,
-/// in base64 after the marker `z1:`.
+/// `CustomerEntitlements`, deflated (zlib's format, with its checksum) with a dictionary of
+/// what customers' documents say, in base64 after the marker `z1:`.
 ///
 /// Every fact is kept (nothing is summarized or dropped, so "entitled on date D" reads the
 /// same for every D); deflate shares what repeats: a renewal's transaction and access period
 /// are mostly the previous renewal's, so each one adds little. A document written before
-/// (plain JSON, starting `{`) is read as it is and written in this form at its next change.
+/// (plain JSON, starting `{`) is read as it is and written in this form at its next change;
+/// `Format.json` still writes plain JSON, for a rolling upgrade from a version that reads
+/// only that (docs/operations.md, "Upgrading").
 ///
-/// The dictionary is part of the format: changing it means a new marker, and reading both.
+/// The dictionary is part of the format (a test pins it): changing it means a new marker,
+/// and reading both.
 package enum StoredCustomer {
     static let marker = "z1:"
 
-    /// Deflate's level: 6 compresses a 1.3 KB document to within a few bytes of 9, much
-    /// faster.
+    /// How documents are written; both are always read.
+    package enum Format: String, Sendable, CaseIterable {
+        /// Deflated (`z1:`), the default.
+        case deflated
+        /// Plain JSON, as versions before the deflated form wrote and read.
+        case json
+    }
+
+    /// Deflate's level: zlib's default.
     static let level: Int32 = 6
 
     static let encoder: JSONEncoder = {
@@ -25,8 +35,9 @@ package enum StoredCustomer {
     }()
 
     /// The document to store.
-    package static func encode(_ state: CustomerEntitlements) throws -> String {
+    package static func encode(_ state: CustomerEntitlements, format: Format = .deflated) throws -> String {
         let json = try encoder.encode(state)
+        if format == .json { return String(decoding: json, as: UTF8.self) }
         let deflated = try Deflate.compress(Array(json), dictionary: dictionary, level: level)
         return marker + Data(deflated).base64EncodedString()
     }
@@ -38,7 +49,10 @@ package enum StoredCustomer {
 
     /// The JSON text of a stored document, in either form.
     package static func json(_ stored: String) throws -> Data {
-        guard stored.hasPrefix(marker) else { return Data(stored.utf8) }
+        if stored.hasPrefix("{") { return Data(stored.utf8) }
+        guard stored.hasPrefix(marker) else {
+            throw Deflate.Failure(description: "the stored document is in no form this version reads (\(stored.prefix(3)))")
+        }
         guard let deflated = Data(base64Encoded: String(stored.dropFirst(marker.count))) else {
             throw Deflate.Failure(description: "the stored document is not base64 after its marker")
         }
@@ -49,7 +63,7 @@ package enum StoredCustomer {
     /// with the shortest distances): the keys of `CustomerEntitlements` and what it holds, and
     /// the values that recur.
     static let dictionary: [UInt8] = Array(dictionaryText.utf8)
-    static let dictionaryText = """
+    package static let dictionaryText = """
         "billingRetries":[{"from":,"originalTransactionId":"","to":,"transactionId":""}],"heldSince":{"":},"provisional":{"":},\
         "sharedPurchases":[""],"billingPlan":{"commitmentExpiresDate":,"commitmentPrice":"","commitmentRenewalBillingPlanType":"",\
         "commitmentRenewalDate":,"commitmentRenewalPrice":"","commitmentRenewalProductId":"","commitmentRenews":false,"currency":"",\

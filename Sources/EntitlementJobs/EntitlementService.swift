@@ -30,7 +30,8 @@ package struct EntitlementService: Sendable {
     package init(configuration: EntitleConfiguration, jobQueue: JobQueue, logger: Logger) {
         self.configuration = configuration
         self.jobQueue = jobQueue
-        self.store = EntitlementStore(redis: jobQueue.redis, prefix: jobQueue.configuration.prefix, logger: logger)
+        self.store = EntitlementStore(
+            redis: jobQueue.redis, prefix: jobQueue.configuration.prefix, format: configuration.customerFormat, logger: logger)
         self.locks = TransactionLock(redis: jobQueue.redis, prefix: jobQueue.configuration.prefix)
         self.applePause = ApplePause(store: store)
         self.logger = logger

@@ -69,6 +69,12 @@ import Testing
         #expect(stored.hasPrefix("z1:"))
         let after = try await store.load(publisher: "voip", customer: "carol")
         #expect(after.version == 5 && after.state.credits.balance == 20 && after.state.transactions.count == 2)
+        // A store told to write JSON (a rolling upgrade) writes what older versions read.
+        var older = store
+        older.format = .json
+        _ = try await older.update(publisher: "voip", customer: "carol") { engine.apply(credit("3"), to: &$0, now: Date()) }
+        #expect(try await store.redis.send(["HGET", key, "doc"]).string?.hasPrefix("{") == true)
+        #expect(try await store.load(publisher: "voip", customer: "carol").state.credits.balance == 30)
         // A damaged document is an error that names the customer, not an empty customer.
         _ = try await store.redis.send(["HSET", key, "doc", "z1:AAAA"])
         await #expect(throws: EntitlementStoreError.self) { try await store.load(publisher: "voip", customer: "carol") }

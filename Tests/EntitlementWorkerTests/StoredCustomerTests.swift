@@ -127,19 +127,65 @@ import Testing
         #expect(stored < 400 && stored * 3 < json)
     }
 
-    /// A stored document that is damaged is an error that says so, never a crash or a
-    /// customer read as empty.
+    /// A stored document that is damaged is an error that says so, never a crash, another
+    /// customer or a customer read as empty: zlib's checksums hold or nothing is read.
     @Test func aDamagedDocumentIsRefused() throws {
-        let stored = try StoredCustomer.encode(life(renewals: 3).state)
-        for damaged in ["z1:not base64!", String(stored.prefix(stored.count / 2)), "z1:" + Data([1, 2, 3]).base64EncodedString(), "z1:"] {
+        let state = life(renewals: 3).state
+        let stored = try StoredCustomer.encode(state)
+        let bytes = Array(try #require(Data(base64Encoded: String(stored.dropFirst(3)))))
+        for damaged in ["z1:not base64!", "z1:" + Data([1, 2, 3]).base64EncodedString(), "z1:", "z2:" + stored.dropFirst(3), "", "["] {
             #expect(throws: (any Error).self, "\(damaged.prefix(20))") { try StoredCustomer.decode(damaged) }
         }
-        // Deflated garbage that inflates: refused as JSON.
-        var mutator = Mutator(seed: 7)
-        for _ in 0..<200 {
-            let bytes = Array(Data(base64Encoded: String(stored.dropFirst(3)))!)
-            let text = "z1:" + Data(mutator.mutate(bytes)).base64EncodedString()
-            if let read = try? StoredCustomer.decode(text) { #expect(read.customer.utf8.count < 1_000) }
+        // Cut short anywhere, or with bytes after its end.
+        for length in 0..<bytes.count {
+            let cut = "z1:" + Data(bytes[..<length]).base64EncodedString()
+            #expect(throws: (any Error).self, "cut at \(length)") { try StoredCustomer.decode(cut) }
         }
+        #expect(throws: (any Error).self) { try StoredCustomer.decode("z1:" + Data(bytes + [0]).base64EncodedString()) }
+        // Mutated: refused, or (a mutation that changes nothing deflate reads) the same customer.
+        var mutator = Mutator(seed: Mutator.seed)
+        var refused = 0
+        let cases = Mutator.iterations(default: 500)
+        for index in 0..<cases {
+            let text = "z1:" + Data(mutator.mutate(bytes)).base64EncodedString()
+            guard let read = try? StoredCustomer.decode(text) else {
+                refused += 1
+                continue
+            }
+            #expect(read == state, "seed \(Mutator.seed), case \(index): a damaged document read as another customer")
+        }
+        #expect(refused > cases * 9 / 10)
+    }
+
+    /// The stored form is fixed: a document written today reads the same in every later
+    /// version. A change to the dictionary (which would read old documents as other data) or
+    /// to the format fails here; it needs a new marker instead.
+    @Test func theFormatIsPinned() throws {
+        let digest = SHA256Hex.of(StoredCustomer.dictionaryText)
+        #expect(digest == "bd34c58d7f38f6c5fba6a31224cf01ec49f90964f116f45dd2580a0546a4b537", "the z1 dictionary changed: \(digest)")
+        let pinned =
+            "z1:WKQsUoYrxZVBCoAgEEVvJDpY6H0UahFB0NK7pymZOqJQ1GzFvnx7zwpwGQpWR0pvLSAE4yC4oJQwAGmnJMSaepl3t3tSKS1xpdYZ0HMkDYNUFOKI0stKwhdJeNEiYIKxUUJyzryaIisn0CVgFBYbLypj6sBbhCJNvogsUuTn99CkHisys8A95YkR0LZ/VwRas1eG9C9YnzYad5EqBUGj6pj0h+7wTQmVMQcu725t"
+        let read = try StoredCustomer.decode(pinned)
+        #expect(read.customer == "reader@example.com" && read.transactions.count == 1 && read.periods.count == 1)
+        #expect(read.entitlements(at: Self.start.addingTimeInterval(86_400)) == ["hd", "premium"])
+        // (Not compared byte for byte when written again: another zlib may deflate the same
+        // input to other bytes, which read the same.)
+        #expect(try StoredCustomer.decode(try StoredCustomer.encode(read)) == read)
+    }
+
+    /// `json` writes plain JSON, for a rolling upgrade from a version that reads only that.
+    @Test func theJSONFormatWritesWhatOlderVersionsRead() throws {
+        let state = life(renewals: 2).state
+        let text = try StoredCustomer.encode(state, format: .json)
+        #expect(text.hasPrefix("{"))
+        #expect(try JSONDecoder().decode(CustomerEntitlements.self, from: Data(text.utf8)) == state)
+        #expect(try StoredCustomer.decode(text) == state)
+    }
+
+    /// `ENTITLE_CUSTOMER_FORMAT` picks the form written; anything else is refused at start.
+    @Test func theFormatIsChosenByTheEnvironment() async throws {
+        #expect(try await AppStoreHostTests.settings([:]).customerFormat == .deflated)
+        #expect(try await AppStoreHostTests.settings(["ENTITLE_CUSTOMER_FORMAT": "json"]).customerFormat == .json)
+        await #expect(throws: WorkerError.self) { try await AppStoreHostTests.settings(["ENTITLE_CUSTOMER_FORMAT": "gzip"]) }
     }
 }
