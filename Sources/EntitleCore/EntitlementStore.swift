@@ -114,7 +114,7 @@ package struct EntitlementStore: Sendable {
         for (customer, reply) in zip(customers, replies) {
             guard let document = reply.string else { continue }
             do {
-                states[customer] = try StoredCustomer.decode(document)
+                states[customer] = try StoredCustomer.decode(document, publisher: publisher, customer: customer)
             } catch {
                 throw EntitlementStoreError(
                     .unreadable, "the entitlements of customer \(customer) of \(publisher) cannot be read: \(error)")
@@ -146,7 +146,7 @@ package struct EntitlementStore: Sendable {
             return Snapshot(state: CustomerEntitlements(publisher: publisher, customer: customer), version: 0, outbox: [])
         }
         do {
-            let state = try StoredCustomer.decode(document)
+            let state = try StoredCustomer.decode(document, publisher: publisher, customer: customer)
             let outbox = try values[2].string.map { try JSONDecoder().decode([FollowUpJob].self, from: Data($0.utf8)) } ?? []
             return Snapshot(state: state, version: values[1].string.flatMap { Int($0) } ?? 0, outbox: outbox)
         } catch {

@@ -34,17 +34,23 @@ package enum StoredCustomer {
         return encoder
     }()
 
-    /// The document to store.
+    /// The document to store. Deflated, it leaves out the publisher and the customer: the
+    /// key names both, and a customer's id is the one thing in a first purchase's document
+    /// that nothing else repeats.
     package static func encode(_ state: CustomerEntitlements, format: Format = .deflated) throws -> String {
-        let json = try encoder.encode(state)
-        if format == .json { return String(decoding: json, as: UTF8.self) }
-        let deflated = try Deflate.compress(Array(json), dictionary: dictionary, level: level)
+        if format == .json { return String(decoding: try encoder.encode(state), as: UTF8.self) }
+        var anonymous = state
+        (anonymous.publisher, anonymous.customer) = ("", "")
+        let deflated = try Deflate.compress(Array(try encoder.encode(anonymous)), dictionary: dictionary, level: level)
         return marker + Data(deflated).base64EncodedString()
     }
 
-    /// A stored document read back, in either form.
-    package static func decode(_ stored: String) throws -> CustomerEntitlements {
-        try JSONDecoder().decode(CustomerEntitlements.self, from: json(stored))
+    /// A stored document read back, in either form, as the document of the customer its key
+    /// names.
+    package static func decode(_ stored: String, publisher: String, customer: String) throws -> CustomerEntitlements {
+        var state = try JSONDecoder().decode(CustomerEntitlements.self, from: json(stored))
+        (state.publisher, state.customer) = (publisher, customer)
+        return state
     }
 
     /// The JSON text of a stored document, in either form.
@@ -60,8 +66,9 @@ package enum StoredCustomer {
     }
 
     /// What documents say most, the likeliest last (deflate reaches the end of its window
-    /// with the shortest distances): the keys of `CustomerEntitlements` and what it holds, and
-    /// the values that recur.
+    /// with the shortest distances): the keys of `CustomerEntitlements` and what it holds, the
+    /// values that recur, and last a first subscription's document without its ids, dates and
+    /// names (a publisher's own product ids are not guessed: "com." at most).
     static let dictionary: [UInt8] = Array(dictionaryText.utf8)
     package static let dictionaryText = """
         "billingRetries":[{"from":,"originalTransactionId":"","to":,"transactionId":""}],"heldSince":{"":},"provisional":{"":},\
@@ -69,17 +76,18 @@ package enum StoredCustomer {
         "commitmentRenewalDate":,"commitmentRenewalPrice":"","commitmentRenewalProductId":"","commitmentRenews":false,"currency":"",\
         "monthlyPrice":"","period":1,"periods":12,"renewalBillingPlanType":"","type":""},"expiresBeforeExtension":,\
         "revocationDate":,"revocationPercentage":,"revocationType":"REFUND_FULL","previousOriginalTransactionId":"",\
-        "appAccountToken":"","offerIdentifier":"","offerDiscountType":"FREE_TRIAL","offerKind":"introductory",\
+        "appAccountToken":"","offerIdentifier":"","offerDiscountType":"PAY_AS_YOU_GO","offerKind":"promotional",\
         "expirationReason":"customerCancelled","gracePeriodExpiresDate":,"priceIncreaseConsented":false,"provisionalUntil":,\
-        "autoRenewProductId":"com.","endReason":"expired","endedAt":,"releasedAt":,"status":"expired","Sandbox",\
+        "endReason":"expired","endedAt":,"releasedAt":,"status":"expired","Sandbox","price":"9.99",\
         "kind":"Non-Consumable","kind":"Consumable","priceSource":"reported","kind":"purchase","kind":"spend",\
         {"credits":{"entries":[{"amount":100,"at":,"currency":"USD","kind":"purchase","offerId":"","price":"0.99","transactionId":""}]},\
-        "customer":"@example.com","periods":[{"end":,"entitlements":[""],"offerId":"","originalTransactionId":"","productId":"com.",\
-        "start":,"transactionId":""}],"publisher":"","subscriptions":{"":{"asOf":,"autoRenew":true,"expiresDate":,\
-        "isInBillingRetry":false,"isIntroductoryOffer":false,"latestTransactionId":"","offerId":"","originalTransactionId":"",\
-        "productId":"com.","status":"active"}},"transactions":{"":{"bundleId":"com.","currency":"USD","environment":"Production",\
-        "expiresDate":,"isFamilyShared":false,"isIntroductoryOffer":false,"isUpgraded":false,"kind":"Auto-Renewable Subscription",\
-        "originalTransactionId":"","price":"","priceSource":"apple","productId":"com.","purchaseDate":,"quantity":1,\
+        "customer":"","periods":[{"end":,"entitlements":["",""],"offerId":"","originalTransactionId":"","productId":"com.",\
+        "start":,"transactionId":""}],"publisher":"","subscriptions":{"":{"asOf":,"autoRenew":true,"autoRenewProductId":"com.",\
+        "expiresDate":,"isInBillingRetry":false,"isIntroductoryOffer":true,"latestTransactionId":"","offerId":"",\
+        "originalTransactionId":"","productId":"com.","status":"active"}},"transactions":{"":{"bundleId":"com.","currency":"USD",\
+        "environment":"Production","expiresDate":,"isFamilyShared":false,"isIntroductoryOffer":true,"isUpgraded":false,\
+        "kind":"Auto-Renewable Subscription","offerDiscountType":"FREE_TRIAL","offerKind":"introductory",\
+        "originalTransactionId":"","price":"0","priceSource":"apple","productId":"com.","purchaseDate":,"quantity":1,\
         "signedDate":,"storefront":"USA","transactionId":""}}}
         """
 }
