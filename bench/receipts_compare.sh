@@ -22,7 +22,7 @@ for round in $(seq "$rounds"); do
   for side in before after; do
     bin=.build/release/entitle; args=${AFTER_WORKER_ARGS:-}; [ "$side" = before ] && bin=$before && args=""
     # jobs/s, then the workers' and redis-server's CPU per receipt job (us) and the workers' round trips per job.
-    rate=$(BENCH_WORKER_ARGS="$args" ENTITLE_BIN=$bin VERIFY_PEER_VENV=/nonexistent "$PY" bench/receipts.py "$n" | head -1 | python3 -c '
+    rate=$(BENCH_WORKER_ARGS="$args" ENTITLE_BIN=$bin VERIFY_PEER_VENV=/nonexistent "$PY" bench/receipts.py "$n" | sed -n 1p | python3 -c '
 import json, sys
 d = json.load(sys.stdin); row = d["rows"][0]; s = row["split_seconds"]; n = d["n"]
 print(row["receipt_jobs_per_s"], round(1e6 * s.get("worker_cpu_s", 0) / n), round(1e6 * s.get("redis_cpu_s", 0) / n),
