@@ -11,42 +11,55 @@ import Testing
 
     func read(_ name: String) throws -> Data { try Data(contentsOf: Self.jobsFolder.appendingPathComponent(name)) }
 
-    @Test func theExampleDecodesAsAJobRecordAndIsAValidRequest() throws {
-        let job = try JSONDecoder().decode(JobRecord.self, from: try read("examples/noop.json"))
+    func json(_ name: String) throws -> Any { try JSONSerialization.jsonObject(with: try read(name)) }
+
+    func schema(_ name: String) throws -> JSONSchemaChecker {
+        try JSONSchemaChecker(contentsOf: Self.jobsFolder.appendingPathComponent(name))
+    }
+
+    /// `examples/noop.json` is a stored hash (HGETALL, every value a string);
+    /// `examples/receipt.json` is what `entitle jobs show --json` prints for a finished job.
+    @Test func theExamplesAreTrueOfTheirSchemasAndTheSwiftTypes() throws {
+        let hash = try #require(try json("examples/noop.json") as? [String: String])
+        #expect(try schema("job-hash.schema.json").problems(hash) == [])
+        let job = try #require(JobRecord(fields: hash))
         #expect(job.type == "noop")
         #expect(job.status == .queued)
         try EnqueueRequest(
             type: job.type, payload: job.payload, queue: job.queue, idempotencyKey: job.idempotencyKey, maxAttempts: job.maxAttempts,
             id: job.id
         ).validate()
-        // The finished receipt example too, with a result that is JSON.
-        let receipt = try JSONDecoder().decode(JobRecord.self, from: try read("examples/receipt.json"))
-        #expect(receipt.type == "receipt" && receipt.status == .succeeded)
-        try EnqueueRequest(type: receipt.type, payload: receipt.payload, queue: receipt.queue, id: receipt.id).validate()
-        #expect(try JSONSerialization.jsonObject(with: Data((receipt.result ?? "").utf8)) is [String: Any])
+
+        let shown = try json("examples/receipt.json")
+        #expect(try schema("job.schema.json").problems(shown) == [])
+        let receipt = try #require(shown as? [String: Any])
+        #expect(receipt["type"] as? String == "receipt" && receipt["status"] as? String == "succeeded")
+        #expect(receipt["result"] is [String: Any])
     }
 
-    @Test func theSchemaDescribesExactlyTheSwiftEnvelope() throws {
-        let schema = try #require(try JSONSerialization.jsonObject(with: try read("job.schema.json")) as? [String: Any])
-        let properties = Set((schema["properties"] as? [String: Any] ?? [:]).keys)
-        let required = Set(schema["required"] as? [String] ?? [])
-        // Every field set: the encoder names every property JobRecord has.
+    /// The printed form's fields are exactly `JobDocument`'s; both schemas' statuses are `JobStatus`'s.
+    @Test func theSchemasDescribeTheSwiftTypes() throws {
+        let shownSchema = try #require(try json("job.schema.json") as? [String: Any])
+        let properties = Set((shownSchema["properties"] as? [String: Any] ?? [:]).keys)
+        let required = Set(shownSchema["required"] as? [String] ?? [])
+        // Every field set: the document names every property it can have.
         let full = JobRecord(
             id: "a", type: "t", queue: "q", payload: "{}", status: .failed, attempt: 1, maxAttempts: 2, idempotencyKey: "k",
             createdAt: 1, enqueuedAt: 2, startedAt: 3, finishedAt: 4, retryAt: 5, lastError: "e", result: "null", label: "l",
             traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-        )
+        ).document(includingPayload: true)
         let encoded = try #require(try JSONSerialization.jsonObject(with: try JSONEncoder().encode(full)) as? [String: Any])
         #expect(Set(encoded.keys) == properties)
-        // Required: what a record without the optional fields still has.
-        let minimal = JobRecord(id: "a", type: "t", queue: "q", payload: "{}", status: .queued, createdAt: 1, enqueuedAt: 1)
+        // Required: what a document without the optional fields still has.
+        let minimal = JobRecord(id: "a", type: "t", queue: "q", payload: "", status: .queued, createdAt: 1, enqueuedAt: 1)
+            .document(includingPayload: true)
         let minimalKeys = try #require(try JSONSerialization.jsonObject(with: try JSONEncoder().encode(minimal)) as? [String: Any]).keys
         #expect(Set(minimalKeys) == required)
-        let statuses = ((schema["properties"] as? [String: Any])?["status"] as? [String: Any])?["enum"] as? [String]
-        #expect(statuses.map(Set.init) == Set(JobStatus.allCases.map(\.rawValue)))
-        // The example is valid against the schema's required set.
-        let example = try #require(try JSONSerialization.jsonObject(with: try read("examples/noop.json")) as? [String: Any])
-        #expect(required.isSubset(of: example.keys) && Set(example.keys).isSubset(of: properties))
+        for name in ["job.schema.json", "job-hash.schema.json"] {
+            let schema = try #require(try json(name) as? [String: Any])
+            let statuses = ((schema["properties"] as? [String: Any])?["status"] as? [String: Any])?["enum"] as? [String]
+            #expect(statuses.map(Set.init) == Set(JobStatus.allCases.map(\.rawValue)), "\(name)")
+        }
     }
 
     @Test func theShippedScriptIsTheOneTheProducerRunsByteForByte() throws {
@@ -63,27 +76,29 @@ import Testing
         let prefix = TestRedis.uniquePrefix("wire")
         let redis = RedisConnection(configuration: try await TestRedis.configuration(), logger: TestRedis.logger)
         let source = String(decoding: try read("enqueue.lua"), as: UTF8.self)
-        let example = try JSONDecoder().decode(JobRecord.self, from: try read("examples/noop.json"))
-        let q = example.queue
+        let example = try #require(try json("examples/noop.json") as? [String: String])
+        let (q, id, idempotencyKey) = (example["queue"] ?? "", example["id"] ?? "", example["idempotencyKey"] ?? "")
         let keys = [
             "\(prefix):{\(q)}:pending", "\(prefix):{\(q)}:scheduled", "\(prefix):{\(q)}:stats", "\(prefix):{\(q)}:recent",
-            "\(prefix):{\(q)}:job:\(example.id)", "\(prefix):{\(q)}:idem:\(example.idempotencyKey ?? "")",
-            "\(prefix):{\(q)}:job:\(example.id)", "\(prefix):{\(q)}:job:\(example.id)",
+            "\(prefix):{\(q)}:job:\(id)", "\(prefix):{\(q)}:idem:\(idempotencyKey)", "\(prefix):{\(q)}:job:\(id)",
+            "\(prefix):{\(q)}:job:\(id)",
         ]
         let arguments = [
-            String(example.createdAt), "86400000", q, "200", example.id, example.type, example.payload,
-            String(example.maxAttempts), "0", example.idempotencyKey ?? "", "", "", "",
+            example["createdAt"] ?? "", "86400000", q, "200", id, example["type"] ?? "", example["payload"] ?? "",
+            example["maxAttempts"] ?? "", "0", idempotencyKey, "", "", "",
         ]
         let reply = try await redis.send(["EVAL", source, String(keys.count)] + keys + arguments)
-        #expect(reply.array == [.bulk(Array(example.id.utf8)), .integer(1)])
+        #expect(reply.array == [.bulk(Array(id.utf8)), .integer(1)])
         try await redis.send(["SADD", "\(prefix):queues", q])
+        // The stored hash is the example, field for field.
+        #expect(try await redis.send(["HGETALL", "\(prefix):{\(q)}:job:\(id)"]).fieldValues == example)
 
         let queue = JobQueue(
             redis: try await TestRedis.pool(), configuration: JobQueueConfiguration(prefix: prefix), logger: TestRedis.logger)
-        let stored = try #require(try await queue.job(id: example.id))
-        #expect(stored == example)
+        let stored = try #require(try await queue.job(id: id))
+        #expect(stored == JobRecord(fields: example))
         // The same idempotency key through the Swift producer finds the same job.
-        let again = try await queue.enqueue(EnqueueRequest(type: "noop", queue: q, idempotencyKey: example.idempotencyKey))
-        #expect(again == EnqueueResult(id: example.id, created: false))
+        let again = try await queue.enqueue(EnqueueRequest(type: "noop", queue: q, idempotencyKey: idempotencyKey))
+        #expect(again == EnqueueResult(id: id, created: false))
     }
 }
