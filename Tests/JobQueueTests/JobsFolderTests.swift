@@ -71,6 +71,67 @@ import Testing
         #expect(try read("watch.lua") == Data(QueueScripts.watch.source.utf8))
     }
 
+    // MARK: The README keeps up with the code
+
+    static let sources = jobsFolder.deletingLastPathComponent().appendingPathComponent("Sources").appendingPathComponent("JobQueue")
+
+    func readme() throws -> String { String(decoding: try read("README.md"), as: UTF8.self) }
+
+    func source(_ name: String) throws -> String { try String(contentsOf: Self.sources.appendingPathComponent(name), encoding: .utf8) }
+
+    /// The first capture group of each match of `pattern`.
+    func captures(_ pattern: String, in text: String) throws -> [String] {
+        try NSRegularExpression(pattern: pattern).matches(in: text, range: NSRange(text.startIndex..., in: text)).compactMap {
+            Range($0.range(at: 1), in: text).map { String(text[$0]) }
+        }
+    }
+
+    /// Every key `QueueKeys` builds (read from its source, so a new one counts), and the queue
+    /// history's, is in the README's table of keys.
+    @Test func theReadmeNamesEveryKeyOfAQueue() throws {
+        let readme = try readme()
+        let suffixes = try captures(#"base \+ "([a-z]+:?)""#, in: try source("QueueKeys.swift"))
+        #expect(suffixes.count >= 12, "\(suffixes)")
+        for suffix in suffixes { #expect(readme.contains("`PREFIX:{Q}:\(suffix)"), "\(suffix)") }
+        #expect(readme.contains("`\(QueueKeys.registry(prefix: "PREFIX"))`"))
+        let history = try captures(#"\\\(jobQueue\.configuration\.prefix\):(\{metrics\}:[a-z]+)"#, in: try source("QueueHistory.swift"))
+        #expect(history.count == 2, "\(history)")
+        for key in history { #expect(readme.contains("`PREFIX:\(key)`"), "\(key)") }
+    }
+
+    /// Every counter a queue script increments (read from the scripts) is in the README.
+    @Test func theReadmeNamesEveryCounterTheScriptsWrite() throws {
+        let readme = try readme()
+        let scripts = try source("QueueScripts.swift")
+        let perType = Set(try captures(#"'([a-z]+):' \.\."#, in: scripts) + captures(#"counter = '([a-z]+):'"#, in: scripts))
+        let plain = Set(try captures(#"'HINCRBY', KEYS\[[0-9]+\], '([a-z]+)'"#, in: scripts))
+        #expect(perType.isSuperset(of: ["enqueued", "succeeded", "retried", "deferred", "dead"]), "\(perType)")
+        #expect(plain.isSuperset(of: ["reaped", "runs", "applied"]), "\(plain)")
+        for name in perType { #expect(readme.contains("`\(name):TYPE`"), "\(name)") }
+        for name in plain { #expect(readme.contains("`\(name)`"), "\(name)") }
+    }
+
+    /// Every status, every field of the stored hash, the noop job's payload options and the
+    /// unknown type's error code are in the README.
+    @Test func theReadmeNamesEveryStatusFieldAndOption() throws {
+        let readme = try readme()
+        for status in JobStatus.allCases { #expect(readme.contains("`\(status.rawValue)`"), "\(status)") }
+        let hashSchema = try #require(try json("job-hash.schema.json") as? [String: Any])
+        let fields = (hashSchema["properties"] as? [String: Any] ?? [:]).keys
+        #expect(fields.count >= 20)
+        for field in fields { #expect(readme.contains("`\(field)`"), "\(field)") }
+        #expect(readme.contains("`memo:NAME`"))
+        let noop = try source("NoopHandler.swift")
+        // The fields of NoopHandler.Payload: from `struct Payload` to its closing brace.
+        let start = try #require(noop.range(of: "struct Payload"))
+        let end = try #require(noop[start.upperBound...].range(of: "}"))
+        let options = try captures(#"var ([A-Za-z]+):"#, in: String(noop[start.upperBound..<end.lowerBound]))
+        #expect(options.count == 3, "\(options)")
+        for option in options { #expect(readme.contains("\"\(option)\""), "\(option)") }
+        let unknown = try captures(#"retryable\("([A-Za-z]+)", "this worker has no handler"#, in: try source("QueueConsumer.swift"))
+        #expect(unknown.count == 1 && readme.contains("`\(unknown.first ?? "?"): this worker has no handler"))
+    }
+
     @Test func theReadmeRecipeEnqueuesAJobTheWorkerSideReads() async throws {
         // Exactly the KEYS and ARGV that Jobs/README.md gives, by plain EVAL.
         let prefix = TestRedis.uniquePrefix("wire")
