@@ -70,12 +70,13 @@ public struct EmbeddedJSON: Encodable, Sendable, Hashable {
 }
 
 extension JobRecord {
-    /// The job as a `JobDocument`; the payload only when asked for.
+    /// The job as a `JobDocument`; the payload only when asked for, and only while the record
+    /// keeps one (a job that succeeded dropped it: no `""` stands in for it).
     public func document(includingPayload: Bool = false) -> JobDocument {
         JobDocument(
             id: id, type: type, queue: queue, status: status.rawValue, attempt: attempt, maxAttempts: maxAttempts,
             createdAt: createdAt, enqueuedAt: enqueuedAt, startedAt: startedAt, finishedAt: finishedAt, retryAt: retryAt,
             lastError: lastError, idempotencyKey: idempotencyKey, result: EmbeddedJSON(result),
-            payload: includingPayload ? EmbeddedJSON(payload) : nil)
+            payload: includingPayload && !payload.isEmpty ? EmbeddedJSON(payload) : nil)
     }
 }

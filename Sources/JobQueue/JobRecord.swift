@@ -50,7 +50,7 @@ public struct JobRecord: Sendable, Codable, Hashable {
     }
 
     /// Reads a job hash (HGETALL); `nil` when a field the envelope needs is missing.
-    init?(fields: [String: String]) {
+    package init?(fields: [String: String]) {
         guard let id = fields["id"], let type = fields["type"], let queue = fields["queue"],
             let status = fields["status"].flatMap(JobStatus.init(rawValue:)),
             let createdAt = fields["createdAt"].flatMap(Int64.init), let enqueuedAt = fields["enqueuedAt"].flatMap(Int64.init)

@@ -16,7 +16,7 @@ package struct QueueKeys: Sendable, Hashable {
     package var scheduled: String { base + "scheduled" }
     package var dead: String { base + "dead" }
     package var consumers: String { base + "consumers" }
-    /// Counters per job type: `enqueued:TYPE`, `succeeded:TYPE`, `retried:TYPE`, `dead:TYPE`, and `reaped`.
+    /// Counters per job type: `enqueued:TYPE`, `succeeded:TYPE`, `retried:TYPE`, `deferred:TYPE`, `dead:TYPE`, and `reaped`.
     package var stats: String { base + "stats" }
     /// What scripts prepend to a job id to name its hash (same hash tag, same slot).
     package var jobPrefix: String { base + "job:" }
