@@ -45,7 +45,7 @@ for i = 1, jobs do
     end
     types[jtype] = true
   end
-  -- The common benchmark payload needs no decoder.
+  -- An empty object (a job with no input) needs no decoder.
   if payload ~= '{}' and not pcall(cjson.decode, payload) then return refuse(i, 'the payload must be JSON') end
   if maxAttempts ~= '0' and maxAttempts ~= '1000' and not string.find(maxAttempts, '^[1-9]%d?%d?$') then
     return refuse(i, 'maxAttempts must be 0 (the type decides) to 1000')

@@ -1,7 +1,7 @@
 import Entitlements
 import Foundation
 
-/// The payloads of the entitlement job types (`Jobs/*.schema.json` documents them).
+/// The payloads of the entitlement job types (`docs/entitlements.md` documents them).
 package enum JobPayloads {
     /// `receipt`: a purchase to prove and apply. Exactly one of `signedTransaction`,
     /// `transactionId` and `appReceipt`.
