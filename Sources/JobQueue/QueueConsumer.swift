@@ -90,9 +90,12 @@ public final class QueueConsumer: Sendable {
                 inFlight.withLock { ids in for job in jobs { ids.insert(job.id) } }
                 for job in jobs {
                     group.addTask {
-                        await self.execute(job)
+                        // The slot is free once the handler is done; recording the outcome
+                        // (a round trip, batched) need not hold it. The id stays in the active
+                        // list and in `inFlight` until it is recorded, and the group waits for
+                        // the recording before a drained consumer gives anything back.
+                        await self.execute(job) { self.gate.give() }
                         _ = self.inFlight.withLock { $0.remove(job.id) }
-                        self.gate.give()
                     }
                 }
             }
@@ -236,7 +239,8 @@ public final class QueueConsumer: Sendable {
 
     // MARK: Running
 
-    private func execute(_ job: ClaimedJob) async {
+    /// Runs the job and records its outcome; `handlerDone` is called once, between the two.
+    private func execute(_ job: ClaimedJob, handlerDone: () -> Void) async {
         running.add(1, ordering: .relaxed)
         defer { running.subtract(1, ordering: .relaxed) }
         let registration = registry[job.type]
@@ -317,6 +321,7 @@ public final class QueueConsumer: Sendable {
             }
         }
         metrics.runTime.record(duration: clock.now - began)
+        handlerDone()
         let recorded = await acks.record(outcome)
         attemptSpan.attributes["entitle.job.outcome"] = recorded ? outcome.kind.spanValue : "fenced"
         attemptSpan.attributes["entitle.job.max_attempts"] = maxAttempts
