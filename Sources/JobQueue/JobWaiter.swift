@@ -30,6 +30,8 @@ public final class JobWaiter: Sendable {
         var waiting: [String: [String: [Int: WakeSignal]]] = [:]
         var nextWaiter = 0
         var closed = false
+        /// How many catch-ups (`lookAgain`) have ended: the tests await the first.
+        var lookedAgain = 0
     }
 
     /// How often the jobs waited on are marked and read again while subscribed.
@@ -83,6 +85,10 @@ public final class JobWaiter: Sendable {
             guard let record, !record.status.isFinished, deadline > .now, !Task.isCancelled else { return record }
         }
     }
+
+    /// How many times the jobs waited on were marked and read again after a (re)subscription or
+    /// a sweep (for the tests: a catch-up still under way sends Redis a command per job).
+    var catchUps: Int { state.withLock { $0.lookedAgain } }
 
     /// How many callers wait now (for the tests and metrics).
     public var waitingCount: Int {
@@ -159,6 +165,7 @@ public final class JobWaiter: Sendable {
     /// lost a mark that was not replicated yet) and wakes the callers whose jobs ended while
     /// nobody listened.
     private func lookAgain(_ queue: String) async {
+        defer { state.withLock { $0.lookedAgain += 1 } }
         let ids = state.withLock { state in state.waiting[queue].map { Array($0.keys) } ?? [] }
         guard !ids.isEmpty else { return }
         let keys = jobQueue.configuration.keys(queue)

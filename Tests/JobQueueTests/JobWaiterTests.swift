@@ -118,6 +118,9 @@ import Testing
                 try await eventually("1,000 waiters to have marked their jobs") {
                     try await pool.pipeline(ids.map { ["HEXISTS", "waiters:{q}:job:\($0)", "waiter"] }).allSatisfy { $0.int == 1 }
                 }
+                // The subscription's first catch-up marks every job again (a command each): on a
+                // loaded machine it can come after the callers' own marks, so it is awaited.
+                try await eventually("the subscription's catch-up to have ended") { waiter.catchUps >= 1 }
                 let before = try await commands()
                 let clock = ContinuousClock()
                 let from = clock.now
