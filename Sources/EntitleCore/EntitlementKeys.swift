@@ -2,10 +2,10 @@
 /// is for the queue (`P` a publisher, `C` a customer, `T` an original transaction id, `NN`
 /// the customer's partition, 00 to 15):
 ///
-/// - `{prefix}:ent:{P/NN}:customer:C`: hash `doc` (`CustomerEntitlements` as `StoredCustomer`
-///   writes it: `z1:` and its deflated JSON in base64, or plain JSON), `v` (version),
-///   `outbox` (follow-up jobs written with the change, enqueued after it), `ev` (the ids of
-///   the customer's lifecycle events in the log), `fence:T`
+/// - `{prefix}:ent:{P/NN}:customer:C`: hash `d` (`StoredCustomer.Record`: the version, the ids
+///   of the customer's lifecycle events in the log, the fences and `CustomerEntitlements` as
+///   `StoredCustomer` writes it), `outbox` (follow-up jobs written with the change, enqueued
+///   after it); or, as versions before 2026-11-26 wrote it, `doc`, `v`, `ev` and `fence:T`
 /// - `{prefix}:ent:{P/NN}:events`: stream, the event log of the partition's customers: one
 ///   entry per lifecycle event (`e`: the event's JSON) and per change of report pieces (`d`),
 ///   appended in the same script that writes the customer (same hash tag, one Cluster slot)

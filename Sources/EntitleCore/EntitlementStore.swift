@@ -47,51 +47,101 @@ package struct EntitlementStore: Sendable {
     package func channel(_ publisher: String) -> String { keys.channel(publisher) }
 
     /// Writes the document when the stored version is still `ARGV[1]` ("" for none) and no
-    /// newer lock holder wrote it (fence field `ARGV[5]` holds at most token `ARGV[6]`), with
-    /// its outbox (`ARGV[7]`), appends the change's entries to the event log (`KEYS[2]`, the
-    /// customer's partition: `ARGV[9]` entries of a field and its JSON from `ARGV[10]`,
-    /// trimming entries older than `ARGV[8]` ms) and the lifecycle events' ids to the
-    /// customer's `ev` (trimmed alike), then publishes the change. Returns the new version, 0
-    /// when someone else wrote first, or -1 when the writer's lock was taken over (fenced out).
+    /// newer lock holder wrote it (the fence of transaction `ARGV[5]`, escaped, holds at most
+    /// token `ARGV[6]`), with its outbox (`ARGV[7]`), appends the change's entries to the
+    /// event log (`KEYS[2]`, the customer's partition: `ARGV[9]` entries of a field and its
+    /// JSON from `ARGV[11]`, trimming entries older than `ARGV[8]` ms) and the lifecycle
+    /// events' ids to the customer's list of them (trimmed alike), then publishes the change.
+    /// Returns the new version, 0 when someone else wrote first, or -1 when the writer's lock
+    /// was taken over (fenced out).
+    ///
+    /// `ARGV[10]` is the layout written (`StoredCustomer.Layout`): `packed`, one field `d`
+    /// holding the version, the event ids, the fences and the document (`StoredCustomer.Record`);
+    /// or `fields`, as versions before it wrote: `v`, `ev`, `fence:T` and `doc`. Either is read,
+    /// and a write in one layout removes the other's fields.
     static let compareAndSet = RedisScript(
         name: "entitlements-compare-and-set",
         source: """
-            local current = redis.call('HGET', KEYS[1], 'v') or ''
+            local key = KEYS[1]
+            local record = redis.call('HGET', key, 'd')
+            local current, listed
+            -- The fences as the record holds them: transaction (escaped) -> token, and their order.
+            local fences, order = {}, {}
+            if record then
+              local fenceText
+              current, listed, fenceText = string.match(record, '^(%d+)\\n([^\\n]*)\\n([^\\n]*)\\n')
+              if not current then return redis.error_reply('ERR the customer record ' .. key .. ' is malformed') end
+              for name, token in string.gmatch(fenceText, '(%S+)=(%d+)') do
+                fences[name] = token
+                table.insert(order, name)
+              end
+            else
+              current = redis.call('HGET', key, 'v') or ''
+              listed = redis.call('HGET', key, 'ev') or ''
+              if ARGV[10] == 'packed' and current ~= '' then
+                -- Moving to the packed record: every fence field goes with it.
+                local all = redis.call('HGETALL', key)
+                for i = 1, #all, 2 do
+                  if string.sub(all[i], 1, 6) == 'fence:' then
+                    local name = string.sub(all[i], 7)
+                    fences[name] = all[i + 1]
+                    table.insert(order, name)
+                  end
+                end
+              elseif ARGV[5] ~= '' then
+                fences[ARGV[5]] = redis.call('HGET', key, 'fence:' .. ARGV[5])
+              end
+            end
             if current ~= ARGV[1] then return 0 end
             if ARGV[5] ~= '' then
-              local seen = tonumber(redis.call('HGET', KEYS[1], ARGV[5]) or '0')
-              if seen > tonumber(ARGV[6]) then return -1 end
-              redis.call('HSET', KEYS[1], ARGV[5], ARGV[6])
+              if tonumber(fences[ARGV[5]] or '0') > tonumber(ARGV[6]) then return -1 end
+              if not fences[ARGV[5]] then table.insert(order, ARGV[5]) end
+              fences[ARGV[5]] = ARGV[6]
             end
             local version = (tonumber(current) or 0) + 1
-            redis.call('HSET', KEYS[1], 'doc', ARGV[2], 'v', version)
-            if ARGV[7] ~= '' then redis.call('HSET', KEYS[1], 'outbox', ARGV[7]) end
             local count = tonumber(ARGV[9])
+            local ids = {}
             if count > 0 then
               local time = redis.call('TIME')
               local oldest = string.format('%.0f', tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) - tonumber(ARGV[8]))
-              local ids = {}
               for i = 0, count - 1 do
-                local field = ARGV[10 + 2 * i]
-                local id = redis.call('XADD', KEYS[2], 'MINID', '~', oldest, '*', field, ARGV[11 + 2 * i])
+                local field = ARGV[11 + 2 * i]
+                local id = redis.call('XADD', KEYS[2], 'MINID', '~', oldest, '*', field, ARGV[12 + 2 * i])
                 if field == 'e' then table.insert(ids, id) end
               end
               if #ids > 0 then
                 local kept = {}
-                local listed = redis.call('HGET', KEYS[1], 'ev')
-                if listed then
-                  for id in string.gmatch(listed, '%S+') do
-                    local ms = tonumber(string.match(id, '^(%d+)'))
-                    if ms and ms >= tonumber(oldest) then table.insert(kept, id) end
-                  end
+                for id in string.gmatch(listed, '%S+') do
+                  local ms = tonumber(string.match(id, '^(%d+)'))
+                  if ms and ms >= tonumber(oldest) then table.insert(kept, id) end
                 end
                 for _, id in ipairs(ids) do table.insert(kept, id) end
-                redis.call('HSET', KEYS[1], 'ev', table.concat(kept, ' '))
+                listed = table.concat(kept, ' ')
               end
             end
+            if ARGV[10] == 'packed' then
+              local written = {}
+              for _, name in ipairs(order) do table.insert(written, name .. '=' .. fences[name]) end
+              redis.call('HSET', key, 'd', version .. '\\n' .. listed .. '\\n' .. table.concat(written, ' ') .. '\\n' .. ARGV[2])
+              if not record and current ~= '' then
+                local gone = {'doc', 'v', 'ev'}
+                for _, name in ipairs(order) do table.insert(gone, 'fence:' .. name) end
+                redis.call('HDEL', key, unpack(gone))
+              end
+            else
+              redis.call('HSET', key, 'doc', ARGV[2], 'v', version)
+              if listed ~= '' then redis.call('HSET', key, 'ev', listed) end
+              if record then
+                for _, name in ipairs(order) do redis.call('HSET', key, 'fence:' .. name, fences[name]) end
+                redis.call('HDEL', key, 'd')
+              elseif ARGV[5] ~= '' then
+                redis.call('HSET', key, 'fence:' .. ARGV[5], ARGV[6])
+              end
+            end
+            if ARGV[7] ~= '' then redis.call('HSET', key, 'outbox', ARGV[7]) end
             -- The holder indexes (KEYS[3] on): the customer (after the entries) and a score
             -- per index key, '' to leave the index.
-            local at = 10 + 2 * count
+            local at = 11 + 2 * count
             for k = 3, #KEYS do
               local score = ARGV[at + k - 2]
               if score == '' then redis.call('ZREM', KEYS[k], ARGV[at]) else redis.call('ZADD', KEYS[k], score, ARGV[at]) end
@@ -109,12 +159,14 @@ package struct EntitlementStore: Sendable {
     /// Several customers' documents in one pipelined round trip; customers without one are absent.
     package func load(publisher: String, customers: [String]) async throws -> [String: CustomerEntitlements] {
         guard !customers.isEmpty else { return [:] }
-        let replies = try await redis.pipeline(customers.map { ["HGET", customerKey(publisher, $0), "doc"] })
+        let replies = try await redis.pipeline(customers.map { ["HMGET", customerKey(publisher, $0), "d", "doc"] })
         var states: [String: CustomerEntitlements] = [:]
         for (customer, reply) in zip(customers, replies) {
-            guard let document = reply.string else { continue }
             do {
-                states[customer] = try StoredCustomer.decode(document, publisher: publisher, customer: customer)
+                let values = reply.array ?? []
+                guard values.count == 2, let record = try StoredCustomer.Record(packed: values[0].string, document: values[1].string)
+                else { continue }
+                states[customer] = try StoredCustomer.decode(record.document, publisher: publisher, customer: customer)
             } catch {
                 throw EntitlementStoreError(
                     .unreadable, "the entitlements of customer \(customer) of \(publisher) cannot be read: \(error)")
@@ -137,18 +189,20 @@ package struct EntitlementStore: Sendable {
 
     /// The read `snapshot(_:)` decodes, for a caller that pipelines it with others.
     package func snapshotCommand(publisher: String, customer: String) -> [String] {
-        ["HMGET", customerKey(publisher, customer), "doc", "v", "outbox"]
+        ["HMGET", customerKey(publisher, customer), "d", "doc", "v", "outbox"]
     }
 
     /// The customer as `snapshotCommand`'s reply shows it.
     package func snapshot(_ reply: RedisReply, publisher: String, customer: String) throws -> Snapshot {
-        guard let values = reply.array, values.count == 3, let document = values[0].string else {
+        guard let values = reply.array, values.count == 4 else {
             return Snapshot(state: CustomerEntitlements(publisher: publisher, customer: customer), version: 0, outbox: [])
         }
         do {
-            let state = try StoredCustomer.decode(document, publisher: publisher, customer: customer)
-            let outbox = try values[2].string.map { try JSONDecoder().decode([FollowUpJob].self, from: Data($0.utf8)) } ?? []
-            return Snapshot(state: state, version: values[1].string.flatMap { Int($0) } ?? 0, outbox: outbox)
+            guard let record = try StoredCustomer.Record(packed: values[0].string, document: values[1].string, version: values[2].string)
+            else { return Snapshot(state: CustomerEntitlements(publisher: publisher, customer: customer), version: 0, outbox: []) }
+            let state = try StoredCustomer.decode(record.document, publisher: publisher, customer: customer)
+            let outbox = try values[3].string.map { try JSONDecoder().decode([FollowUpJob].self, from: Data($0.utf8)) } ?? []
+            return Snapshot(state: state, version: record.version, outbox: outbox)
         } catch {
             throw EntitlementStoreError(.unreadable, "the entitlements of customer \(customer) of \(publisher) cannot be read: \(error)")
         }
@@ -246,8 +300,8 @@ package struct EntitlementStore: Sendable {
                 keys: [customerKey(publisher, customer), keys.events(publisher, customer: customer)] + holders.map(\.key),
                 arguments: [
                     version == 0 ? "" : String(version), document, channel(publisher), event,
-                    fence.map { "fence:" + $0.originalTransactionId } ?? "", fence.map { String($0.value) } ?? "", newOutbox,
-                    String(effect.retention.components.seconds * 1000), String(entries.count / 2),
+                    fence.map { StoredCustomer.Record.fenceName($0.originalTransactionId) } ?? "", fence.map { String($0.value) } ?? "",
+                    newOutbox, String(effect.retention.components.seconds * 1000), String(entries.count / 2), format.layout,
                 ] + entries + [customer] + holders.map(\.score))
             if let newVersion = written.int, newVersion > 0 { return (result, outbox + added, effect.events) }
             if written.int == -1, let fence {

@@ -53,31 +53,62 @@ import Testing
         #expect(try await store.redis.send(["EXISTS", "\(store.prefix):ent:voip:customer:bob"]).int == 0)
     }
 
-    /// A customer stored as plain JSON (before the deflated form) is read as it was, and its
-    /// next change writes the deflated form, which reads back as the changed customer.
-    @Test func aDocumentInTheOlderFormIsReadAndRewrittenDeflated() async throws {
+    /// A customer stored as older versions wrote it (plain JSON in `doc`, `v`, `ev`, a
+    /// `fence:T` per transaction) is read as it was; its next change writes the packed record
+    /// (one field `d`, the document deflated) carrying the version, the event ids and every
+    /// fence, so a lock holder fenced out before is still fenced out after.
+    @Test func aCustomerInTheOlderLayoutIsReadAndRewrittenPacked() async throws {
         let store = try await store()
+        let locks = TransactionLock(redis: store.redis, prefix: store.prefix)
         var old = CustomerEntitlements(publisher: "voip", customer: "carol")
         _ = engine.apply(credit("1"), to: &old, now: Date())
         let key = store.keys.customer("voip", "carol")
-        _ = try await store.redis.send(["HSET", key, "doc", String(decoding: try JSONEncoder().encode(old), as: UTF8.self), "v", "4"])
+        let token = try #require(try await locks.acquire(publisher: "voip", originalTransactionId: "2", job: "stale"))
+        _ = try await store.redis.send([
+            "HSET", key, "doc", String(decoding: try JSONEncoder().encode(old), as: UTF8.self), "v", "4",
+            "ev", "1700000000000-0 1700000000001-0", "fence:1", "5", "fence:2", String(token.value + 1),
+        ])
         let read = try await store.load(publisher: "voip", customer: "carol")
         #expect(read.state == old && read.version == 4)
-        let decision = try await store.update(publisher: "voip", customer: "carol") { engine.apply(credit("2"), to: &$0, now: Date()) }
+        let decision = try await store.update(publisher: "voip", customer: "carol") { engine.apply(credit("3"), to: &$0, now: Date()) }
         #expect(decision.creditBalance == 20)
-        let stored = try #require(try await store.redis.send(["HGET", key, "doc"]).string)
-        #expect(stored.hasPrefix("z1:"))
+        #expect(try await store.redis.send(["HKEYS", key]).array?.compactMap(\.string) == ["d"], "the older fields are gone")
+        let record = try StoredCustomer.Record(packed: try #require(try await store.redis.send(["HGET", key, "d"]).string))
+        #expect(record.version == 5 && record.events == "1700000000000-0 1700000000001-0")
+        #expect(record.fences == ["1": 5, "2": token.value + 1])
+        #expect(record.document.hasPrefix("z1:"))
         let after = try await store.load(publisher: "voip", customer: "carol")
         #expect(after.version == 5 && after.state.credits.balance == 20 && after.state.transactions.count == 2)
-        // A store told to write JSON (a rolling upgrade) writes what older versions read.
+        // The fence came along: the holder a later token overtook (written in the older layout) changes nothing.
+        await #expect(throws: EntitlementStoreError.self) {
+            try await store.update(publisher: "voip", customer: "carol", fence: token) { engine.apply(credit("2"), to: &$0, now: Date()) }
+        }
+        #expect(try await store.load(publisher: "voip", customer: "carol").state.credits.balance == 20)
+        // A store told to write JSON (a rolling upgrade) writes the fields older versions read, fences and all.
         var older = store
         older.format = .json
-        _ = try await older.update(publisher: "voip", customer: "carol") { engine.apply(credit("3"), to: &$0, now: Date()) }
-        #expect(try await store.redis.send(["HGET", key, "doc"]).string?.hasPrefix("{") == true)
+        let fresh = try #require(try await locks.acquire(publisher: "voip", originalTransactionId: "7", job: "fresh"))
+        _ = try await older.update(publisher: "voip", customer: "carol", fence: fresh) { engine.apply(credit("7"), to: &$0, now: Date()) }
+        let fields = try await store.redis.send(["HGETALL", key]).fieldValues
+        #expect(Set(fields.keys) == ["doc", "v", "ev", "fence:1", "fence:2", "fence:7"])
+        #expect(fields["doc"]?.hasPrefix("{") == true && fields["v"] == "6" && fields["fence:7"] == String(fresh.value))
         #expect(try await store.load(publisher: "voip", customer: "carol").state.credits.balance == 30)
-        // A damaged document is an error that names the customer, not an empty customer.
+        // A damaged document is an error that names the customer, not an empty customer; so is a damaged record.
         _ = try await store.redis.send(["HSET", key, "doc", "z1:AAAA"])
         await #expect(throws: EntitlementStoreError.self) { try await store.load(publisher: "voip", customer: "carol") }
+        _ = try await store.redis.send(["HSET", key, "d", "6\nno fences line"])
+        await #expect(throws: EntitlementStoreError.self) { try await store.load(publisher: "voip", customer: "carol") }
+        await #expect(throws: (any Error).self) { try await store.update(publisher: "voip", customer: "carol") { engine.apply(credit("8"), to: &$0, now: Date()) } }
+    }
+
+    /// Transaction ids name their fences in the packed record escaped, so none can break it.
+    @Test func fenceNamesKeepTheRecordsSeparatorsOut() throws {
+        #expect(StoredCustomer.Record.fenceName("2000000123456789") == "2000000123456789")
+        #expect(StoredCustomer.Record.fenceName("a b=c\nd%") == "a%20b%3Dc%0Ad%25")
+        let record = StoredCustomer.Record(version: 3, events: "1-0 2-0", fences: ["a%20b": 9, "7": 11], document: "z1:AA==")
+        #expect(try StoredCustomer.Record(packed: record.packed) == record)
+        #expect(throws: (any Error).self) { try StoredCustomer.Record(packed: "0\n\n\nz1:") }
+        #expect(throws: (any Error).self) { try StoredCustomer.Record(packed: "3\n\nx\nz1:") }
     }
 
     @Test func concurrentWritersAllLand() async throws {
