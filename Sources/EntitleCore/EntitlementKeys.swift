@@ -2,7 +2,7 @@
 /// is for the queue (`P` a publisher, `C` a customer, `T` an original transaction id, `NN`
 /// the customer's partition, 00 to 15):
 ///
-/// - `{prefix}:ent:{P/NN}:customer:C`: hash `d` (`StoredCustomer.Record`: the version, the ids
+/// - `{prefix}:ent:{P/NN}:customer:C`: hash `doc` (`StoredCustomer.Record`: the version, the ids
 ///   of the customer's lifecycle events in the log, the fences and `CustomerEntitlements` as
 ///   `StoredCustomer` writes it), `outbox` (follow-up jobs written with the change, enqueued
 ///   after it); or, as versions before 2026-11-26 wrote it, `doc`, `v`, `ev` and `fence:T`

@@ -47,25 +47,36 @@ package struct EntitlementStore: Sendable {
     package func channel(_ publisher: String) -> String { keys.channel(publisher) }
 
     /// Writes the document when the stored version is still `ARGV[1]` ("" for none) and no
-    /// newer lock holder wrote it (the fence of transaction `ARGV[5]`, escaped, holds at most
-    /// token `ARGV[6]`), with its outbox (`ARGV[7]`), appends the change's entries to the
-    /// event log (`KEYS[2]`, the customer's partition: `ARGV[9]` entries of a field and its
-    /// JSON from `ARGV[11]`, trimming entries older than `ARGV[8]` ms) and the lifecycle
-    /// events' ids to the customer's list of them (trimmed alike), then publishes the change.
-    /// Returns the new version, 0 when someone else wrote first, or -1 when the writer's lock
-    /// was taken over (fenced out).
+    /// newer lock holder wrote it (the fence of transaction `ARGV[5]`, escaped as
+    /// `StoredCustomer.Record.fenceName` does, holds at most token `ARGV[6]`), with its outbox
+    /// (`ARGV[7]`), appends the change's entries to the event log (`KEYS[2]`, the customer's
+    /// partition: `ARGV[9]` entries of a field and its JSON from `ARGV[11]`, trimming entries
+    /// older than `ARGV[8]` ms) and the lifecycle events' ids to the customer's list of them
+    /// (trimmed alike), then publishes the change. Returns the new version, 0 when someone
+    /// else wrote first, or -1 when the writer's lock was taken over (fenced out).
     ///
-    /// `ARGV[10]` is the layout written (`StoredCustomer.Layout`): `packed`, one field `d`
-    /// holding the version, the event ids, the fences and the document (`StoredCustomer.Record`);
-    /// or `fields`, as versions before it wrote: `v`, `ev`, `fence:T` and `doc`. Either is read,
-    /// and a write in one layout removes the other's fields.
+    /// `ARGV[10]` is the layout written (`StoredCustomer.Layout`): `packed`, the field `doc`
+    /// holding the version, the event ids, the fences and the document (`StoredCustomer.Record`,
+    /// which starts with a digit); or `fields`, as versions before it wrote: `doc` the document
+    /// alone, `v`, `ev` and `fence:T` (T as it is). Either is read, and a write in one layout
+    /// leaves none of the other's fields. A version that knows only the fields cannot read a
+    /// packed `doc`, so it fails loudly instead of taking the customer for a new one.
     static let compareAndSet = RedisScript(
         name: "entitlements-compare-and-set",
         source: """
             local key = KEYS[1]
-            local record = redis.call('HGET', key, 'd')
+            local function escape(name)
+              if name == '' then return '%' end
+              return (string.gsub(name, '[^%w%._%-]', function(c) return string.format('%%%02X', string.byte(c)) end))
+            end
+            local function unescape(name)
+              if name == '%' then return '' end
+              return (string.gsub(name, '%%(%x%x)', function(h) return string.char(tonumber(h, 16)) end))
+            end
+            local stored = redis.call('HGET', key, 'doc')
+            local record = stored and string.match(stored, '^%d') and stored or nil
             local current, listed
-            -- The fences as the record holds them: transaction (escaped) -> token, and their order.
+            -- The fences: transaction (escaped) -> token, and the order they were first written in.
             local fences, order = {}, {}
             if record then
               local fenceText
@@ -83,13 +94,13 @@ package struct EntitlementStore: Sendable {
                 local all = redis.call('HGETALL', key)
                 for i = 1, #all, 2 do
                   if string.sub(all[i], 1, 6) == 'fence:' then
-                    local name = string.sub(all[i], 7)
+                    local name = escape(string.sub(all[i], 7))
+                    if not fences[name] then table.insert(order, name) end
                     fences[name] = all[i + 1]
-                    table.insert(order, name)
                   end
                 end
               elseif ARGV[5] ~= '' then
-                fences[ARGV[5]] = redis.call('HGET', key, 'fence:' .. ARGV[5])
+                fences[ARGV[5]] = redis.call('HGET', key, 'fence:' .. unescape(ARGV[5]))
               end
             end
             if current ~= ARGV[1] then return 0 end
@@ -122,20 +133,26 @@ package struct EntitlementStore: Sendable {
             if ARGV[10] == 'packed' then
               local written = {}
               for _, name in ipairs(order) do table.insert(written, name .. '=' .. fences[name]) end
-              redis.call('HSET', key, 'd', version .. '\\n' .. listed .. '\\n' .. table.concat(written, ' ') .. '\\n' .. ARGV[2])
+              redis.call('HSET', key, 'doc', version .. '\\n' .. listed .. '\\n' .. table.concat(written, ' ') .. '\\n' .. ARGV[2])
               if not record and current ~= '' then
-                local gone = {'doc', 'v', 'ev'}
-                for _, name in ipairs(order) do table.insert(gone, 'fence:' .. name) end
-                redis.call('HDEL', key, unpack(gone))
+                -- The older fields, a thousand at a time (Lua's unpack takes about 8,000 at most).
+                local gone = {'v', 'ev'}
+                for _, name in ipairs(order) do
+                  table.insert(gone, 'fence:' .. unescape(name))
+                  if #gone == 1000 then
+                    redis.call('HDEL', key, unpack(gone))
+                    gone = {}
+                  end
+                end
+                if #gone > 0 then redis.call('HDEL', key, unpack(gone)) end
               end
             else
               redis.call('HSET', key, 'doc', ARGV[2], 'v', version)
               if listed ~= '' then redis.call('HSET', key, 'ev', listed) end
               if record then
-                for _, name in ipairs(order) do redis.call('HSET', key, 'fence:' .. name, fences[name]) end
-                redis.call('HDEL', key, 'd')
+                for _, name in ipairs(order) do redis.call('HSET', key, 'fence:' .. unescape(name), fences[name]) end
               elseif ARGV[5] ~= '' then
-                redis.call('HSET', key, 'fence:' .. ARGV[5], ARGV[6])
+                redis.call('HSET', key, 'fence:' .. unescape(ARGV[5]), ARGV[6])
               end
             end
             if ARGV[7] ~= '' then redis.call('HSET', key, 'outbox', ARGV[7]) end
@@ -159,13 +176,11 @@ package struct EntitlementStore: Sendable {
     /// Several customers' documents in one pipelined round trip; customers without one are absent.
     package func load(publisher: String, customers: [String]) async throws -> [String: CustomerEntitlements] {
         guard !customers.isEmpty else { return [:] }
-        let replies = try await redis.pipeline(customers.map { ["HMGET", customerKey(publisher, $0), "d", "doc"] })
+        let replies = try await redis.pipeline(customers.map { ["HGET", customerKey(publisher, $0), "doc"] })
         var states: [String: CustomerEntitlements] = [:]
         for (customer, reply) in zip(customers, replies) {
             do {
-                let values = reply.array ?? []
-                guard values.count == 2, let record = try StoredCustomer.Record(packed: values[0].string, document: values[1].string)
-                else { continue }
+                guard let record = try StoredCustomer.Record(stored: reply.string) else { continue }
                 states[customer] = try StoredCustomer.decode(record.document, publisher: publisher, customer: customer)
             } catch {
                 throw EntitlementStoreError(
@@ -189,19 +204,19 @@ package struct EntitlementStore: Sendable {
 
     /// The read `snapshot(_:)` decodes, for a caller that pipelines it with others.
     package func snapshotCommand(publisher: String, customer: String) -> [String] {
-        ["HMGET", customerKey(publisher, customer), "d", "doc", "v", "outbox"]
+        ["HMGET", customerKey(publisher, customer), "doc", "v", "outbox"]
     }
 
     /// The customer as `snapshotCommand`'s reply shows it.
     package func snapshot(_ reply: RedisReply, publisher: String, customer: String) throws -> Snapshot {
-        guard let values = reply.array, values.count == 4 else {
+        guard let values = reply.array, values.count == 3 else {
             return Snapshot(state: CustomerEntitlements(publisher: publisher, customer: customer), version: 0, outbox: [])
         }
         do {
-            guard let record = try StoredCustomer.Record(packed: values[0].string, document: values[1].string, version: values[2].string)
+            guard let record = try StoredCustomer.Record(stored: values[0].string, version: values[1].string)
             else { return Snapshot(state: CustomerEntitlements(publisher: publisher, customer: customer), version: 0, outbox: []) }
             let state = try StoredCustomer.decode(record.document, publisher: publisher, customer: customer)
-            let outbox = try values[3].string.map { try JSONDecoder().decode([FollowUpJob].self, from: Data($0.utf8)) } ?? []
+            let outbox = try values[2].string.map { try JSONDecoder().decode([FollowUpJob].self, from: Data($0.utf8)) } ?? []
             return Snapshot(state: state, version: record.version, outbox: outbox)
         } catch {
             throw EntitlementStoreError(.unreadable, "the entitlements of customer \(customer) of \(publisher) cannot be read: \(error)")

@@ -103,8 +103,8 @@ package struct EventLog: Sendable {
     package func customerEvents(
         publisher: String, customer: String, before: String?, limit: Int
     ) async throws -> (events: [(id: String, event: LifecycleEvent)], next: String?) {
-        let fields = try await redis.send(["HMGET", keys.customer(publisher, customer), "d", "ev"]).array ?? []
-        let listed = try StoredCustomer.Record.events(packed: fields.first?.string, listed: fields.last?.string)
+        let fields = try await redis.send(["HMGET", keys.customer(publisher, customer), "doc", "ev"]).array ?? []
+        let listed = try StoredCustomer.Record(stored: fields.first?.string, events: fields.last?.string)?.events ?? ""
         var ids = listed.split(separator: " ").map(String.init).reversed().map { $0 }
         if let before { ids = ids.filter { Self.isEarlier($0, than: before) } }
         let page = Array(ids.prefix(limit))

@@ -1,8 +1,8 @@
 import Entitlements
 import Foundation
 
-/// The customer's document as the customer's record holds it (`Record`, the hash's `d`; `doc`
-/// in the older layout): the JSON of
+/// The customer's document as the customer's record holds it (`Record`, the hash's `doc`,
+/// after the version, event ids and fences; alone in the older layout): the JSON of
 /// `CustomerEntitlements`, deflated (zlib's format, with its checksum) with a dictionary of
 /// what customers' documents say, in base64 after the marker `z1:`.
 ///

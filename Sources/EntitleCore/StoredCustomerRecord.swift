@@ -5,15 +5,18 @@ extension StoredCustomer {
     /// the ids of its lifecycle events in the log, the fence of every transaction whose lock
     /// holder wrote it, and the document.
     ///
-    /// The packed layout keeps all four in one field, `d`:
+    /// The packed layout keeps all four in the hash's `doc` field:
     ///
     ///     VERSION \n EVENT-ID EVENT-ID ... \n T=TOKEN T=TOKEN ... \n DOCUMENT
     ///
     /// (`T` an original transaction id as `fenceName` escapes it, `DOCUMENT` as
     /// `StoredCustomer.encode` writes it). One field instead of four: a hash entry costs Redis
     /// about 60 to 90 bytes besides what it holds (bench/README.md, "What a purchase costs").
-    /// The compare-and-set script (`EntitlementStore.compareAndSet`) reads and writes it; this
-    /// type reads it for everyone else.
+    /// It starts with a digit, where the older layout's `doc` (the document alone) starts
+    /// with `{`: a version that knows only that layout cannot read it and says so, instead of
+    /// taking the customer for a new one. The compare-and-set script
+    /// (`EntitlementStore.compareAndSet`) reads and writes it; this type reads it for everyone
+    /// else.
     package struct Record: Sendable, Equatable {
         package var version: Int
         /// The event ids, space-separated, oldest first.
@@ -22,17 +25,21 @@ extension StoredCustomer {
         package var fences: [String: Int]
         package var document: String
 
-        /// The record as the hash's fields show it: the packed field `d` when there is one,
-        /// else the fields older versions wrote (`doc`, `v`); `nil` when the customer has no
-        /// document.
-        package init?(packed: String?, document: String? = nil, version: String? = nil) throws {
-            if let packed {
-                self = try Self(packed: packed)
-            } else if let document {
-                self.init(version: version.flatMap { Int($0) } ?? 0, events: "", fences: [:], document: document)
+        /// The record as the hash's fields show it: `doc` packed, or in the older layout the
+        /// document alone with the fields `v` and `ev`; `nil` when the customer has no document.
+        package init?(stored: String?, version: String? = nil, events: String? = nil) throws {
+            guard let stored else { return nil }
+            if Self.isPacked(stored) {
+                self = try Self(packed: stored)
             } else {
-                return nil
+                self.init(version: version.flatMap { Int($0) } ?? 0, events: events ?? "", fences: [:], document: stored)
             }
+        }
+
+        /// Whether a stored `doc` is the packed record (it starts with its version).
+        package static func isPacked(_ stored: String) -> Bool {
+            guard let first = stored.utf8.first else { return false }
+            return (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(first)
         }
 
         package init(version: Int, events: String, fences: [String: Int], document: String) {
@@ -42,7 +49,7 @@ extension StoredCustomer {
             self.document = document
         }
 
-        /// Reads the packed field `d`.
+        /// Reads the packed `doc`.
         package init(packed: String) throws {
             var lines: [Substring] = []
             var rest = packed[...]
@@ -62,24 +69,20 @@ extension StoredCustomer {
             self.init(version: version, events: String(lines[1]), fences: fences, document: String(rest))
         }
 
-        /// The packed field `d` for this record (the script writes it; the tests compare).
+        /// The packed `doc` for this record (the script writes it; the tests compare).
         package var packed: String {
             let pairs = fences.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
             return "\(version)\n\(events)\n\(pairs)\n\(document)"
-        }
-
-        /// The customer's event ids, from the packed field or the older `ev` field.
-        package static func events(packed: String?, listed: String?) throws -> String {
-            if let packed { return try Record(packed: packed).events }
-            return listed ?? ""
         }
 
         /// A transaction id as the packed record names its fence: percent-escaped outside
         /// letters, digits, `.`, `_` and `-`, so that no id (they come from Apple, imports and
         /// publishers) can break the record's spaces, `=` and lines. Apple's ids are digits and
         /// read as they are, so the name is also the older layout's `fence:T` suffix.
+        /// The empty id is `%`, which no escaped id can be, so that it still has a fence.
         package static func fenceName(_ originalTransactionId: String) -> String {
-            originalTransactionId.addingPercentEncoding(withAllowedCharacters: fenceNameCharacters) ?? originalTransactionId
+            guard !originalTransactionId.isEmpty else { return "%" }
+            return originalTransactionId.addingPercentEncoding(withAllowedCharacters: fenceNameCharacters) ?? originalTransactionId
         }
 
         static let fenceNameCharacters = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
@@ -91,7 +94,7 @@ extension StoredCustomer {
 
     /// Which fields the customer's hash is written in; both are always read.
     package enum Layout: String, Sendable {
-        /// One field `d` (`Record`): the deflated format's.
+        /// One field `doc` (`Record`): the deflated format's.
         case packed
         /// `doc`, `v`, `ev` and `fence:T`, as versions before the packed record wrote.
         case fields

@@ -55,7 +55,7 @@ import Testing
 
     /// A customer stored as older versions wrote it (plain JSON in `doc`, `v`, `ev`, a
     /// `fence:T` per transaction) is read as it was; its next change writes the packed record
-    /// (one field `d`, the document deflated) carrying the version, the event ids and every
+    /// (one field `doc`, the document deflated) carrying the version, the event ids and every
     /// fence, so a lock holder fenced out before is still fenced out after.
     @Test func aCustomerInTheOlderLayoutIsReadAndRewrittenPacked() async throws {
         let store = try await store()
@@ -72,8 +72,8 @@ import Testing
         #expect(read.state == old && read.version == 4)
         let decision = try await store.update(publisher: "voip", customer: "carol") { engine.apply(credit("3"), to: &$0, now: Date()) }
         #expect(decision.creditBalance == 20)
-        #expect(try await store.redis.send(["HKEYS", key]).array?.compactMap(\.string) == ["d"], "the older fields are gone")
-        let record = try StoredCustomer.Record(packed: try #require(try await store.redis.send(["HGET", key, "d"]).string))
+        #expect(try await store.redis.send(["HKEYS", key]).array?.compactMap(\.string) == ["doc"], "the older fields are gone")
+        let record = try StoredCustomer.Record(packed: try #require(try await store.redis.send(["HGET", key, "doc"]).string))
         #expect(record.version == 5 && record.events == "1700000000000-0 1700000000001-0")
         #expect(record.fences == ["1": 5, "2": token.value + 1])
         #expect(record.document.hasPrefix("z1:"))
@@ -96,15 +96,46 @@ import Testing
         // A damaged document is an error that names the customer, not an empty customer; so is a damaged record.
         _ = try await store.redis.send(["HSET", key, "doc", "z1:AAAA"])
         await #expect(throws: EntitlementStoreError.self) { try await store.load(publisher: "voip", customer: "carol") }
-        _ = try await store.redis.send(["HSET", key, "d", "6\nno fences line"])
+        _ = try await store.redis.send(["HSET", key, "doc", "6\nno fences line"])
         await #expect(throws: EntitlementStoreError.self) { try await store.load(publisher: "voip", customer: "carol") }
         await #expect(throws: (any Error).self) { try await store.update(publisher: "voip", customer: "carol") { engine.apply(credit("8"), to: &$0, now: Date()) } }
+    }
+
+    /// A customer of the older layout with more fences than Lua unpacks at once, one of them
+    /// for an id the packed record must escape, is packed whole, and each fence still holds.
+    @Test func aCustomerWithThousandsOfFencesIsPackedWhole() async throws {
+        let store = try await store()
+        let locks = TransactionLock(redis: store.redis, prefix: store.prefix)
+        var old = CustomerEntitlements(publisher: "voip", customer: "dave")
+        _ = engine.apply(credit("1"), to: &old, now: Date())
+        let key = store.keys.customer("voip", "dave")
+        let odd = try #require(try await locks.acquire(publisher: "voip", originalTransactionId: "a b=c", job: "stale"))
+        var fields = ["HSET", key, "doc", String(decoding: try JSONEncoder().encode(old), as: UTF8.self), "v", "2"]
+        for index in 0..<9_000 { fields += ["fence:\(1_000_000 + index)", "7"] }
+        fields += ["fence:a b=c", String(odd.value + 1), "fence:", "9"]
+        _ = try await store.redis.send(fields)
+        _ = try await store.update(publisher: "voip", customer: "dave") { engine.apply(credit("3"), to: &$0, now: Date()) }
+        #expect(try await store.redis.send(["HKEYS", key]).array?.compactMap(\.string) == ["doc"])
+        let record = try StoredCustomer.Record(packed: try #require(try await store.redis.send(["HGET", key, "doc"]).string))
+        #expect(record.fences.count == 9_002 && record.fences["a%20b%3Dc"] == odd.value + 1 && record.fences["%"] == 9)
+        await #expect(throws: EntitlementStoreError.self) {
+            try await store.update(publisher: "voip", customer: "dave", fence: odd) { engine.apply(credit("4"), to: &$0, now: Date()) }
+        }
+        // Written back in the older layout, the fences are named by the ids as older versions name them.
+        var older = store
+        older.format = .json
+        _ = try await older.update(publisher: "voip", customer: "dave") { engine.apply(credit("5"), to: &$0, now: Date()) }
+        #expect(try await store.redis.send(["HGET", key, "fence:a b=c"]).string == String(odd.value + 1))
+        #expect(try await store.redis.send(["HGET", key, "fence:"]).string == "9")
+        #expect(try await store.redis.send(["HLEN", key]).int == 9_004)
+        #expect(try await store.load(publisher: "voip", customer: "dave").state.credits.balance == 30)
     }
 
     /// Transaction ids name their fences in the packed record escaped, so none can break it.
     @Test func fenceNamesKeepTheRecordsSeparatorsOut() throws {
         #expect(StoredCustomer.Record.fenceName("2000000123456789") == "2000000123456789")
         #expect(StoredCustomer.Record.fenceName("a b=c\nd%") == "a%20b%3Dc%0Ad%25")
+        #expect(StoredCustomer.Record.fenceName("") == "%")
         let record = StoredCustomer.Record(version: 3, events: "1-0 2-0", fences: ["a%20b": 9, "7": 11], document: "z1:AA==")
         #expect(try StoredCustomer.Record(packed: record.packed) == record)
         #expect(throws: (any Error).self) { try StoredCustomer.Record(packed: "0\n\n\nz1:") }
