@@ -227,19 +227,51 @@ package struct EntitlementStore: Sendable {
     /// to `extra` commands, in one pipelined round trip: what a claim reads before it decides.
     package func readForClaim(
         publisher: String, originalTransactionIds: some Collection<String>, customer: String, extra: [[String]] = []
-    ) async throws -> (owners: [String: String], snapshot: Snapshot, extra: [RedisReply]) {
-        let sorted = originalTransactionIds.sorted()
-        let replies = try await redis.pipeline(
-            sorted.map { ["GET", ownerKey(publisher, $0)] } + [snapshotCommand(publisher: publisher, customer: customer)] + extra)
-        var owners: [String: String] = [:]
-        for (index, id) in sorted.enumerated() {
-            if case .error(let message) = replies[index] { throw RedisError(.serverError, message) }
-            owners[id] = replies[index].string
+    ) async throws -> ClaimRead {
+        try await read(claimQuery(publisher: publisher, originalTransactionIds: originalTransactionIds, customer: customer, extra: extra))
+    }
+
+    /// `readForClaim`'s reads, to send alone (`read(_:)`) or with the locks' acquisition
+    /// (`TransactionLock.acquire(publisher:originalTransactionIds:job:reading:)`).
+    package func claimQuery(
+        publisher: String, originalTransactionIds: some Collection<String>, customer: String, extra: [[String]] = []
+    ) -> ClaimQuery {
+        ClaimQuery(store: self, publisher: publisher, originalTransactionIds: originalTransactionIds.sorted(), customer: customer, extra: extra)
+    }
+
+    package func read(_ query: ClaimQuery) async throws -> ClaimRead {
+        try query.decode(try await redis.execute(query.calls))
+    }
+
+    /// What a claim reads, before it is read.
+    package struct ClaimQuery: Sendable {
+        let store: EntitlementStore
+        let publisher: String
+        let originalTransactionIds: [String]
+        let customer: String
+        let extra: [[String]]
+
+        var calls: [RedisCall] {
+            (originalTransactionIds.map { ["GET", store.ownerKey(publisher, $0)] }
+                + [store.snapshotCommand(publisher: publisher, customer: customer)] + extra).map(RedisCall.command)
         }
-        // An error reply is no empty customer and no missing memo.
-        for reply in replies[sorted.count...] { if case .error(let message) = reply { throw RedisError(.serverError, message) } }
-        let snapshot = try snapshot(replies[sorted.count], publisher: publisher, customer: customer)
-        return (owners, snapshot, Array(replies[(sorted.count + 1)...]))
+
+        /// The replies to `calls`; an error reply is thrown (it is no empty customer, no
+        /// missing memo and no unheld purchase).
+        func decode(_ results: some Collection<Result<RedisReply, RedisError>>) throws -> ClaimRead {
+            let replies = try results.map { try $0.get() }
+            var owners: [String: String] = [:]
+            for (index, id) in originalTransactionIds.enumerated() { owners[id] = replies[index].string }
+            let snapshot = try store.snapshot(replies[originalTransactionIds.count], publisher: publisher, customer: customer)
+            return ClaimRead(owners: owners, snapshot: snapshot, extra: Array(replies[(originalTransactionIds.count + 1)...]))
+        }
+    }
+
+    /// What a claim read: the owners, the customer and the `extra` replies.
+    package struct ClaimRead: Sendable {
+        package var owners: [String: String]
+        package var snapshot: Snapshot
+        package var extra: [RedisReply]
     }
 
     /// What a change to a customer writes besides the document, in the same script: its
@@ -507,7 +539,10 @@ package struct EntitlementStore: Sendable {
     /// goes to whoever holds the chain it came from, with those sharing it, whatever the
     /// transfer policy: it is the same subscription under a new id, not another customer's
     /// purchase. A new id someone already holds keeps its holder.
-    package func carryMigrations(of facts: [PurchaseFact], publisher: String) async throws {
+    /// Returns whether it claimed a purchase for anyone (what was read before is stale then).
+    @discardableResult
+    package func carryMigrations(of facts: [PurchaseFact], publisher: String) async throws -> Bool {
+        var carried = false
         var moves: [String: String] = [:]
         for fact in facts {
             if let previous = fact.previousOriginalTransactionId, previous != fact.originalTransactionId {
@@ -518,8 +553,10 @@ package struct EntitlementStore: Sendable {
             let from = try await holders(publisher: publisher, originalTransactionId: previous)
             guard let owner = from.first else { continue }
             guard try await claim(publisher: publisher, originalTransactionId: new, for: owner) == owner else { continue }
+            carried = true
             for sharer in from.dropFirst() { try await addSharer(sharer, publisher: publisher, originalTransactionId: new) }
         }
+        return carried
     }
 
     // MARK: Receipts

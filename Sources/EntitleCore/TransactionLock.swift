@@ -67,6 +67,50 @@ package struct TransactionLock: Sendable {
         let reply = try await redis.run(
             Self.acquireScript, keys: keys(publisher, originalTransactionId),
             arguments: [job, String(lease.milliseconds), String(Self.fenceRetention.milliseconds)])
+        return Self.token(reply, originalTransactionId: originalTransactionId)
+    }
+
+    /// Takes the locks in one round trip (per server), with a claim's reads after them where
+    /// the server runs a pipeline in order (one server, Sentinel:
+    /// `RedisConnectionPool.runsPipelinesInOrder`), so they read what they would once the
+    /// locks are held. Returns the tokens taken (none for a lock another job holds) and the
+    /// claim's read, `nil` when it was not sent (a cluster: the caller reads once it holds
+    /// the locks). A failure after some locks were taken throws `PartialAcquisition`, naming
+    /// them for the caller to release.
+    package func acquire(
+        publisher: String, originalTransactionIds: [String], job: String, reading query: EntitlementStore.ClaimQuery? = nil
+    ) async throws -> (tokens: [String: Token], read: EntitlementStore.ClaimRead?) {
+        let acquisitions = originalTransactionIds.map { id in
+            RedisCall.script(
+                Self.acquireScript, keys: keys(publisher, id),
+                arguments: [job, String(lease.milliseconds), String(Self.fenceRetention.milliseconds)])
+        }
+        let reads = redis.runsPipelinesInOrder ? query : nil
+        let results = try await redis.execute(acquisitions + (reads?.calls ?? []))
+        var tokens: [String: Token] = [:]
+        var failure: (any Error)?
+        for (id, result) in zip(originalTransactionIds, results) {
+            switch result {
+            case .success(let reply): tokens[id] = Self.token(reply, originalTransactionId: id)
+            case .failure(let error): failure = failure ?? error
+            }
+        }
+        do {
+            if let failure { throw failure }
+            return (tokens, try reads?.decode(results.dropFirst(acquisitions.count)))
+        } catch {
+            throw PartialAcquisition(tokens: tokens, error: error)
+        }
+    }
+
+    /// Locks asked for together were taken only in part, or their reads failed: the locks
+    /// taken, for the caller to release, and why.
+    package struct PartialAcquisition: Error {
+        package var tokens: [String: Token]
+        package var error: any Error
+    }
+
+    static func token(_ reply: RedisReply, originalTransactionId: String) -> Token? {
         guard let value = reply.int, value > 0 else { return nil }
         return Token(originalTransactionId: originalTransactionId, value: value)
     }

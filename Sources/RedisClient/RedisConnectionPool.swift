@@ -61,6 +61,11 @@ public final class RedisConnectionPool: Sendable {
         try await router.runPipelined(script, calls: calls, through: self)
     }
 
+    /// Whether every call of one pipeline runs on one server, in the order sent: a single
+    /// server or Sentinel's primary. On a cluster a pipeline's calls to different servers run
+    /// in no set order, so a read sent after a lock's acquisition may run before it.
+    public var runsPipelinesInOrder: Bool { !router.isCluster }
+
     /// The server (`host:port`) that serves `key` now: the one server, the Sentinel
     /// primary, or the cluster primary of the key's slot.
     public func server(forKey key: String) async throws -> String {

@@ -40,4 +40,50 @@ import Testing
         #expect(try await store.load(publisher: "p", customer: "c").version == 2)
         pool.close()
     }
+
+    /// On one server a claim's reads go in the round trip that takes the locks, after them:
+    /// they read what the previous holder wrote before it let go. On a cluster they are not
+    /// sent (they could run before the locks are taken elsewhere), and the caller reads.
+    @Test func aClaimsReadsGoWithTheLocksOnOneServerAndNotOnACluster() async throws {
+        let pool = try await TestRedis.pool()
+        let prefix = TestRedis.uniquePrefix("lock-read")
+        let locks = TransactionLock(redis: pool, prefix: prefix, lease: .seconds(30))
+        let store = EntitlementStore(redis: pool, prefix: prefix, logger: TestRedis.logger)
+        let query = store.claimQuery(publisher: "p", originalTransactionIds: ["T2", "T1"], customer: "c")
+        let held = try #require(try await locks.acquire(publisher: "p", originalTransactionId: "T2", job: "job-a"))
+        let busy = try await locks.acquire(publisher: "p", originalTransactionIds: ["T1", "T2"], job: "job-b", reading: query)
+        #expect(Set(busy.tokens.keys) == ["T1"], "T2 is job-a's")
+        for token in busy.tokens.values { try await locks.release(publisher: "p", token: token, job: "job-b") }
+        // job-a claims T2 for c, writes c and lets go.
+        #expect(try await store.claim(publisher: "p", originalTransactionId: "T2", for: "c") == "c")
+        try await store.update(publisher: "p", customer: "c", fence: held) { state in
+            state.transactions["t2"] = PurchaseFact(
+                transactionId: "t2", originalTransactionId: "T2", productId: "x", bundleId: "b", kind: .nonConsumable,
+                environment: "Sandbox", purchaseDate: Date(timeIntervalSince1970: 1_790_000_000))
+        }
+        try await locks.release(publisher: "p", token: held, job: "job-a")
+        let taken = try await locks.acquire(publisher: "p", originalTransactionIds: ["T1", "T2"], job: "job-b", reading: query)
+        #expect(Set(taken.tokens.keys) == ["T1", "T2"])
+        let read = try #require(taken.read)
+        #expect(read.owners == ["T2": "c"] && read.snapshot.version == 1 && read.snapshot.state.transactions.keys.sorted() == ["t2"])
+        pool.close()
+
+        let cluster = try await LocalRedisCluster.start(primaries: 3, replicas: 0)
+        do {
+            let clustered = RedisConnectionPool(configuration: try RedisConfiguration(url: cluster.url), logger: TestRedis.logger)
+            let clusterLocks = TransactionLock(redis: clustered, prefix: prefix, lease: .seconds(30))
+            let clusterStore = EntitlementStore(redis: clustered, prefix: prefix, logger: TestRedis.logger)
+            #expect(try await clusterStore.claim(publisher: "p", originalTransactionId: "T2", for: "c") == "c")
+            let query = clusterStore.claimQuery(publisher: "p", originalTransactionIds: ["T1", "T2"], customer: "c")
+            let onCluster = try await clusterLocks.acquire(publisher: "p", originalTransactionIds: ["T1", "T2"], job: "job-b", reading: query)
+            #expect(Set(onCluster.tokens.keys) == ["T1", "T2"])
+            #expect(onCluster.read == nil, "left to the caller")
+            #expect(try await clusterStore.read(query).owners == ["T2": "c"])
+            clustered.close()
+        } catch {
+            await cluster.stop()
+            throw error
+        }
+        await cluster.stop()
+    }
 }
