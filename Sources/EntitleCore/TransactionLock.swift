@@ -74,9 +74,11 @@ package struct TransactionLock: Sendable {
     /// the server runs a pipeline in order (one server, Sentinel:
     /// `RedisConnectionPool.runsPipelinesInOrder`), so they read what they would once the
     /// locks are held. Returns the tokens taken (none for a lock another job holds) and the
-    /// claim's read, `nil` when it was not sent (a cluster: the caller reads once it holds
-    /// the locks). A failure after some locks were taken throws `PartialAcquisition`, naming
-    /// them for the caller to release.
+    /// claim's read, `nil` when it is not known to have run after every lock was taken: not
+    /// sent (a cluster), a lock not taken, or an acquisition the client sent again (a script
+    /// the server did not have cached, a primary that became a replica): the caller reads
+    /// once it holds the locks. A failure after some locks were taken throws
+    /// `PartialAcquisition`, naming them for the caller to release.
     package func acquire(
         publisher: String, originalTransactionIds: [String], job: String, reading query: EntitlementStore.ClaimQuery? = nil
     ) async throws -> (tokens: [String: Token], read: EntitlementStore.ClaimRead?) {
@@ -86,7 +88,11 @@ package struct TransactionLock: Sendable {
                 arguments: [job, String(lease.milliseconds), String(Self.fenceRetention.milliseconds)])
         }
         let reads = redis.runsPipelinesInOrder ? query : nil
-        let results = try await redis.execute(acquisitions + (reads?.calls ?? []))
+        // After the reads, each lock's fence: it holds this acquisition's token only if it was
+        // read after the lock was taken, and so were the reads before it. The client sends a
+        // script again on its own (NOSCRIPT, READONLY) after the commands beside it have run.
+        let fences = reads == nil ? [] : originalTransactionIds.map { RedisCall.command(["GET", keys(publisher, $0)[1]]) }
+        let results = try await redis.execute(acquisitions + (reads?.calls ?? []) + fences)
         var tokens: [String: Token] = [:]
         var failure: (any Error)?
         for (id, result) in zip(originalTransactionIds, results) {
@@ -95,9 +101,14 @@ package struct TransactionLock: Sendable {
             case .failure(let error): failure = failure ?? error
             }
         }
+        if let failure { throw PartialAcquisition(tokens: tokens, error: failure) }
+        guard let reads, tokens.count == originalTransactionIds.count else { return (tokens, nil) }
+        let fenced = zip(originalTransactionIds, results.suffix(fences.count)).allSatisfy { id, result in
+            (try? result.get().string).flatMap { Int($0) } == tokens[id]?.value
+        }
+        guard fenced else { return (tokens, nil) }
         do {
-            if let failure { throw failure }
-            return (tokens, try reads?.decode(results.dropFirst(acquisitions.count)))
+            return (tokens, try reads.decode(results.dropFirst(acquisitions.count).dropLast(fences.count)))
         } catch {
             throw PartialAcquisition(tokens: tokens, error: error)
         }

@@ -103,8 +103,9 @@ package struct EntitlementService: Sendable {
             tokens = taken.tokens
             prefetched = taken.read
         } catch let partial as TransactionLock.PartialAcquisition {
+            // What failed is the job's error; a release that fails too expires with its lease.
             tokens = partial.tokens
-            try await releaseAll()
+            try? await releaseAll()
             throw partial.error
         }
         if let held = ids.first(where: { tokens[$0] == nil }) {

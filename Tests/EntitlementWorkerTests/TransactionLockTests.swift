@@ -1,6 +1,7 @@
 import EntitleCore
 import Entitlements
 import Foundation
+import LocalProcesses
 import RedisClient
 import RedisTestSupport
 import Testing
@@ -42,17 +43,21 @@ import Testing
     }
 
     /// On one server a claim's reads go in the round trip that takes the locks, after them:
-    /// they read what the previous holder wrote before it let go. On a cluster they are not
-    /// sent (they could run before the locks are taken elsewhere), and the caller reads.
+    /// they read what the previous holder wrote before it let go. Where the client had to
+    /// send an acquisition again (a server without the script cached answers NOSCRIPT after
+    /// the reads beside it ran), or a lock was busy, the read is not given: the caller reads.
+    /// On a cluster they are not sent (they could run before the locks are taken elsewhere).
     @Test func aClaimsReadsGoWithTheLocksOnOneServerAndNotOnACluster() async throws {
-        let pool = try await TestRedis.pool()
+        // A server of its own: the test empties its script cache.
+        let server = try await LocalRedisServer(logger: TestRedis.logger)
+        let pool = RedisConnectionPool(configuration: try RedisConfiguration(url: server.url), logger: TestRedis.logger)
         let prefix = TestRedis.uniquePrefix("lock-read")
         let locks = TransactionLock(redis: pool, prefix: prefix, lease: .seconds(30))
         let store = EntitlementStore(redis: pool, prefix: prefix, logger: TestRedis.logger)
         let query = store.claimQuery(publisher: "p", originalTransactionIds: ["T2", "T1"], customer: "c")
         let held = try #require(try await locks.acquire(publisher: "p", originalTransactionId: "T2", job: "job-a"))
         let busy = try await locks.acquire(publisher: "p", originalTransactionIds: ["T1", "T2"], job: "job-b", reading: query)
-        #expect(Set(busy.tokens.keys) == ["T1"], "T2 is job-a's")
+        #expect(Set(busy.tokens.keys) == ["T1"] && busy.read == nil, "T2 is job-a's")
         for token in busy.tokens.values { try await locks.release(publisher: "p", token: token, job: "job-b") }
         // job-a claims T2 for c, writes c and lets go.
         #expect(try await store.claim(publisher: "p", originalTransactionId: "T2", for: "c") == "c")
@@ -66,7 +71,16 @@ import Testing
         #expect(Set(taken.tokens.keys) == ["T1", "T2"])
         let read = try #require(taken.read)
         #expect(read.owners == ["T2": "c"] && read.snapshot.version == 1 && read.snapshot.state.transactions.keys.sorted() == ["t2"])
+        for token in taken.tokens.values { try await locks.release(publisher: "p", token: token, job: "job-b") }
+        // The script cache emptied: the acquisitions come back NOSCRIPT after the reads ran, and
+        // are sent again; the locks are taken, the read is not given.
+        _ = try await pool.send(["SCRIPT", "FLUSH"])
+        let resent = try await locks.acquire(publisher: "p", originalTransactionIds: ["T1", "T2"], job: "job-c", reading: query)
+        #expect(Set(resent.tokens.keys) == ["T1", "T2"] && resent.read == nil)
+        for token in resent.tokens.values { try await locks.release(publisher: "p", token: token, job: "job-c") }
+        #expect(try await locks.acquire(publisher: "p", originalTransactionIds: ["T1", "T2"], job: "job-d", reading: query).read != nil)
         pool.close()
+        await server.stop()
 
         let cluster = try await LocalRedisCluster.start(primaries: 3, replicas: 0)
         do {
