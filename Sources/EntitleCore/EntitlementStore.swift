@@ -223,15 +223,9 @@ package struct EntitlementStore: Sendable {
         }
     }
 
-    /// Who holds each purchase (absent: nobody), the customer as it stands, and the replies
-    /// to `extra` commands, in one pipelined round trip: what a claim reads before it decides.
-    package func readForClaim(
-        publisher: String, originalTransactionIds: some Collection<String>, customer: String, extra: [[String]] = []
-    ) async throws -> ClaimRead {
-        try await read(claimQuery(publisher: publisher, originalTransactionIds: originalTransactionIds, customer: customer, extra: extra))
-    }
-
-    /// `readForClaim`'s reads, to send alone (`read(_:)`) or with the locks' acquisition
+    /// What a claim reads before it decides: who holds each purchase (absent: nobody), the
+    /// customer as it stands, and the replies to `extra` commands; to send alone (`read(_:)`,
+    /// one pipelined round trip) or with the locks' acquisition
     /// (`TransactionLock.acquire(publisher:originalTransactionIds:job:reading:)`).
     package func claimQuery(
         publisher: String, originalTransactionIds: some Collection<String>, customer: String, extra: [[String]] = []
@@ -313,7 +307,7 @@ package struct EntitlementStore: Sendable {
     /// the same atomic write. Returns the outbox as it stands after the update (the caller
     /// enqueues and `clear`s it; a caller that died before that leaves it for the job's
     /// rerun) and the events appended.
-    /// `snapshot`: the customer as the caller read it (`readForClaim`), taken for the first
+    /// `snapshot`: the customer as the caller read it (`read(_:)`), taken for the first
     /// attempt instead of reading it again; the compare-and-set still refuses it if stale.
     package func update<Result: Sendable>(
         publisher: String, customer: String, fence: TransactionLock.Token?, snapshot: Snapshot? = nil,
