@@ -71,8 +71,8 @@ package struct TransactionLock: Sendable {
     }
 
     /// Takes the locks in one round trip (per server), with a claim's reads after them where
-    /// the server runs a pipeline in order (one server, Sentinel:
-    /// `RedisConnectionPool.runsPipelinesInOrder`), so they read what they would once the
+    /// the client sends a pipeline in order to one server (`RedisConnectionPool.runsPipelinesInOrder`:
+    /// a single server, not a cluster nor Sentinel), so they read what they would once the
     /// locks are held. Returns the tokens taken (none for a lock another job holds) and the
     /// claim's read, `nil` when it is not known to have run after every lock was taken: not
     /// sent (a cluster), a lock not taken, or an acquisition the client sent again (a script
@@ -89,8 +89,9 @@ package struct TransactionLock: Sendable {
         }
         let reads = redis.runsPipelinesInOrder ? query : nil
         // After the reads, each lock's fence: it holds this acquisition's token only if it was
-        // read after the lock was taken, and so were the reads before it. The client sends a
-        // script again on its own (NOSCRIPT, READONLY) after the commands beside it have run.
+        // read after the lock was taken, and so were the reads before it. On a single server
+        // the client sends again only a script the server had not cached (NOSCRIPT), after
+        // the commands beside it have run: the fence read then shows an older token.
         let fences = reads == nil ? [] : originalTransactionIds.map { RedisCall.command(["GET", keys(publisher, $0)[1]]) }
         let results = try await redis.execute(acquisitions + (reads?.calls ?? []) + fences)
         var tokens: [String: Token] = [:]

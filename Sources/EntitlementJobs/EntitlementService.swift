@@ -74,9 +74,9 @@ package struct EntitlementService: Sendable {
     }
 
     /// `withLocks`, sending a claim's reads in the round trip that takes the locks where the
-    /// server runs them after the acquisitions (one server, Sentinel): the body gets what
-    /// they read, or `nil` where it must read once it holds the locks (a cluster, where the
-    /// reads could run before).
+    /// server runs them after the acquisitions (a single server): the body gets what they
+    /// read, or `nil` where it must read once it holds the locks (a cluster or Sentinel,
+    /// where the reads could run before).
     func withLocks<Result: Sendable>(
         publisher: String, originalTransactionIds: some Sequence<String>, reading query: EntitlementStore.ClaimQuery?, job: JobContext,
         _ body: ([String: TransactionLock.Token], AppleMoment, EntitlementStore.ClaimRead?) async throws -> Result

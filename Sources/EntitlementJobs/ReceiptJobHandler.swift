@@ -383,7 +383,7 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
         let originals = Set(evidence.facts.map(\.originalTransactionId))
         // What the claim reads: the owners, the customer (the write's first attempt starts from
         // it) and this job's memo; in the round trip that takes the locks where the server runs
-        // them after (one server, Sentinel), else in one of their own once the locks are held.
+        // them after (a single server), else in one of their own once the locks are held.
         let store = service.store
         let query = store.claimQuery(
             publisher: publisher.id, originalTransactionIds: originals, customer: payload.customer,

@@ -46,8 +46,8 @@ import Testing
     /// they read what the previous holder wrote before it let go. Where the client had to
     /// send an acquisition again (a server without the script cached answers NOSCRIPT after
     /// the reads beside it ran), or a lock was busy, the read is not given: the caller reads.
-    /// On a cluster they are not sent (they could run before the locks are taken elsewhere).
-    @Test func aClaimsReadsGoWithTheLocksOnOneServerAndNotOnACluster() async throws {
+    /// On a cluster or behind Sentinel they are not sent.
+    @Test func aClaimsReadsGoWithTheLocksOnOneServerAndNotOnAClusterOrSentinel() async throws {
         // A server of its own: the test empties its script cache.
         let server = try await LocalRedisServer(logger: TestRedis.logger)
         let pool = RedisConnectionPool(configuration: try RedisConfiguration(url: server.url), logger: TestRedis.logger)
@@ -82,22 +82,36 @@ import Testing
         pool.close()
         await server.stop()
 
+        // A cluster (a pipeline's parts for different servers run in no set order) and
+        // Sentinel (a call a changing deployment refused is sent again on its own): the reads
+        // are not sent with the locks, and the caller reads.
+        func leftToTheCaller(_ url: String) async throws {
+            let pool = RedisConnectionPool(configuration: try RedisConfiguration(url: url), logger: TestRedis.logger)
+            defer { pool.close() }
+            let locks = TransactionLock(redis: pool, prefix: prefix, lease: .seconds(30))
+            let store = EntitlementStore(redis: pool, prefix: prefix, logger: TestRedis.logger)
+            #expect(try await store.claim(publisher: "p", originalTransactionId: "T2", for: "c") == "c")
+            let query = store.claimQuery(publisher: "p", originalTransactionIds: ["T1", "T2"], customer: "c")
+            let taken = try await locks.acquire(publisher: "p", originalTransactionIds: ["T1", "T2"], job: "job-b", reading: query)
+            #expect(Set(taken.tokens.keys) == ["T1", "T2"])
+            #expect(taken.read == nil, "left to the caller: \(url)")
+            #expect(try await store.read(query).owners == ["T2": "c"])
+        }
         let cluster = try await LocalRedisCluster.start(primaries: 3, replicas: 0)
         do {
-            let clustered = RedisConnectionPool(configuration: try RedisConfiguration(url: cluster.url), logger: TestRedis.logger)
-            let clusterLocks = TransactionLock(redis: clustered, prefix: prefix, lease: .seconds(30))
-            let clusterStore = EntitlementStore(redis: clustered, prefix: prefix, logger: TestRedis.logger)
-            #expect(try await clusterStore.claim(publisher: "p", originalTransactionId: "T2", for: "c") == "c")
-            let query = clusterStore.claimQuery(publisher: "p", originalTransactionIds: ["T1", "T2"], customer: "c")
-            let onCluster = try await clusterLocks.acquire(publisher: "p", originalTransactionIds: ["T1", "T2"], job: "job-b", reading: query)
-            #expect(Set(onCluster.tokens.keys) == ["T1", "T2"])
-            #expect(onCluster.read == nil, "left to the caller")
-            #expect(try await clusterStore.read(query).owners == ["T2": "c"])
-            clustered.close()
+            try await leftToTheCaller(cluster.url)
         } catch {
             await cluster.stop()
             throw error
         }
         await cluster.stop()
+        let sentinel = try await LocalSentinelGroup.start(replicas: 1, sentinels: 1)
+        do {
+            try await leftToTheCaller(sentinel.url)
+        } catch {
+            await sentinel.stop()
+            throw error
+        }
+        await sentinel.stop()
     }
 }
