@@ -342,7 +342,7 @@ package struct EntitlementStore: Sendable {
                 arguments: [
                     version == 0 ? "" : String(version), document, channel(publisher), event,
                     fence.map { StoredCustomer.Record.fenceName($0.originalTransactionId) } ?? "", fence.map { String($0.value) } ?? "",
-                    newOutbox, String(effect.retention.components.seconds * 1000), String(entries.count / 2), format.layout,
+                    newOutbox, String(effect.retention.components.seconds * 1000), String(entries.count / 2), format.layout.rawValue,
                 ] + entries + [customer] + holders.map(\.score))
             if let newVersion = written.int, newVersion > 0 { return (result, outbox + added, effect.events) }
             if written.int == -1, let fence {

@@ -104,5 +104,5 @@ extension StoredCustomer {
 extension StoredCustomer.Format {
     /// The hash layout written with this format: plain JSON is for a rolling upgrade from a
     /// version that reads only the older fields, so it writes them too.
-    package var layout: String { self == .json ? StoredCustomer.Layout.fields.rawValue : StoredCustomer.Layout.packed.rawValue }
+    package var layout: StoredCustomer.Layout { self == .json ? .fields : .packed }
 }

@@ -75,9 +75,8 @@ package struct TransactionLock: Sendable {
     /// a single server, not a cluster nor Sentinel), so they read what they would once the
     /// locks are held. Returns the tokens taken (none for a lock another job holds) and the
     /// claim's read, `nil` when it is not known to have run after every lock was taken: not
-    /// sent (a cluster), a lock not taken, or an acquisition the client sent again (a script
-    /// the server did not have cached, a primary that became a replica): the caller reads
-    /// once it holds the locks. A failure after some locks were taken throws
+    /// sent (a cluster, Sentinel), a lock not taken, or an acquisition the client sent again
+    /// (a script the server did not have cached): the caller reads once it holds the locks. A failure after some locks were taken throws
     /// `PartialAcquisition`, naming them for the caller to release.
     package func acquire(
         publisher: String, originalTransactionIds: [String], job: String, reading query: EntitlementStore.ClaimQuery? = nil
