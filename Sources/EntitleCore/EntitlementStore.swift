@@ -308,7 +308,8 @@ package struct EntitlementStore: Sendable {
     /// enqueues and `clear`s it; a caller that died before that leaves it for the job's
     /// rerun) and the events appended.
     /// `snapshot`: the customer as the caller read it (`read(_:)`), taken for the first
-    /// attempt instead of reading it again; the compare-and-set still refuses it if stale.
+    /// attempt instead of reading it again; the compare-and-set still refuses it if stale, and
+    /// a change it shows as nothing to write is judged again on a fresh read.
     package func update<Result: Sendable>(
         publisher: String, customer: String, fence: TransactionLock.Token?, snapshot: Snapshot? = nil,
         _ change: (inout CustomerEntitlements) throws -> Result,
@@ -317,6 +318,7 @@ package struct EntitlementStore: Sendable {
         var prefetched = snapshot
         for attempt in 1...maximumAttempts {
             let read: Snapshot
+            let wasPrefetched = prefetched != nil
             if let taken = prefetched {
                 read = taken
                 prefetched = nil
@@ -326,7 +328,12 @@ package struct EntitlementStore: Sendable {
             let (stored, version, outbox) = (read.state, read.version, read.outbox)
             var state = stored
             let result = try change(&state)
-            if state == stored { return (result, outbox, []) }
+            if state == stored {
+                // A write's compare-and-set refuses a stale snapshot; "nothing to write" has no
+                // such check, so it is decided only on the customer as read here and now.
+                if wasPrefetched { continue }
+                return (result, outbox, [])
+            }
             let effect = try effects(stored, state, version + 1)
             let added = effect.followUps.filter { job in !outbox.contains { $0.id == job.id } }
             let document = try StoredCustomer.encode(state, format: format)

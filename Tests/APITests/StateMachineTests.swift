@@ -544,7 +544,8 @@ struct Walk {
         let store = EntitlementStore(redis: api.jobQueue.redis, prefix: api.jobQueue.configuration.prefix, logger: TestRedis.logger)
         func time(_ date: Date?) -> String { date.map { String(format: "%.3f", $0.timeIntervalSince1970) } ?? "-" }
         var lines: [String] = []
-        for customer in Self.customers where problems.contains(where: { $0.hasPrefix(customer) }) {
+        // A problem names its customer first ("ann@example.com now: ...") or after "access of".
+        for customer in Self.customers where problems.contains(where: { $0.contains(customer) }) {
             let state = try await store.load(publisher: "demo", customer: customer).state
             for original in Set(state.periods.map(\.originalTransactionId)).sorted() {
                 lines.append(
