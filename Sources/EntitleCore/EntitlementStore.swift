@@ -223,49 +223,23 @@ package struct EntitlementStore: Sendable {
         }
     }
 
-    /// What a claim reads before it decides: who holds each purchase (absent: nobody), the
-    /// customer as it stands, and the replies to `extra` commands; to send alone (`read(_:)`,
-    /// one pipelined round trip) or with the locks' acquisition
-    /// (`TransactionLock.acquire(publisher:originalTransactionIds:job:reading:)`).
-    package func claimQuery(
+    /// Who holds each purchase (absent: nobody), the customer as it stands, and the replies
+    /// to `extra` commands, in one pipelined round trip: what a claim reads before it decides.
+    package func readForClaim(
         publisher: String, originalTransactionIds: some Collection<String>, customer: String, extra: [[String]] = []
-    ) -> ClaimQuery {
-        ClaimQuery(store: self, publisher: publisher, originalTransactionIds: originalTransactionIds.sorted(), customer: customer, extra: extra)
-    }
-
-    package func read(_ query: ClaimQuery) async throws -> ClaimRead {
-        try query.decode(try await redis.execute(query.calls))
-    }
-
-    /// What a claim reads, before it is read.
-    package struct ClaimQuery: Sendable {
-        let store: EntitlementStore
-        let publisher: String
-        let originalTransactionIds: [String]
-        let customer: String
-        let extra: [[String]]
-
-        var calls: [RedisCall] {
-            (originalTransactionIds.map { ["GET", store.ownerKey(publisher, $0)] }
-                + [store.snapshotCommand(publisher: publisher, customer: customer)] + extra).map(RedisCall.command)
+    ) async throws -> (owners: [String: String], snapshot: Snapshot, extra: [RedisReply]) {
+        let sorted = originalTransactionIds.sorted()
+        let replies = try await redis.pipeline(
+            sorted.map { ["GET", ownerKey(publisher, $0)] } + [snapshotCommand(publisher: publisher, customer: customer)] + extra)
+        var owners: [String: String] = [:]
+        for (index, id) in sorted.enumerated() {
+            if case .error(let message) = replies[index] { throw RedisError(.serverError, message) }
+            owners[id] = replies[index].string
         }
-
-        /// The replies to `calls`; an error reply is thrown (it is no empty customer, no
-        /// missing memo and no unheld purchase).
-        func decode(_ results: some Collection<Result<RedisReply, RedisError>>) throws -> ClaimRead {
-            let replies = try results.map { try $0.get() }
-            var owners: [String: String] = [:]
-            for (index, id) in originalTransactionIds.enumerated() { owners[id] = replies[index].string }
-            let snapshot = try store.snapshot(replies[originalTransactionIds.count], publisher: publisher, customer: customer)
-            return ClaimRead(owners: owners, snapshot: snapshot, extra: Array(replies[(originalTransactionIds.count + 1)...]))
-        }
-    }
-
-    /// What a claim read: the owners, the customer and the `extra` replies.
-    package struct ClaimRead: Sendable {
-        package var owners: [String: String]
-        package var snapshot: Snapshot
-        package var extra: [RedisReply]
+        // An error reply is no empty customer and no missing memo.
+        for reply in replies[sorted.count...] { if case .error(let message) = reply { throw RedisError(.serverError, message) } }
+        let snapshot = try snapshot(replies[sorted.count], publisher: publisher, customer: customer)
+        return (owners, snapshot, Array(replies[(sorted.count + 1)...]))
     }
 
     /// What a change to a customer writes besides the document, in the same script: its
@@ -307,7 +281,7 @@ package struct EntitlementStore: Sendable {
     /// the same atomic write. Returns the outbox as it stands after the update (the caller
     /// enqueues and `clear`s it; a caller that died before that leaves it for the job's
     /// rerun) and the events appended.
-    /// `snapshot`: the customer as the caller read it (`read(_:)`), taken for the first
+    /// `snapshot`: the customer as the caller read it (`readForClaim`), taken for the first
     /// attempt instead of reading it again; the compare-and-set still refuses it if stale, and
     /// a change it shows as nothing to write is judged again on a fresh read.
     package func update<Result: Sendable>(
@@ -540,10 +514,7 @@ package struct EntitlementStore: Sendable {
     /// goes to whoever holds the chain it came from, with those sharing it, whatever the
     /// transfer policy: it is the same subscription under a new id, not another customer's
     /// purchase. A new id someone already holds keeps its holder.
-    /// Returns whether it claimed a purchase for anyone (what was read before is stale then).
-    @discardableResult
-    package func carryMigrations(of facts: [PurchaseFact], publisher: String) async throws -> Bool {
-        var carried = false
+    package func carryMigrations(of facts: [PurchaseFact], publisher: String) async throws {
         var moves: [String: String] = [:]
         for fact in facts {
             if let previous = fact.previousOriginalTransactionId, previous != fact.originalTransactionId {
@@ -554,10 +525,8 @@ package struct EntitlementStore: Sendable {
             let from = try await holders(publisher: publisher, originalTransactionId: previous)
             guard let owner = from.first else { continue }
             guard try await claim(publisher: publisher, originalTransactionId: new, for: owner) == owner else { continue }
-            carried = true
             for sharer in from.dropFirst() { try await addSharer(sharer, publisher: publisher, originalTransactionId: new) }
         }
-        return carried
     }
 
     // MARK: Receipts

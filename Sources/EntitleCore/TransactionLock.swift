@@ -67,61 +67,6 @@ package struct TransactionLock: Sendable {
         let reply = try await redis.run(
             Self.acquireScript, keys: keys(publisher, originalTransactionId),
             arguments: [job, String(lease.milliseconds), String(Self.fenceRetention.milliseconds)])
-        return Self.token(reply, originalTransactionId: originalTransactionId)
-    }
-
-    /// Takes the locks in one round trip (per server), with a claim's reads after them where
-    /// the client sends a pipeline in order to one server (`RedisConnectionPool.runsPipelinesInOrder`:
-    /// a single server, not a cluster nor Sentinel), so they read what they would once the
-    /// locks are held. Returns the tokens taken (none for a lock another job holds) and the
-    /// claim's read, `nil` when it is not known to have run after every lock was taken: not
-    /// sent (a cluster, Sentinel), a lock not taken, or an acquisition the client sent again
-    /// (a script the server did not have cached): the caller reads once it holds the locks. A failure after some locks were taken throws
-    /// `PartialAcquisition`, naming them for the caller to release.
-    package func acquire(
-        publisher: String, originalTransactionIds: [String], job: String, reading query: EntitlementStore.ClaimQuery? = nil
-    ) async throws -> (tokens: [String: Token], read: EntitlementStore.ClaimRead?) {
-        let acquisitions = originalTransactionIds.map { id in
-            RedisCall.script(
-                Self.acquireScript, keys: keys(publisher, id),
-                arguments: [job, String(lease.milliseconds), String(Self.fenceRetention.milliseconds)])
-        }
-        let reads = redis.runsPipelinesInOrder ? query : nil
-        // After the reads, each lock's fence: it holds this acquisition's token only if it was
-        // read after the lock was taken, and so were the reads before it. On a single server
-        // the client sends again only a script the server had not cached (NOSCRIPT), after
-        // the commands beside it have run: the fence read then shows an older token.
-        let fences = reads == nil ? [] : originalTransactionIds.map { RedisCall.command(["GET", keys(publisher, $0)[1]]) }
-        let results = try await redis.execute(acquisitions + (reads?.calls ?? []) + fences)
-        var tokens: [String: Token] = [:]
-        var failure: (any Error)?
-        for (id, result) in zip(originalTransactionIds, results) {
-            switch result {
-            case .success(let reply): tokens[id] = Self.token(reply, originalTransactionId: id)
-            case .failure(let error): failure = failure ?? error
-            }
-        }
-        if let failure { throw PartialAcquisition(tokens: tokens, error: failure) }
-        guard let reads, tokens.count == originalTransactionIds.count else { return (tokens, nil) }
-        let fenced = zip(originalTransactionIds, results.suffix(fences.count)).allSatisfy { id, result in
-            (try? result.get().string).flatMap { Int($0) } == tokens[id]?.value
-        }
-        guard fenced else { return (tokens, nil) }
-        do {
-            return (tokens, try reads.decode(results.dropFirst(acquisitions.count).dropLast(fences.count)))
-        } catch {
-            throw PartialAcquisition(tokens: tokens, error: error)
-        }
-    }
-
-    /// Locks asked for together were taken only in part, or their reads failed: the locks
-    /// taken, for the caller to release, and why.
-    package struct PartialAcquisition: Error {
-        package var tokens: [String: Token]
-        package var error: any Error
-    }
-
-    static func token(_ reply: RedisReply, originalTransactionId: String) -> Token? {
         guard let value = reply.int, value > 0 else { return nil }
         return Token(originalTransactionId: originalTransactionId, value: value)
     }

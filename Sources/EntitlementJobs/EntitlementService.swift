@@ -68,19 +68,6 @@ package struct EntitlementService: Sendable {
         publisher: String, originalTransactionIds: some Sequence<String>, job: JobContext,
         _ body: ([String: TransactionLock.Token], AppleMoment) async throws -> Result
     ) async throws -> Result {
-        try await withLocks(publisher: publisher, originalTransactionIds: originalTransactionIds, reading: nil, job: job) { tokens, moment, _ in
-            try await body(tokens, moment)
-        }
-    }
-
-    /// `withLocks`, sending a claim's reads in the round trip that takes the locks where the
-    /// server runs them after the acquisitions (a single server): the body gets what they
-    /// read, or `nil` where it must read once it holds the locks (a cluster or Sentinel,
-    /// where the reads could run before).
-    func withLocks<Result: Sendable>(
-        publisher: String, originalTransactionIds: some Sequence<String>, reading query: EntitlementStore.ClaimQuery?, job: JobContext,
-        _ body: ([String: TransactionLock.Token], AppleMoment, EntitlementStore.ClaimRead?) async throws -> Result
-    ) async throws -> Result {
         var tokens: [String: TransactionLock.Token] = [:]
         let closing = ClosingWrites()
         // The closing writes and the releases in one round trip. A release that fails is not
@@ -96,27 +83,17 @@ package struct EntitlementService: Sendable {
             }
         }
         // Sorted, so two jobs wanting the same pair never hold one each forever.
-        let ids = Set(originalTransactionIds).sorted()
-        let prefetched: EntitlementStore.ClaimRead?
-        do {
-            let taken = try await locks.acquire(publisher: publisher, originalTransactionIds: ids, job: job.id, reading: query)
-            tokens = taken.tokens
-            prefetched = taken.read
-        } catch let partial as TransactionLock.PartialAcquisition {
-            // What failed is the job's error; a release that fails too expires with its lease.
-            tokens = partial.tokens
-            try? await releaseAll()
-            throw partial.error
-        }
-        if let held = ids.first(where: { tokens[$0] == nil }) {
-            try await releaseAll()
-            throw JobFailure.deferred("locked", "another job is working on \(held)", after: .milliseconds(200))
+        for id in Set(originalTransactionIds).sorted() {
+            guard let token = try await locks.acquire(publisher: publisher, originalTransactionId: id, job: job.id) else {
+                try await releaseAll()
+                throw JobFailure.deferred("locked", "another job is working on \(id)", after: .milliseconds(200))
+            }
+            tokens[id] = token
         }
         let result: Result
         do {
             let offset = try await configuration.clock.offset()
-            result = try await body(
-                tokens, AppleMoment(now: Date().addingTimeInterval(offset), offset: offset, closing: closing), prefetched)
+            result = try await body(tokens, AppleMoment(now: Date().addingTimeInterval(offset), offset: offset, closing: closing))
         } catch {
             try? await releaseAll()
             throw error

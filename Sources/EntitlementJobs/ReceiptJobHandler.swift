@@ -381,18 +381,14 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
     ) async throws -> Result {
         var evidence = verified
         let originals = Set(evidence.facts.map(\.originalTransactionId))
-        // What the claim reads: the owners, the customer (the write's first attempt starts from
-        // it) and this job's memo; in the round trip that takes the locks where the server runs
-        // them after (a single server), else in one of their own once the locks are held.
-        let store = service.store
-        let query = store.claimQuery(
-            publisher: publisher.id, originalTransactionIds: originals, customer: payload.customer,
-            extra: job.memoReads("transfer", legacyField: "transfer"))
-        return try await service.withLocks(publisher: publisher.id, originalTransactionIds: originals, reading: query, job: job) {
-            tokens, moment, prefetched in
+        return try await service.withLocks(publisher: publisher.id, originalTransactionIds: originals, job: job) { tokens, moment in
             let (now, offset) = (moment.now, moment.offset)
-            let migrated = try await store.carryMigrations(of: evidence.facts, publisher: publisher.id)
-            let read = if let prefetched, !migrated { prefetched } else { try await store.read(query) }
+            try await service.store.carryMigrations(of: evidence.facts, publisher: publisher.id)
+            // One round trip: the owners, the customer (the write's first attempt starts from
+            // it) and this job's memo.
+            let read = try await service.store.readForClaim(
+                publisher: publisher.id, originalTransactionIds: originals, customer: payload.customer,
+                extra: job.memoReads("transfer", legacyField: "transfer"))
             var (owners, sharing) = try await holders(evidence, payload: payload, publisher: publisher, read: read.owners)
             // Written by this job's earlier run (`requestTransfers`); one that does not decode is
             // said in the log and left out of the result, as it changes no decision.

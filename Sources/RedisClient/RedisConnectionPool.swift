@@ -61,14 +61,6 @@ public final class RedisConnectionPool: Sendable {
         try await router.runPipelined(script, calls: calls, through: self)
     }
 
-    /// Whether every call of one pipeline runs on one server, in the order sent, and only a
-    /// script the server has not cached (NOSCRIPT) is ever sent again, after the rest: a
-    /// single server. On a cluster a pipeline's calls to different servers run in no set
-    /// order; behind Sentinel, any call a changing deployment refused (READONLY, LOADING,
-    /// MASTERDOWN) is sent again, so some of a pipeline's calls may run a round trip after
-    /// the others, in another order.
-    public var runsPipelinesInOrder: Bool { router.isStandalone }
-
     /// The server (`host:port`) that serves `key` now: the one server, the Sentinel
     /// primary, or the cluster primary of the key's slot.
     public func server(forKey key: String) async throws -> String {

@@ -142,13 +142,13 @@ import Testing
         #expect(throws: (any Error).self) { try StoredCustomer.Record(packed: "3\n\nx\nz1:") }
     }
 
-    /// A snapshot read earlier (with the locks) is taken for the first attempt. Where the
+    /// A snapshot read earlier (with the claim's reads) is taken for the first attempt. Where the
     /// change writes, the compare-and-set refuses it if another writer came between; where it
     /// shows nothing to write, that is judged again on the customer as it is now.
     @Test func aStaleSnapshotNeverDecidesThatNothingIsToBeWritten() async throws {
         let store = try await store()
         _ = try await store.update(publisher: "voip", customer: "erin") { engine.apply(credit("1"), to: &$0, now: Date()) }
-        let stale = try await store.read(store.claimQuery(publisher: "voip", originalTransactionIds: [], customer: "erin")).snapshot
+        let stale = try await store.readForClaim(publisher: "voip", originalTransactionIds: [], customer: "erin").snapshot
         // Another writer takes the purchase away after the snapshot was read.
         _ = try await store.update(publisher: "voip", customer: "erin") { $0.transactions["1"] = nil }
         #expect(try await store.load(publisher: "voip", customer: "erin").state.transactions["1"] == nil)
