@@ -31,6 +31,9 @@ public actor SimulatedAppStore {
     /// When what is being signed happens: a due date the scheduler reached (the clock may
     /// have jumped past it), else now. Apple signs as things happen.
     var signingDate: Date { happeningAt ?? clock.now }
+    /// The last time each transaction (by id) and each subscription's renewal info (by
+    /// `renewal:` and its original id) was signed: see `signedAt(_:)`.
+    private var lastSigned: [String: AppleTimestamp] = [:]
     private var nextTransactionId: Int64
     private var nextWebOrderLineItemId: Int64
 
@@ -303,10 +306,21 @@ public actor SimulatedAppStore {
 
     // MARK: Signing
 
+    /// When Apple signs a view of `key` now. Apple's clock moves on between two views of
+    /// one transaction, so each is signed at least a millisecond after the one before, even
+    /// while the simulated clock is frozen: receivers order views by `signedDate`, and two
+    /// views signed in the same millisecond (a purchase and its refund) have no order.
+    func signedAt(_ key: String) -> AppleTimestamp {
+        var stamp = AppleTimestamp(signingDate)
+        if let last = lastSigned[key], stamp <= last { stamp = AppleTimestamp(milliseconds: last.milliseconds + 1) }
+        lastSigned[key] = stamp
+        return stamp
+    }
+
     /// The transaction as Apple serves it now: current revocation state, fresh `signedDate`.
     func signedTransaction(_ id: String) throws -> String {
         guard var transaction = transactions[id]?.transaction else { throw SimulatorError(.notFound, "no transaction \(id)") }
-        transaction.signedDate = AppleTimestamp(signingDate)
+        transaction.signedDate = signedAt(id)
         return try signing.sign(transaction)
     }
 
@@ -353,7 +367,7 @@ public actor SimulatedAppStore {
             renewal.commitmentRenewalPrice = commitment.monthlyPrice
             info.commitmentInfo = renewal
         }
-        info.signedDate = AppleTimestamp(signingDate)
+        info.signedDate = signedAt("renewal:" + subscription.originalTransactionId)
         return info
     }
 

@@ -51,8 +51,7 @@ public struct EntitlementEngine: Sendable {
             state.heldSince[original] = max(state.heldSince[original] ?? accessFrom, accessFrom)
         }
         // A newer view of a transaction replaces an older one, never the reverse.
-        let stored = state.transactions[fact.transactionId]?.signedDate
-        let isOlderView = stored.flatMap { old in fact.signedDate.map { old > $0 } } ?? false
+        let isOlderView = state.transactions[fact.transactionId].map(fact.isOlderView(than:)) ?? false
         let wasRevoked = state.transactions[fact.transactionId]?.revocationDate != nil
         if !isOlderView {
             var newer = fact
@@ -146,7 +145,7 @@ public struct EntitlementEngine: Sendable {
         guard let known = state.transactions[fact.transactionId], !state.holds(originalTransactionId: fact.originalTransactionId) else {
             return false
         }
-        if let old = known.signedDate, let new = fact.signedDate, old > new { return false }
+        if fact.isOlderView(than: known) { return false }
         let before = state
         var newer = fact
         if newer.price == nil {

@@ -124,6 +124,17 @@ public struct PurchaseFact: Sendable, Hashable, Codable {
         return units * 1000 + thousandths + (roundUp ? 1 : 0)
     }
 
+    /// Whether this is an older view of the transaction than `stored`: Apple signed it
+    /// earlier, or in the same millisecond without the revocation `stored` carries. A refund
+    /// is never undone within the millisecond it was signed in, so of two views signed
+    /// together the one with it is the later; without this a view read before a refund and
+    /// applied after it (a job that waited for the customer) would give the access back.
+    public func isOlderView(than stored: PurchaseFact) -> Bool {
+        guard let old = stored.signedDate, let new = signedDate else { return false }
+        if old != new { return old > new }
+        return stored.revocationDate != nil && revocationDate == nil
+    }
+
     /// Whether Apple refunded only a share of it (`REFUND_PRORATED`).
     public var isProratedRefund: Bool { revocationDate != nil && revocationType == "REFUND_PRORATED" }
 

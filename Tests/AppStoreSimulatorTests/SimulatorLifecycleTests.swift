@@ -164,6 +164,35 @@ import Testing
         }
     }
 
+    /// Apple's clock moves on between two views of one transaction: with the simulated clock
+    /// frozen, each view (the purchase's, Get Transaction Info's, the refund's, its
+    /// reversal's) and each renewal info is still signed later than the one before, so a
+    /// receiver can order them.
+    @Test func viewsOfOneTransactionAreSignedInOrderWhileTheClockIsFrozen() async throws {
+        try await SimulatorHarness.run { sim in
+            #expect(try await sim.post("/simulator/clock/freeze", #"{"frozen":true}"#).status == 200)
+            let bought = try await sim.purchase(Self.basic, Self.noIntro)
+            let api = try await sim.apiClient()
+            func signed(_ jws: String) async throws -> Int64 {
+                try #require(try await sim.verifier.verifyTransaction(jws).signedDate?.milliseconds)
+            }
+            var views = [try await signed(bought.signedTransaction)]
+            views.append(
+                try await signed(try #require(try await api.getTransactionInfo(transactionId: bought.transactionId).signedTransactionInfo)))
+            views.append(try await signed(try await sim.transactionEvent(bought.transactionId, "refund").signedTransaction))
+            views.append(try await signed(try await sim.transactionEvent(bought.transactionId, "refund-reversed").signedTransaction))
+            #expect(views == views.sorted() && Set(views).count == views.count, "\(views)")
+            #expect(views.last! - views.first! < 100, "a millisecond apart, not moved off the frozen clock: \(views)")
+            var renewals: [Int64] = []
+            for _ in 0..<2 {
+                let status = try await api.getAllSubscriptionStatuses(transactionId: bought.transactionId)
+                let info = try #require(status.data?.first?.lastTransactions?.first?.signedRenewalInfo)
+                renewals.append(try #require(try await sim.verifier.verifyRenewalInfo(info).signedDate?.milliseconds))
+            }
+            #expect(renewals[0] < renewals[1], "\(renewals)")
+        }
+    }
+
     /// The refund control speaks Apple's unit: `revocationPercentage` in milliunits of a
     /// percent, 1 to 99999 for a prorated refund; a full refund says 100000.
     @Test func aProratedRefundIsInMilliunitsOfAPercent() async throws {

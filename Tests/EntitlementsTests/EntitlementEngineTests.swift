@@ -40,7 +40,8 @@ import Testing
     /// A quantity no App Store sells (it sells at most 10) cannot trap the arithmetic.
     @Test func anAbsurdQuantityIsBoundedNotATrap() {
         var state = CustomerEntitlements(publisher: "demo", customer: "caller@example.com")
-        let decision = engine.apply(fact("q", "com.entitle.demo.credits.100", .consumable, at: start, quantity: Int.max), to: &state, now: start)
+        let decision = engine.apply(
+            fact("q", "com.entitle.demo.credits.100", .consumable, at: start, quantity: Int.max), to: &state, now: start)
         #expect(decision.creditsAdded == 100 * 1_000 && decision.creditBalance == 100_000)
     }
 
@@ -182,6 +183,43 @@ import Testing
         var stale = credits
         stale.signedDate = start.addingTimeInterval(day)
         #expect(!engine.apply(stale, to: &state, now: start.addingTimeInterval(4 * day)).changed)
+    }
+
+    /// A view Apple signed before a refund, read before it and applied after it (a job that
+    /// asked Apple, then waited for the customer behind the refund's notification), within
+    /// the same millisecond as the refund's view: the refund stands, for the holder and for a
+    /// former holder's history. Only a view signed later can reverse it.
+    @Test func aRefundStandsAgainstAViewSignedInTheSameMillisecond() {
+        let month = 30 * day
+        let bought = fact("70", "com.entitle.demo.premium.monthly", .autoRenewable, at: start, expires: start.addingTimeInterval(month))
+        var refunded = bought
+        refunded.revocationDate = start
+        for kind in [ProductKind.autoRenewable, .nonConsumable, .consumable] {
+            var view = bought
+            view.kind = kind
+            view.productId =
+                kind == .autoRenewable
+                ? bought.productId : kind == .consumable ? "com.entitle.demo.credits.100" : "com.entitle.demo.issue.2026.11"
+            view.expiresDate = kind == .autoRenewable ? bought.expiresDate : nil
+            var revoked = view
+            revoked.revocationDate = start
+            var state = CustomerEntitlements(publisher: "demo", customer: "c")
+            _ = engine.apply(view, to: &state, now: start)
+            _ = engine.apply(revoked, to: &state, now: start)
+            let stale = engine.apply(view, to: &state, now: start.addingTimeInterval(0.5))
+            #expect(!stale.changed && !stale.accessGranted, "\(kind): a view signed with the refund's does not reverse it")
+            #expect(state.entitlements(at: start.addingTimeInterval(1)) == [] && state.credits.balance == 0, "\(kind)")
+            var later = view
+            later.signedDate = start.addingTimeInterval(0.001)
+            #expect(engine.apply(later, to: &state, now: start.addingTimeInterval(1)).changed, "\(kind): a later view reverses it")
+        }
+        // A former holder's history: the same rule.
+        var previous = CustomerEntitlements(publisher: "demo", customer: "old@example.com")
+        _ = engine.apply(bought, to: &previous, now: start)
+        previous.release(originalTransactionId: "70", at: start)
+        #expect(engine.amendHistory(with: refunded, in: &previous))
+        #expect(!engine.amendHistory(with: bought, in: &previous))
+        #expect(previous.transactions["70"]?.revocationDate == start)
     }
 
     @Test func aTransferredPurchaseGivesAccessFromTheTransferOnly() {
