@@ -31,9 +31,9 @@ public actor SimulatedAppStore {
     /// When what is being signed happens: a due date the scheduler reached (the clock may
     /// have jumped past it), else now. Apple signs as things happen.
     var signingDate: Date { happeningAt ?? clock.now }
-    /// The last time each transaction (by id) and each subscription's renewal info (by
-    /// `renewal:` and its original id) was signed: see `signedAt(_:)`.
-    private var lastSigned: [String: AppleTimestamp] = [:]
+    /// The last view of each transaction (by id) and of each subscription's renewal info (by
+    /// `renewal:` and its original id), unsigned, and when it was signed: see `signedAt(_:_:)`.
+    private var lastSigned: [String: (view: AnyHashable, at: AppleTimestamp)] = [:]
     private var nextTransactionId: Int64
     private var nextWebOrderLineItemId: Int64
 
@@ -306,21 +306,25 @@ public actor SimulatedAppStore {
 
     // MARK: Signing
 
-    /// When Apple signs a view of `key` now. Apple's clock moves on between two views of
-    /// one transaction, so each is signed at least a millisecond after the one before, even
-    /// while the simulated clock is frozen: receivers order views by `signedDate`, and two
-    /// views signed in the same millisecond (a purchase and its refund) have no order.
-    func signedAt(_ key: String) -> AppleTimestamp {
+    /// When Apple signs `view` of `key` now. Apple's clock moves on between two views of one
+    /// transaction, so a view that differs from the one before is signed at least a
+    /// millisecond after it, even while the simulated clock is frozen: receivers order views
+    /// by `signedDate`, and two views signed in the same millisecond (a purchase and its
+    /// refund) have no order. The same view again, on a frozen clock, keeps its date.
+    func signedAt(_ key: String, _ view: AnyHashable) -> AppleTimestamp {
         var stamp = AppleTimestamp(signingDate)
-        if let last = lastSigned[key], stamp <= last { stamp = AppleTimestamp(milliseconds: last.milliseconds + 1) }
-        lastSigned[key] = stamp
+        if let last = lastSigned[key], stamp <= last.at {
+            stamp = last.view == view ? last.at : AppleTimestamp(milliseconds: last.at.milliseconds + 1)
+        }
+        lastSigned[key] = (view, stamp)
         return stamp
     }
 
     /// The transaction as Apple serves it now: current revocation state, fresh `signedDate`.
     func signedTransaction(_ id: String) throws -> String {
         guard var transaction = transactions[id]?.transaction else { throw SimulatorError(.notFound, "no transaction \(id)") }
-        transaction.signedDate = signedAt(id)
+        transaction.signedDate = nil
+        transaction.signedDate = signedAt(id, transaction)
         return try signing.sign(transaction)
     }
 
@@ -367,7 +371,7 @@ public actor SimulatedAppStore {
             renewal.commitmentRenewalPrice = commitment.monthlyPrice
             info.commitmentInfo = renewal
         }
-        info.signedDate = signedAt("renewal:" + subscription.originalTransactionId)
+        info.signedDate = signedAt("renewal:" + subscription.originalTransactionId, info)
         return info
     }
 

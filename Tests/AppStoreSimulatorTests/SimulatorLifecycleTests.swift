@@ -165,9 +165,9 @@ import Testing
     }
 
     /// Apple's clock moves on between two views of one transaction: with the simulated clock
-    /// frozen, each view (the purchase's, Get Transaction Info's, the refund's, its
-    /// reversal's) and each renewal info is still signed later than the one before, so a
-    /// receiver can order them.
+    /// frozen, each view that differs from the one before (the refund's, its reversal's, a
+    /// renewal info after a change) is still signed later than it, so a receiver can order
+    /// them; the same view served again keeps its date, as it would in that instant.
     @Test func viewsOfOneTransactionAreSignedInOrderWhileTheClockIsFrozen() async throws {
         try await SimulatorHarness.run { sim in
             #expect(try await sim.post("/simulator/clock/freeze", #"{"frozen":true}"#).status == 200)
@@ -176,20 +176,22 @@ import Testing
             func signed(_ jws: String) async throws -> Int64 {
                 try #require(try await sim.verifier.verifyTransaction(jws).signedDate?.milliseconds)
             }
-            var views = [try await signed(bought.signedTransaction)]
-            views.append(
-                try await signed(try #require(try await api.getTransactionInfo(transactionId: bought.transactionId).signedTransactionInfo)))
-            views.append(try await signed(try await sim.transactionEvent(bought.transactionId, "refund").signedTransaction))
-            views.append(try await signed(try await sim.transactionEvent(bought.transactionId, "refund-reversed").signedTransaction))
-            #expect(views == views.sorted() && Set(views).count == views.count, "\(views)")
-            #expect(views.last! - views.first! < 100, "a millisecond apart, not moved off the frozen clock: \(views)")
-            var renewals: [Int64] = []
-            for _ in 0..<2 {
+            func renewalSigned() async throws -> Int64 {
                 let status = try await api.getAllSubscriptionStatuses(transactionId: bought.transactionId)
                 let info = try #require(status.data?.first?.lastTransactions?.first?.signedRenewalInfo)
-                renewals.append(try #require(try await sim.verifier.verifyRenewalInfo(info).signedDate?.milliseconds))
+                return try #require(try await sim.verifier.verifyRenewalInfo(info).signedDate?.milliseconds)
             }
-            #expect(renewals[0] < renewals[1], "\(renewals)")
+            let renewal = try await renewalSigned()
+            #expect(try await renewalSigned() == renewal)
+            _ = try await sim.subscriptionEvent(bought.originalTransactionId, "auto-renew-off")
+            #expect(try await renewalSigned() > renewal, "the changed renewal info is signed later")
+            let first = try await signed(bought.signedTransaction)
+            let again = try await signed(
+                try #require(try await api.getTransactionInfo(transactionId: bought.transactionId).signedTransactionInfo))
+            let refunded = try await signed(try await sim.transactionEvent(bought.transactionId, "refund").signedTransaction)
+            let reversed = try await signed(try await sim.transactionEvent(bought.transactionId, "refund-reversed").signedTransaction)
+            #expect(first == again && again < refunded && refunded < reversed, "\([first, again, refunded, reversed])")
+            #expect(reversed - first < 100, "a millisecond apart, not moved off the frozen clock")
         }
     }
 
