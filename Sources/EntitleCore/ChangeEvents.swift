@@ -11,8 +11,6 @@ import Reporting
 /// change always yields the same ids.
 package struct ChangeEvents: Sendable {
     package let publisher: Publisher
-    /// How far the App Store's clock is ahead of the wall clock (development).
-    package let clockOffset: TimeInterval
     package let renewalCheckMargin: Duration
     package let billingRetryCheckInterval: Duration
     package let now: Date
@@ -24,10 +22,9 @@ package struct ChangeEvents: Sendable {
     package var importWebhooks = false
 
     package init(
-        publisher: Publisher, clockOffset: TimeInterval, renewalCheckMargin: Duration, billingRetryCheckInterval: Duration, now: Date
+        publisher: Publisher, renewalCheckMargin: Duration, billingRetryCheckInterval: Duration, now: Date
     ) {
         self.publisher = publisher
-        self.clockOffset = clockOffset
         self.renewalCheckMargin = renewalCheckMargin
         self.billingRetryCheckInterval = billingRetryCheckInterval
         self.now = now
@@ -90,19 +87,20 @@ package struct ChangeEvents: Sendable {
             id: "webhook:\(event.id)", JobPayloads.Webhook(publisher: publisher.id, event: body, eventId: event.id))
     }
 
-    /// The next check of each subscription whose state changed and that may still renew.
+    /// The next check of each subscription whose state changed and that may still renew: one
+    /// per subscription (the renewal index holds one due date each), the earliest; the check
+    /// puts the next one in the index when it runs.
     func renewalChecks(before: CustomerEntitlements, after: CustomerEntitlements) throws -> [FollowUpJob] {
+        var due: [String: Date] = [:]
+        for (id, subscription) in after.subscriptions where before.subscriptions[id] != subscription {
+            if let date = dueDate(subscription) { due[id] = date }
+        }
         // A purchase granted while Apple could not be asked: Apple is asked again soon (and
         // the check retries with back-off while it stays unreachable).
-        let confirmations = try after.provisional.sorted(by: { $0.key < $1.key }).compactMap { id, until in
-            before.provisional[id] == until
-                ? nil : try renewalCheck(originalTransactionId: id, due: now.addingTimeInterval(provisionalCheckDelay.seconds))
+        for (id, until) in after.provisional where before.provisional[id] != until {
+            due[id] = min(due[id] ?? .distantFuture, now.addingTimeInterval(provisionalCheckDelay.seconds))
         }
-        return try confirmations
-            + after.subscriptions.sorted(by: { $0.key < $1.key }).compactMap { id, subscription in
-                guard before.subscriptions[id] != subscription, let due = dueDate(subscription) else { return nil }
-                return try renewalCheck(originalTransactionId: id, due: due)
-            }
+        return try due.sorted(by: { $0.key < $1.key }).map { try renewalCheck(originalTransactionId: $0.key, due: $0.value) }
     }
 
     /// When Apple should next be asked about a subscription (App Store time); `nil` when it
@@ -127,6 +125,6 @@ package struct ChangeEvents: Sendable {
         return try FollowUpJob(
             id: "renewal-check:\(publisher.id):\(originalTransactionId):\(dueMs)",
             JobPayloads.RenewalCheck(publisher: publisher.id, originalTransactionId: originalTransactionId),
-            runAt: due.addingTimeInterval(-clockOffset), due: due)
+            due: due)
     }
 }

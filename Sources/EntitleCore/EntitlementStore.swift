@@ -634,10 +634,13 @@ package struct EntitlementStore: Sendable {
         }
     }
 
-    /// Up to `limit` subscriptions whose checks were due at `cutoffMs` or before, oldest first.
-    package func dueRenewalChecks(cutoffMs: Int64, limit: Int) async throws -> [DueRenewal] {
+    /// Up to `limit` subscriptions whose checks were due at `cutoffMs` or before, oldest
+    /// first, skipping the first `offset` of them.
+    package func dueRenewalChecks(cutoffMs: Int64, offset: Int = 0, limit: Int) async throws -> [DueRenewal] {
         let flat =
-            try await redis.send(["ZRANGEBYSCORE", keys.renewals, "-inf", String(cutoffMs), "WITHSCORES", "LIMIT", "0", String(limit)])
+            try await redis.send([
+                "ZRANGEBYSCORE", keys.renewals, "-inf", String(cutoffMs), "WITHSCORES", "LIMIT", String(offset), String(limit),
+            ])
             .array?.compactMap(\.string) ?? []
         var due: [DueRenewal] = []
         for index in stride(from: 0, to: flat.count - 1, by: 2) {

@@ -51,11 +51,10 @@ package struct EntitlementService: Sendable {
         return AppleReader(gateway: gateway, publisher: publisher)
     }
 
-    /// The App Store's time, read at one moment: now, and how far its clock is ahead of
-    /// the wall clock (development's simulator).
+    /// The App Store's time, read at one moment (development's simulator may run ahead of
+    /// the wall clock).
     struct AppleMoment: Sendable {
         var now: Date
-        var offset: TimeInterval
         /// Writes that go with the locks' release, in its round trip (`apply(closing:)`).
         var closing: ClosingWrites? = nil
     }
@@ -93,7 +92,7 @@ package struct EntitlementService: Sendable {
         let result: Result
         do {
             let offset = try await configuration.clock.offset()
-            result = try await body(tokens, AppleMoment(now: Date().addingTimeInterval(offset), offset: offset, closing: closing))
+            result = try await body(tokens, AppleMoment(now: Date().addingTimeInterval(offset), closing: closing))
         } catch {
             try? await releaseAll()
             throw error
@@ -102,9 +101,9 @@ package struct EntitlementService: Sendable {
         return result
     }
 
-    func changeEvents(_ publisher: Publisher, now: Date, clockOffset: TimeInterval) -> ChangeEvents {
+    func changeEvents(_ publisher: Publisher, now: Date) -> ChangeEvents {
         var events = ChangeEvents(
-            publisher: publisher, clockOffset: clockOffset, renewalCheckMargin: configuration.renewalCheckMargin,
+            publisher: publisher, renewalCheckMargin: configuration.renewalCheckMargin,
             billingRetryCheckInterval: configuration.billingRetryCheckInterval, now: now)
         events.provisionalCheckDelay = configuration.provisionalCheckDelay
         return events
@@ -118,12 +117,12 @@ package struct EntitlementService: Sendable {
     /// give access until then unless Apple's word comes first.
     func apply(
         _ evidence: AppleEvidence, publisher: Publisher, customer: String, fence: TransactionLock.Token?, now: Date,
-        clockOffset: TimeInterval, accessFrom: Date? = nil, extraEvents: [LifecycleEvent] = [], sharing: Set<String> = [],
+        accessFrom: Date? = nil, extraEvents: [LifecycleEvent] = [], sharing: Set<String> = [],
         holding: Set<String> = [], imported: Bool = false, importWebhooks: Bool = false, snapshot: EntitlementStore.Snapshot? = nil,
         closing: ClosingWrites? = nil, job: JobContext
     ) async throws -> [String: EntitlementDecision] {
         let engine = EntitlementEngine(publisher: publisher)
-        var events = changeEvents(publisher, now: now, clockOffset: clockOffset)
+        var events = changeEvents(publisher, now: now)
         events.imported = imported
         events.importWebhooks = importWebhooks
         let facts = evidence.facts.sorted { ($0.purchaseDate, $0.transactionId) < ($1.purchaseDate, $1.transactionId) }
@@ -158,7 +157,7 @@ package struct EntitlementService: Sendable {
         let engine = EntitlementEngine(publisher: publisher)
         for former in try await store.formerHolders(publisher: publisher.id, originalTransactionId: originalTransactionId)
         where !current.contains(former) {
-            try await change(publisher: publisher, customer: former, fence: fence, now: moment.now, clockOffset: moment.offset, job: job) {
+            try await change(publisher: publisher, customer: former, fence: fence, now: moment.now, job: job) {
                 state in
                 for fact in facts { engine.amendHistory(with: fact, in: &state) }
             }
@@ -167,10 +166,10 @@ package struct EntitlementService: Sendable {
 
     /// Changes a customer's document directly (transfers, refunds of what is stored).
     func change<Result: Sendable>(
-        publisher: Publisher, customer: String, fence: TransactionLock.Token?, now: Date, clockOffset: TimeInterval,
+        publisher: Publisher, customer: String, fence: TransactionLock.Token?, now: Date,
         job: JobContext, _ body: (inout CustomerEntitlements) throws -> Result
     ) async throws -> Result {
-        let events = changeEvents(publisher, now: now, clockOffset: clockOffset)
+        let events = changeEvents(publisher, now: now)
         let (result, outbox, _) = try await store.update(
             publisher: publisher.id, customer: customer, fence: fence, body,
             effects: { before, after, version in try events.changes(before: before, after: after, version: version) })
@@ -186,7 +185,9 @@ package struct EntitlementService: Sendable {
         afterEntitlementWrite?(job)
         guard !outbox.isEmpty else { return }
         let wall = AppleTimestamp(Date()).milliseconds
-        let requests = outbox.map { followUp in
+        // A renewal check goes in the renewal index only, which the sweep reads (App Store
+        // time); a delayed job would hold memory for the whole period it waits.
+        let requests = outbox.filter { $0.type != .renewalCheck }.map { followUp in
             // Saturating, and capped at the queue's longest delay: a date from Apple cannot trap here.
             var request = EnqueueRequest(
                 type: followUp.type.rawValue, payload: followUp.payload, queue: job.queue, idempotencyKey: followUp.id,
@@ -198,10 +199,10 @@ package struct EntitlementService: Sendable {
             request.label = JobPayloads.label(of: followUp.payload)
             return request
         }
-        _ = try await jobQueue.enqueue(batch: requests)
+        if !requests.isEmpty { _ = try await jobQueue.enqueue(batch: requests) }
         // Renewal checks' payloads were written by `ChangeEvents`; one that does not decode is
-        // logged, counted and left out of the index (the check job itself was enqueued), and
-        // the outbox is cleared all the same, so it cannot stop this customer's later jobs.
+        // logged and counted (a bug: the subscription is not checked until its next change),
+        // and the outbox is cleared all the same, so it cannot stop this customer's later jobs.
         var checks: [(publisher: String, originalTransactionId: String, dueMs: Int64)] = []
         for followUp in outbox where followUp.type == .renewalCheck {
             guard let due = followUp.dueMs else { continue }

@@ -283,7 +283,7 @@ package struct NotificationJobHandler: EntitlementJobHandler {
             var first: EntitlementDecision?
             for holder in holders {
                 let decision = try await service.change(
-                    publisher: publisher, customer: holder, fence: tokens[transactionId], now: moment.now, clockOffset: moment.offset,
+                    publisher: publisher, customer: holder, fence: tokens[transactionId], now: moment.now,
                     job: job
                 ) { state in engine.refund(transactionId: transactionId, at: moment.now, in: &state) }
                 first = first ?? decision
@@ -321,7 +321,7 @@ package struct NotificationJobHandler: EntitlementJobHandler {
             var first: [String: EntitlementDecision] = [:]
             for (index, holder) in holders.enumerated() {
                 let decisions = try await service.apply(
-                    evidence, publisher: publisher, customer: holder, fence: tokens[original], now: moment.now, clockOffset: moment.offset,
+                    evidence, publisher: publisher, customer: holder, fence: tokens[original], now: moment.now,
                     job: job)
                 if index == 0 { first = decisions }
             }

@@ -382,7 +382,7 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
         var evidence = verified
         let originals = Set(evidence.facts.map(\.originalTransactionId))
         return try await service.withLocks(publisher: publisher.id, originalTransactionIds: originals, job: job) { tokens, moment in
-            let (now, offset) = (moment.now, moment.offset)
+            let now = moment.now
             try await service.store.carryMigrations(of: evidence.facts, publisher: publisher.id)
             // One round trip: the owners, the customer (the write's first attempt starts from
             // it) and this job's memo.
@@ -458,7 +458,7 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
 
             let fence = tokens[primary.originalTransactionId]
             let decisionsByTransaction = try await service.apply(
-                evidence, publisher: publisher, customer: payload.customer, fence: fence, now: now, clockOffset: offset,
+                evidence, publisher: publisher, customer: payload.customer, fence: fence, now: now,
                 sharing: Set(sharingNow), imported: payload.imported == true, importWebhooks: payload.importWebhooks == true,
                 snapshot: read.snapshot, closing: moment.closing, job: job)
             if payload.appReceipt != nil, let receipt = evidence.latestReceipt,
@@ -533,7 +533,7 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
         let decision = try await service.withLocks(publisher: publisher.id, originalTransactionIds: [original], job: job) {
             tokens, moment in
             try await service.change(
-                publisher: publisher, customer: payload.customer, fence: tokens[original], now: moment.now, clockOffset: moment.offset,
+                publisher: publisher, customer: payload.customer, fence: tokens[original], now: moment.now,
                 job: job
             ) { state in engine.expire(originalTransactionId: original, at: moment.now, in: &state) }
         }

@@ -71,12 +71,12 @@ package struct RefundJobHandler: EntitlementJobHandler {
                 message: "no customer holds this purchase yet")
         }
         return try await service.withLocks(publisher: publisher.id, originalTransactionIds: [id], job: job) { tokens, moment in
-            let (now, offset) = (moment.now, moment.offset)
+            let now = moment.now
             var decision: EntitlementDecision?
             // The owner's answer is the result; those sharing the purchase lose or regain it too.
             for holder in holders {
                 let applied = try await service.apply(
-                    AppleEvidence(facts: [fact]), publisher: publisher, customer: holder, fence: tokens[id], now: now, clockOffset: offset,
+                    AppleEvidence(facts: [fact]), publisher: publisher, customer: holder, fence: tokens[id], now: now,
                     job: job)[fact.transactionId]
                 decision = decision ?? applied
             }

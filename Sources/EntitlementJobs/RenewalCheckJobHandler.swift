@@ -6,7 +6,8 @@ import JobQueue
 
 /// `renewal-check`: asks Apple about a subscription (Get All Subscription Statuses, or
 /// verifyReceipt with the latest receipt kept) and applies the answer: renewed, in grace
-/// period, in billing retry, expired or refunded. Then it schedules the next check. When
+/// period, in billing retry, expired or refunded. Then it puts the next check in the
+/// renewal index, which `RenewalSweep` reads when it is due. When
 /// Apple cannot be reached the job is retried and the entitlement stays as it was, which
 /// lasts until its own expiry.
 package struct RenewalCheckJobHandler: EntitlementJobHandler {
@@ -39,7 +40,7 @@ package struct RenewalCheckJobHandler: EntitlementJobHandler {
             return try await finished("no customer holds this subscription")
         }
         return try await service.withLocks(publisher: publisher.id, originalTransactionIds: [id], job: job) { tokens, moment in
-            let (now, offset) = (moment.now, moment.offset)
+            let now = moment.now
             let state = try await service.store.load(publisher: publisher.id, customer: customer).state
             guard let record = state.subscriptions[id], let latest = state.transactions[record.latestTransactionId] else {
                 return try await finished("\(customer) holds no subscription \(id) any more", customer: customer)
@@ -58,16 +59,16 @@ package struct RenewalCheckJobHandler: EntitlementJobHandler {
                 return try await finished("no App Store Server API key and no receipt to ask Apple with", customer: customer)
             }
             let decisions = try await service.apply(
-                evidence, publisher: publisher, customer: customer, fence: tokens[id], now: now, clockOffset: offset, job: job)
+                evidence, publisher: publisher, customer: customer, fence: tokens[id], now: now, job: job)
             // Those sharing the subscription (the `share` policy) learn the same.
             for sharer in try await service.store.holders(publisher: publisher.id, originalTransactionId: id).dropFirst() {
                 _ = try await service.apply(
-                    evidence, publisher: publisher, customer: sharer, fence: tokens[id], now: now, clockOffset: offset, job: job)
+                    evidence, publisher: publisher, customer: sharer, fence: tokens[id], now: now, job: job)
             }
             let after = try await service.store.load(publisher: publisher.id, customer: customer).state
             let subscription = after.subscriptions[id]
             // The next check, also when nothing changed (billing retry is asked again and again).
-            let events = service.changeEvents(publisher, now: now, clockOffset: offset)
+            let events = service.changeEvents(publisher, now: now)
             var nextCheck: Date?
             if let subscription, let due = events.dueDate(subscription), due > now {
                 nextCheck = due

@@ -6,50 +6,57 @@ import JobQueue
 import Logging
 import ServiceLifecycle
 
-/// The safety net under scheduled renewal checks: every `interval`, any subscription whose
-/// check is overdue by more than `grace` (its scheduled job was lost, or ran out of
-/// attempts) gets a new `renewal-check` job. Every worker process runs one; the idempotency
-/// key makes them agree.
+/// The schedule of renewal checks: every `interval`, each subscription whose check is due
+/// in the renewal index (App Store time) gets a `renewal-check` job. A subscription waiting
+/// for its next period costs its index entry and nothing else (a delayed job per
+/// subscription would hold a job record and a scheduled-set entry for the whole period).
+/// Every worker process runs one; the idempotency key (the subscription and the due date)
+/// makes them agree, and a check whose job was lost or ran out of attempts is asked again
+/// once that key has expired.
 package struct RenewalSweep: Service, CustomStringConvertible {
     let service: EntitlementService
     let queue: String
     let interval: Duration
-    let grace: Duration
     let logger: Logger
 
-    package init(service: EntitlementService, queue: String, interval: Duration, grace: Duration, logger: Logger) {
+    package init(service: EntitlementService, queue: String, interval: Duration, logger: Logger) {
         self.service = service
         self.queue = queue
         self.interval = interval
-        self.grace = grace
         self.logger = logger
     }
 
     // swift-service-lifecycle logs its services: say what this one is, and nothing of the
     // configuration it holds.
-    package var description: String { "RenewalSweep(queue: \(queue), interval: \(interval), grace: \(grace))" }
+    package var description: String { "RenewalSweep(queue: \(queue), interval: \(interval))" }
 
     package func run() async throws {
         await everyRound(of: interval, logger: logger, failure: "renewal sweep failed") { try await sweep() }
     }
 
-    /// Enqueues checks for overdue subscriptions; returns how many were found.
+    /// Enqueues a check for each subscription due now, `page` at a time and at most
+    /// `pages` pages a round (the rest wait for the next); returns how many were due.
     @discardableResult
-    package func sweep(limit: Int = 500) async throws -> Int {
+    package func sweep(page: Int = 500, pages: Int = 20) async throws -> Int {
         let now = try await service.configuration.clock.now()
-        let cutoff = AppleTimestamp(now.addingTimeInterval(-grace.seconds)).milliseconds
-        let due = try await service.store.dueRenewalChecks(cutoffMs: cutoff, limit: limit)
-        let requests = try due.map { check in
-            try EnqueueRequest(
-                type: EntitlementJobType.renewalCheck.rawValue,
-                payload: JobPayloads.encode(
-                    JobPayloads.RenewalCheck(publisher: check.publisher, originalTransactionId: check.originalTransactionId)),
-                queue: queue, idempotencyKey: "renewal-sweep:\(check.publisher)/\(check.originalTransactionId):\(check.dueMs)")
+        let cutoff = AppleTimestamp(now).milliseconds
+        var found = 0
+        for index in 0..<pages {
+            let due = try await service.store.dueRenewalChecks(cutoffMs: cutoff, offset: index * page, limit: page)
+            found += due.count
+            let requests = try due.map { check in
+                try EnqueueRequest(
+                    type: EntitlementJobType.renewalCheck.rawValue,
+                    payload: JobPayloads.encode(
+                        JobPayloads.RenewalCheck(publisher: check.publisher, originalTransactionId: check.originalTransactionId)),
+                    queue: queue, idempotencyKey: "renewal-sweep:\(check.publisher)/\(check.originalTransactionId):\(check.dueMs)")
+            }
+            if !requests.isEmpty {
+                let created = try await service.jobQueue.enqueue(batch: requests).filter(\.created).count
+                if created > 0 { logger.debug("renewal sweep enqueued checks", metadata: ["count": "\(created)"]) }
+            }
+            if due.count < page { break }
         }
-        if !requests.isEmpty {
-            let created = try await service.jobQueue.enqueue(batch: requests).filter(\.created).count
-            if created > 0 { logger.info("renewal sweep enqueued overdue checks", metadata: ["count": "\(created)"]) }
-        }
-        return requests.count
+        return found
     }
 }

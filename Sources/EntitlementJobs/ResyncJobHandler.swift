@@ -86,7 +86,7 @@ package struct ResyncJobHandler: EntitlementJobHandler {
                 let holders = try await service.store.holders(publisher: publisher.id, originalTransactionId: id)
                 guard holders.contains(customer) else { return false }
                 return try await service.apply(
-                    mine, publisher: publisher, customer: customer, fence: tokens[id], now: moment.now, clockOffset: moment.offset,
+                    mine, publisher: publisher, customer: customer, fence: tokens[id], now: moment.now,
                     sharing: holders.first == customer ? [] : [id], job: job
                 ).values.contains { $0.changed }
             }

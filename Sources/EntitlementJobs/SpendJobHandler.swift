@@ -30,7 +30,7 @@ package struct SpendJobHandler: EntitlementJobHandler {
         let offset = try await service.configuration.clock.offset()
         let now = Date().addingTimeInterval(offset)
         return try await service.change(
-            publisher: publisher, customer: payload.customer, fence: nil, now: now, clockOffset: offset, job: job
+            publisher: publisher, customer: payload.customer, fence: nil, now: now, job: job
         ) {
             state in
             let outcome = state.credits.spend(payload.amount, reference: payload.reference, at: now)

@@ -32,7 +32,7 @@ package struct TransferJobHandler: EntitlementJobHandler {
         }
         let id = payload.originalTransactionId
         return try await service.withLocks(publisher: publisher.id, originalTransactionIds: [id], job: job) { tokens, moment in
-            let (now, offset) = (moment.now, moment.offset)
+            let now = moment.now
             let owner = try await service.store.owner(publisher: publisher.id, originalTransactionId: id)
             // After a crash between the owner change and the release, the owner is already
             // the new one: the requester's `from` names whom to release.
@@ -88,11 +88,11 @@ package struct TransferJobHandler: EntitlementJobHandler {
                     gracePeriodExpiresDate: record.gracePeriodExpiresDate, signedDate: record.asOf, billingPlan: record.billingPlan)
             }
             let decisions = try await service.apply(
-                evidence, publisher: publisher, customer: payload.to, fence: tokens[id], now: now, clockOffset: offset,
+                evidence, publisher: publisher, customer: payload.to, fence: tokens[id], now: now,
                 accessFrom: transferredAt, extraEvents: [moved], holding: [id], job: job)
             try await service.store.setOwner(publisher: publisher.id, originalTransactionId: id, to: payload.to)
             try await service.store.addFormerHolder(previous, publisher: publisher.id, originalTransactionId: id)
-            try await service.change(publisher: publisher, customer: previous, fence: tokens[id], now: now, clockOffset: offset, job: job) {
+            try await service.change(publisher: publisher, customer: previous, fence: tokens[id], now: now, job: job) {
                 $0.release(originalTransactionId: id, at: transferredAt)
             }
             return Result(

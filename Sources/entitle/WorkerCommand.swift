@@ -108,9 +108,7 @@ struct WorkerCommand: AsyncParsableCommand {
         }
         EntitlementJobs.register(in: &handlers, service: service)
         let development = settings.mode != .production
-        let sweep = RenewalSweep(
-            service: service, queue: queue, interval: development ? .seconds(2) : .seconds(60),
-            grace: development ? .seconds(10) : .seconds(900), logger: logger)
+        let sweep = RenewalSweep(service: service, queue: queue, interval: development ? .seconds(1) : .seconds(15), logger: logger)
         let folder = ReportFolder(
             store: service.store, catalog: settings.catalog, interval: .seconds(1), logger: logger)
         var services: [any Service] = [sweep]

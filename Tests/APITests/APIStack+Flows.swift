@@ -182,7 +182,7 @@ extension APIStack {
     /// decides each one's status, 200 unless it says otherwise) and demo's webhook taking
     /// `typeNames` (`lifecycle` unless given).
     static func runWithWebhooks(
-        _ name: String, typeNames: String = "lifecycle", notify: [String] = ["demo"],
+        _ name: String, typeNames: String = "lifecycle", notify: [String] = ["demo"], sweep: Bool = false,
         answer: @escaping @Sendable (RequestLog.Entry) async -> HTTPResponse.Status = { _ in .ok },
         catalog change: @escaping @Sendable (inout [[String: Any]]) -> Void = { _ in },
         settings tune: @escaping @Sendable (inout EntitleConfiguration) -> Void = { _ in },
@@ -196,7 +196,7 @@ extension APIStack {
         }
         try await LoopbackServer.run(receiver) { hookURL in
             try await APIStack.run(
-                name, worker: true, notify: notify, environment: ["ENTITLE_TEST_WEBHOOK_SECRET": webhookSecret],
+                name, worker: true, sweep: sweep, notify: notify, environment: ["ENTITLE_TEST_WEBHOOK_SECRET": webhookSecret],
                 catalog: { publishers in
                     for index in publishers.indices where publishers[index]["id"] as? String == "demo" {
                         publishers[index]["webhook"] = [

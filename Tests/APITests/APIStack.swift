@@ -70,7 +70,8 @@ struct APIStack: Sendable {
     /// - Parameter notify: publishers whose notification route gets each V2 notification the
     ///   simulator sends (as Apple would post it to each publisher's URL); none: they stay in `inbox`.
     static func run(
-        _ name: String, worker: Bool = false, adminToken: String? = adminToken, redisDown: Bool = false, notify: [String] = [],
+        _ name: String, worker: Bool = false, sweep: Bool = false, adminToken: String? = adminToken, redisDown: Bool = false,
+        notify: [String] = [],
         environment extra: [String: String] = [:], configure: @Sendable (inout EntitleAPI.Configuration) -> Void = { _ in },
         catalog change: @Sendable (inout [[String: Any]]) -> Void = { _ in },
         settings tune: @Sendable (inout EntitleConfiguration) -> Void = { _ in }, _ body: @Sendable (APIStack) async throws -> Void
@@ -154,6 +155,14 @@ struct APIStack: Sendable {
                 let folder = ReportFolder(store: store, catalog: settings.catalog, interval: .milliseconds(200), logger: TestRedis.logger)
                 // The worker's folder keeps the reports as the tests run (they also fold on demand).
                 if worker { tasks.addTask { try await folder.run() } }
+                // The worker's renewal sweep, for tests that let it queue the checks due as the
+                // App Store's clock moves (others sweep by hand, at the moments they choose).
+                if worker && sweep {
+                    let renewals = RenewalSweep(
+                        service: EntitlementService(configuration: settings, jobQueue: jobQueue, logger: TestRedis.logger),
+                        queue: "default", interval: .milliseconds(200), logger: TestRedis.logger)
+                    tasks.addTask { try await renewals.run() }
+                }
                 try await Self.serve(api) { url in
                     await forwarder.start(apiURL: url)
                     try await body(

@@ -72,7 +72,7 @@ import Testing
             // are due in days of wall time).
             let sweep = RenewalSweep(
                 service: EntitlementService(configuration: api.settings, jobQueue: api.jobQueue, logger: TestRedis.logger),
-                queue: "default", interval: .seconds(1), grace: .zero, logger: TestRedis.logger)
+                queue: "default", interval: .seconds(1), logger: TestRedis.logger)
             func advance(days: Double) async throws {
                 try await api.advance(seconds: days * Self.day)
                 try await api.settle()

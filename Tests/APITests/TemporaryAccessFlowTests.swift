@@ -10,7 +10,7 @@ import Testing
 /// says the purchase was refunded meanwhile.
 @Suite struct TemporaryAccessFlowTests {
     @Test(.timeLimit(.minutes(4))) func accessIsGrantedProvisionallyWhileAppleIsDownThenConfirmedOrWithdrawn() async throws {
-        try await APIStack.runWithWebhooks("temporary-access", notify: []) { api, hooks in
+        try await APIStack.runWithWebhooks("temporary-access", notify: [], sweep: true) { api, hooks in
             try await api.simulator("/simulator/clock/freeze", #"{"frozen":true}"#)
             func appleDown() async throws {
                 // Apple's statuses answer 503 for ten minutes of the App Store's clock.

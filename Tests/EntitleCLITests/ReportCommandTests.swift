@@ -27,7 +27,7 @@ import Testing
         for index in 0..<3 {
             let bought = Date(timeIntervalSince1970: 1_772_359_200 + Double(index) * 86_400)  // 2026-03-01T10:00:00Z
             let events = ChangeEvents(
-                publisher: publisher, clockOffset: 0, renewalCheckMargin: .seconds(60), billingRetryCheckInterval: .seconds(3600),
+                publisher: publisher, renewalCheckMargin: .seconds(60), billingRetryCheckInterval: .seconds(3600),
                 now: bought)
             _ = try await store.update(
                 publisher: "mag", customer: "reader\(index)@example.com", fence: nil,

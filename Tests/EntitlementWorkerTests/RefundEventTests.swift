@@ -27,7 +27,7 @@ import Testing
         _ = engine.apply(refunded, to: &state, now: when)
 
         let change = try ChangeEvents(
-            publisher: publisher, clockOffset: 0, renewalCheckMargin: .seconds(5), billingRetryCheckInterval: .seconds(60), now: when
+            publisher: publisher, renewalCheckMargin: .seconds(5), billingRetryCheckInterval: .seconds(60), now: when
         ).changes(before: before, after: state, version: 3)
         let refund = try #require(change.events.first { $0.type == .refund })
         #expect(refund.revocationType == "REFUND_PRORATED" && refund.revocationPercentage == 33333)

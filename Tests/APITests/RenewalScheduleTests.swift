@@ -1,0 +1,68 @@
+import DurationUnits
+import EntitleCore
+import EntitlementJobs
+import Entitlements
+import Foundation
+import RedisTestSupport
+import Testing
+
+/// A subscription waiting for its next period costs its entry in the renewal index and no
+/// job: the workers' sweep enqueues its check when it is due in App Store time, once however
+/// many workers sweep, and the check puts the next one in the index.
+@Suite struct RenewalScheduleTests {
+    @Test(.timeLimit(.minutes(3))) func aRenewalCheckWaitsInTheIndexAndIsEnqueuedWhenDue() async throws {
+        // No notification reaches Entitle: only a renewal check can see the renewal.
+        try await APIStack.run("renewal-schedule", worker: true) { api in
+            try await api.simulator("/simulator/clock/freeze", #"{"frozen":true}"#)
+            let bought = try await api.buy("premium.monthly", extra: ["environment": "Production", "useIntroductoryOffer": false])
+            let original = try #require(bought["originalTransactionId"] as? String)
+            _ = try await api.claim([
+                "customer": "sam@example.com", "signedTransaction": try #require(bought["signedTransaction"] as? String),
+            ])
+            try await api.settle()
+
+            let prefix = api.jobQueue.configuration.prefix
+            let redis = api.jobQueue.redis
+            let store = EntitlementStore(redis: redis, prefix: prefix, logger: TestRedis.logger)
+            func subscription() async throws -> SubscriptionRecord {
+                try #require(try await store.load(publisher: "demo", customer: "sam@example.com").state.subscriptions[original])
+            }
+            func due() async throws -> Int64? {
+                try await redis.send(["ZSCORE", "\(prefix):ent:renewals", "demo/\(original)"]).string.flatMap(Double.init).map(Int64.init)
+            }
+            let first = try await subscription()
+            let expires = try #require(first.expiresDate)
+            let margin = api.settings.renewalCheckMargin.milliseconds
+            #expect(try await due() == Int64((expires.timeIntervalSince1970 * 1000).rounded()) + margin)
+            #expect(try await api.jobQueue.stats(queue: "default").scheduled == 0, "no delayed job waits out the period")
+
+            // Two workers' sweeps: nothing is due yet; then, past the due date, one check.
+            func sweep() -> RenewalSweep {
+                RenewalSweep(
+                    service: EntitlementService(configuration: api.settings, jobQueue: api.jobQueue, logger: TestRedis.logger),
+                    queue: "default", interval: .seconds(1), logger: TestRedis.logger)
+            }
+            let (one, two) = (sweep(), sweep())
+            #expect(try await one.sweep() == 0)
+            #expect(try await two.sweep() == 0)
+            let now = try #require(try await api.simulator("/simulator/clock")["now"] as? Double)
+            try await api.advance(seconds: expires.timeIntervalSince1970 - now / 1000 + Double(margin) / 1000 + 1)
+            #expect(try await one.sweep() == 1)
+            #expect(try await two.sweep() == 1)
+            try await api.settle()
+            let stats = "\(prefix):{default}:stats"
+            try await eventually("the renewal check's success to be counted") {
+                Int(try await redis.send(["HGET", stats, "succeeded:renewal-check"]).string ?? "0") ?? 0 >= 1
+            }
+            #expect(Int(try await redis.send(["HGET", stats, "succeeded:renewal-check"]).string ?? "0") == 1, "one check for two sweeps")
+
+            // The check saw the renewal and put the next check in the index, not in the queue.
+            let renewed = try await subscription()
+            let next = try #require(renewed.expiresDate)
+            #expect(next > expires && renewed.latestTransactionId != first.latestTransactionId)
+            #expect(try await due() == Int64((next.timeIntervalSince1970 * 1000).rounded()) + margin)
+            #expect(try await api.jobQueue.stats(queue: "default").scheduled == 0)
+            #expect(try await one.sweep() == 0)
+        }
+    }
+}
