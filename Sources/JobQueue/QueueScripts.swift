@@ -271,7 +271,16 @@ package enum QueueScripts {
                 if outcome == 'ok' then
                   redis.call('HSET', key, 'status', 'succeeded', 'result', data, 'finishedAt', now, 'acked', lease)
                   -- A finished job keeps what is read (status, result, times, label), not its input.
+                  local input = redis.call('HSTRLEN', key, 'payload')
                   redis.call('HDEL', key, 'lease', 'retryAt', 'payload')
+                  -- A long input made the hash a hashtable, which Redis never turns back into
+                  -- a listpack (half the bytes): written afresh, the record takes one where
+                  -- every value left fits the server's hash-max-listpack-value.
+                  if input > 64 and redis.call('OBJECT', 'ENCODING', key) == 'hashtable' then
+                    local kept = redis.call('HGETALL', key)
+                    redis.call('DEL', key)
+                    redis.call('HSET', key, unpack(kept))
+                  end
                   redis.call('PEXPIRE', key, resultTTL)
                   counter = 'succeeded:'
                 elseif outcome == 'retry' then
