@@ -121,10 +121,7 @@ package struct ChangeEvents: Sendable {
     }
 
     package func renewalCheck(originalTransactionId: String, due: Date) throws -> FollowUpJob {
-        let dueMs = AppleTimestamp(due).milliseconds
-        return try FollowUpJob(
-            id: "renewal-check:\(publisher.id):\(originalTransactionId):\(dueMs)",
-            JobPayloads.RenewalCheck(publisher: publisher.id, originalTransactionId: originalTransactionId),
-            due: due)
+        let check = JobPayloads.RenewalCheck(publisher: publisher.id, originalTransactionId: originalTransactionId)
+        return try FollowUpJob(id: check.key(dueMs: AppleTimestamp(due).milliseconds), check, due: due)
     }
 }

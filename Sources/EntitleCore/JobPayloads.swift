@@ -124,6 +124,11 @@ package enum JobPayloads {
             self.publisher = publisher
             self.originalTransactionId = originalTransactionId
         }
+
+        /// The check's job id and idempotency key: one job per subscription and due date (ms,
+        /// App Store time), whoever enqueues it (a worker's sweep; a delayed job of an
+        /// earlier version).
+        package func key(dueMs: Int64) -> String { "renewal-check:\(publisher):\(originalTransactionId):\(dueMs)" }
     }
 
     /// `notification`: an App Store Server Notification as received. V2: `signedPayload`;

@@ -184,18 +184,11 @@ package struct EntitlementService: Sendable {
     ) async throws {
         afterEntitlementWrite?(job)
         guard !outbox.isEmpty else { return }
-        let wall = AppleTimestamp(Date()).milliseconds
         // A renewal check goes in the renewal index only, which the sweep reads (App Store
         // time); a delayed job would hold memory for the whole period it waits.
         let requests = outbox.filter { $0.type != .renewalCheck }.map { followUp in
-            // Saturating, and capped at the queue's longest delay: a date from Apple cannot trap here.
             var request = EnqueueRequest(
-                type: followUp.type.rawValue, payload: followUp.payload, queue: job.queue, idempotencyKey: followUp.id,
-                delay: followUp.runAtMs.map { runAt in
-                    let (wait, overflow) = runAt.subtractingReportingOverflow(wall)
-                    return overflow
-                        ? (runAt < 0 ? .zero : EnqueueRequest.maximumDelay) : min(.milliseconds(max(0, wait)), EnqueueRequest.maximumDelay)
-                })
+                type: followUp.type.rawValue, payload: followUp.payload, queue: job.queue, idempotencyKey: followUp.id)
             request.label = JobPayloads.label(of: followUp.payload)
             return request
         }

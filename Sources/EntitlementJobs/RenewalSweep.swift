@@ -10,9 +10,10 @@ import ServiceLifecycle
 /// in the renewal index (App Store time) gets a `renewal-check` job. A subscription waiting
 /// for its next period costs its index entry and nothing else (a delayed job per
 /// subscription would hold a job record and a scheduled-set entry for the whole period).
-/// Every worker process runs one; the idempotency key (the subscription and the due date)
-/// makes them agree, and a check whose job was lost or ran out of attempts is asked again
-/// once that key has expired.
+/// Every worker process runs one; the idempotency key (the subscription and the due date,
+/// the key a delayed check of an earlier version was queued under too) makes them agree,
+/// and a check whose job was lost or ran out of attempts is asked again once that key has
+/// expired.
 package struct RenewalSweep: Service, CustomStringConvertible {
     let service: EntitlementService
     let queue: String
@@ -44,12 +45,11 @@ package struct RenewalSweep: Service, CustomStringConvertible {
         for index in 0..<pages {
             let due = try await service.store.dueRenewalChecks(cutoffMs: cutoff, offset: index * page, limit: page)
             found += due.count
-            let requests = try due.map { check in
-                try EnqueueRequest(
-                    type: EntitlementJobType.renewalCheck.rawValue,
-                    payload: JobPayloads.encode(
-                        JobPayloads.RenewalCheck(publisher: check.publisher, originalTransactionId: check.originalTransactionId)),
-                    queue: queue, idempotencyKey: "renewal-sweep:\(check.publisher)/\(check.originalTransactionId):\(check.dueMs)")
+            let requests = try due.map { entry in
+                let check = JobPayloads.RenewalCheck(publisher: entry.publisher, originalTransactionId: entry.originalTransactionId)
+                return try EnqueueRequest(
+                    type: EntitlementJobType.renewalCheck.rawValue, payload: JobPayloads.encode(check), queue: queue,
+                    idempotencyKey: check.key(dueMs: entry.dueMs))
             }
             if !requests.isEmpty {
                 let created = try await service.jobQueue.enqueue(batch: requests).filter(\.created).count
