@@ -627,21 +627,17 @@ package struct EntitlementStore: Sendable {
         _ = try await redis.send(["ZREM", keys.renewals, keys.renewalMember(publisher, originalTransactionId)])
     }
 
-    /// When a subscription's renewal check is due, if it is in the index (ms).
-    package func renewalCheckDue(publisher: String, originalTransactionId: String) async throws -> Int64? {
-        try await redis.send(["ZSCORE", keys.renewals, keys.renewalMember(publisher, originalTransactionId)]).string.flatMap {
-            Double($0).map { AppleTimestamp.milliseconds($0) }
-        }
-    }
-
-    /// Up to `limit` subscriptions whose checks were due at `cutoffMs` or before, oldest
-    /// first, skipping the first `offset` of them.
-    package func dueRenewalChecks(cutoffMs: Int64, offset: Int = 0, limit: Int) async throws -> [DueRenewal] {
+    /// Claims up to `limit` subscriptions whose checks were due at `cutoffMs` or before,
+    /// oldest first: in the same script each one's due date moves to `leaseUntilMs`, so no
+    /// other sweep (of any queue) claims it meanwhile, and a check that does not end (its
+    /// job lost, dead, or refused for good) leaves the head of the index to the others and
+    /// is claimed again once the lease has passed. The check's own write replaces the lease
+    /// with the next due date, or removes the entry.
+    package func claimDueRenewalChecks(cutoffMs: Int64, leaseUntilMs: Int64, limit: Int) async throws -> [DueRenewal] {
         let flat =
-            try await redis.send([
-                "ZRANGEBYSCORE", keys.renewals, "-inf", String(cutoffMs), "WITHSCORES", "LIMIT", String(offset), String(limit),
-            ])
-            .array?.compactMap(\.string) ?? []
+            try await redis.run(
+                Self.claimDue, keys: [keys.renewals], arguments: [String(cutoffMs), String(leaseUntilMs), String(limit)]
+            ).array?.compactMap(\.string) ?? []
         var due: [DueRenewal] = []
         for index in stride(from: 0, to: flat.count - 1, by: 2) {
             let parts = flat[index].split(separator: "/", maxSplits: 1).map(String.init)
@@ -650,4 +646,21 @@ package struct EntitlementStore: Sendable {
         }
         return due
     }
+
+    /// Gives claimed checks back (their enqueue failed): each entry still at its lease goes
+    /// back to its due date (`ZADD XX LT`: a date a write set meanwhile that is earlier stays).
+    package func releaseRenewalChecks(_ claimed: [DueRenewal]) async throws {
+        guard !claimed.isEmpty else { return }
+        _ = try await redis.pipeline(
+            claimed.map { ["ZADD", keys.renewals, "XX", "LT", String($0.dueMs), keys.renewalMember($0.publisher, $0.originalTransactionId)] })
+    }
+
+    /// KEYS: the renewal index. ARGV: cutoff ms, lease-until ms, limit. Returns member, score, ...
+    static let claimDue = RedisScript(
+        name: "claim-due-renewal-checks",
+        source: """
+            local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[3]))
+            for i = 1, #due, 2 do redis.call('ZADD', KEYS[1], 'XX', ARGV[2], due[i]) end
+            return due
+            """)
 }

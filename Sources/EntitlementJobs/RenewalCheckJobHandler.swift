@@ -28,18 +28,28 @@ package struct RenewalCheckJobHandler: EntitlementJobHandler {
 
     func run(_ job: JobContext) async throws -> Result {
         let payload = try JobPayloads.decode(JobPayloads.RenewalCheck.self, job.payload)
-        let publisher = try service.publisher(payload.publisher)
         let id = payload.originalTransactionId
         func finished(_ message: String, customer: String? = nil) async throws -> Result {
-            try await service.store.forgetRenewalCheck(publisher: publisher.id, originalTransactionId: id)
+            try await service.store.forgetRenewalCheck(publisher: payload.publisher, originalTransactionId: id)
             return Result(
-                publisher: publisher.id, originalTransactionId: id, customer: customer, subscription: nil, accessGranted: false,
+                publisher: payload.publisher, originalTransactionId: id, customer: customer, subscription: nil, accessGranted: false,
                 entitlements: [], nextCheck: nil, message: message)
         }
-        guard let customer = try await service.store.owner(publisher: publisher.id, originalTransactionId: id) else {
-            return try await finished("no customer holds this subscription")
+        let publisher: Publisher
+        do {
+            publisher = try service.publisher(payload.publisher)
+        } catch JobRefusal.unknownPublisher {
+            // Taken out of the catalog: its subscriptions are not checked any more (the sweep
+            // would otherwise claim each again at every lease, each failing).
+            job.logger.warning("renewal check for a publisher not in the catalog; dropped from the renewal index")
+            return try await finished("no publisher \"\(payload.publisher)\" in the catalog")
         }
+        // Under the lock, the owner read and the index entry's removal: a claim of the
+        // subscription writes its next due date under the same lock, which this must not undo.
         return try await service.withLocks(publisher: publisher.id, originalTransactionIds: [id], job: job) { tokens, moment in
+            guard let customer = try await service.store.owner(publisher: publisher.id, originalTransactionId: id) else {
+                return try await finished("no customer holds this subscription")
+            }
             let now = moment.now
             let state = try await service.store.load(publisher: publisher.id, customer: customer).state
             guard let record = state.subscriptions[id], let latest = state.transactions[record.latestTransactionId] else {

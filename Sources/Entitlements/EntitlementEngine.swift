@@ -124,7 +124,12 @@ public struct EntitlementEngine: Sendable {
             return .refused(.invalidReceipt, state: state, now: date)
         }
         let before = state
-        fact.revocationDate = fact.revocationDate ?? date
+        if fact.revocationDate == nil {
+            // The refund is Apple's word as of `date`: a view of the transaction signed
+            // before it (one an app kept from before the refund) is older and cannot undo it.
+            fact.revocationDate = date
+            fact.signedDate = max(fact.signedDate ?? date, date)
+        }
         state.transactions[transactionId] = fact
         endTransaction(fact, at: fact.revocationDate ?? date, reason: familyRevocation ? .revoked : .refunded, in: &state)
         var decision = EntitlementDecision(

@@ -154,8 +154,8 @@ extension APIStack {
 extension APIStack {
     /// Waits until everything the last steps set off is done: the simulator has delivered
     /// its notifications, the forwarder has handed them on, and no job is queued, running or
-    /// about to run (a deferred one comes back within a second; renewal checks scheduled for
-    /// expiries days ahead do not count).
+    /// about to run (a deferred one comes back within a second). Renewal checks wait in the
+    /// renewal index, which this stack's worker sweeps only when asked (`sweep:`).
     func settle(timeout: Duration = .seconds(60)) async throws {
         let keys = jobQueue.configuration.keys("default")
         var quiet = 0

@@ -36,19 +36,21 @@ import Testing
             #expect(try await due() == Int64((expires.timeIntervalSince1970 * 1000).rounded()) + margin)
             #expect(try await api.jobQueue.stats(queue: "default").scheduled == 0, "no delayed job waits out the period")
 
-            // Two workers' sweeps: nothing is due yet; then, past the due date, one check.
-            func sweep() -> RenewalSweep {
+            // Two workers' sweeps, of two queues: nothing is due yet; then, past the due date,
+            // one check, claimed by the first sweep that sees it.
+            func sweep(_ queue: String) -> RenewalSweep {
                 RenewalSweep(
                     service: EntitlementService(configuration: api.settings, jobQueue: api.jobQueue, logger: TestRedis.logger),
-                    queue: "default", interval: .seconds(1), logger: TestRedis.logger)
+                    queue: queue, interval: .seconds(1), logger: TestRedis.logger)
             }
-            let (one, two) = (sweep(), sweep())
+            let (one, two) = (sweep("default"), sweep("other"))
             #expect(try await one.sweep() == 0)
             #expect(try await two.sweep() == 0)
             let now = try #require(try await api.simulator("/simulator/clock")["now"] as? Double)
             try await api.advance(seconds: expires.timeIntervalSince1970 - now / 1000 + Double(margin) / 1000 + 1)
             #expect(try await one.sweep() == 1)
-            #expect(try await two.sweep() == 1)
+            #expect(try await two.sweep() == 0, "claimed by the first sweep")
+            #expect(try await api.jobQueue.stats(queue: "other").pending == 0)
             try await api.settle()
             let stats = "\(prefix):{default}:stats"
             try await eventually("the renewal check's success to be counted") {
@@ -63,6 +65,45 @@ import Testing
             #expect(try await due() == Int64((next.timeIntervalSince1970 * 1000).rounded()) + margin)
             #expect(try await api.jobQueue.stats(queue: "default").scheduled == 0)
             #expect(try await one.sweep() == 0)
+        }
+    }
+
+    /// Checks that do not end (for a publisher taken out of the catalog, for a subscription
+    /// nobody holds) never hold back the checks due after them: each sweep claims what it
+    /// enqueues, moving it out of the way, and those checks drop their entries.
+    @Test(.timeLimit(.minutes(3))) func checksThatDoNotEndDoNotHoldBackTheOthers() async throws {
+        try await APIStack.run("renewal-starve", worker: true) { api in
+            try await api.simulator("/simulator/clock/freeze", #"{"frozen":true}"#)
+            let bought = try await api.buy("premium.monthly", extra: ["environment": "Production", "useIntroductoryOffer": false])
+            let original = try #require(bought["originalTransactionId"] as? String)
+            _ = try await api.claim([
+                "customer": "sam@example.com", "signedTransaction": try #require(bought["signedTransaction"] as? String),
+            ])
+            try await api.settle()
+            let index = "\(api.jobQueue.configuration.prefix):ent:renewals"
+            let redis = api.jobQueue.redis
+            // Four entries due long before sam's: two of a publisher no longer in the catalog,
+            // two of subscriptions nobody holds.
+            for member in ["gone/1", "gone/2", "demo/nobody-1", "demo/nobody-2"] {
+                try await redis.send(["ZADD", index, "1000", member])
+            }
+            let sweep = RenewalSweep(
+                service: EntitlementService(configuration: api.settings, jobQueue: api.jobQueue, logger: TestRedis.logger),
+                queue: "default", interval: .seconds(1), logger: TestRedis.logger)
+            try await api.advance(seconds: 40 * 86_400)
+            // Two at a time, one page a round: the stuck four first, then sam's.
+            #expect(try await sweep.sweep(page: 2, pages: 1) == 2)
+            #expect(try await sweep.sweep(page: 2, pages: 1) == 2)
+            #expect(try await sweep.sweep(page: 2, pages: 1) == 1)
+            try await api.settle()
+            // The four are dropped from the index; sam's check ran and set the next one.
+            try await eventually("the stuck entries dropped and sam's next check indexed") {
+                let members = Set(try await redis.send(["ZRANGE", index, "0", "-1"]).array?.compactMap(\.string) ?? [])
+                return members == ["demo/\(original)"]
+            }
+            let due = try #require(try await redis.send(["ZSCORE", index, "demo/\(original)"]).string.flatMap(Double.init))
+            let now = try #require(try await api.simulator("/simulator/clock")["now"] as? Double)
+            #expect(due > now, "the next check is due ahead, not leased")
         }
     }
 }

@@ -270,8 +270,8 @@ struct Walk {
     }
 
     /// Asks the claim as a preflight (`?dryRun=true`): its answer must be the model's, and the
-    /// store must read the same after it. The workers' own timers (the renewal sweep, a
-    /// check scheduled for now) may run a job in the same moment, which takes a lock and so
+    /// store must read the same after it. The worker's own timers (a deferred or retried job
+    /// coming back) may run a job in the same moment, which takes a lock and so
     /// moves a fence: a reading is compared only when the preflight's was the one job that
     /// ended in it and none is running, and is taken again (at most five times) otherwise.
     mutating func preflight(_ request: Sent, headers: [String: String], expected: ReferenceModel.ClaimOutcome) async throws {

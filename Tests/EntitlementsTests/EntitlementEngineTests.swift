@@ -222,6 +222,24 @@ import Testing
         #expect(previous.transactions["70"]?.revocationDate == start)
     }
 
+    /// A refund Apple reported without a signed view (V1, no API key): a view signed before
+    /// it, which an app kept and posts afterwards, does not undo it; one signed later does.
+    @Test func aReportedRefundStandsAgainstAViewSignedBeforeIt() {
+        var state = CustomerEntitlements(publisher: "demo", customer: "c")
+        let issue = fact("80", "com.entitle.demo.issue.2026.11", .nonConsumable, at: start)
+        var kept = issue
+        kept.signedDate = start.addingTimeInterval(1_800)
+        _ = engine.apply(issue, to: &state, now: start)
+        let refundedAt = start.addingTimeInterval(3_600)
+        #expect(engine.refund(transactionId: "80", at: refundedAt, in: &state).changed)
+        let replayed = engine.apply(kept, to: &state, now: refundedAt.addingTimeInterval(60))
+        #expect(!replayed.changed && !replayed.accessGranted)
+        #expect(state.entitlements(at: refundedAt.addingTimeInterval(60)) == [])
+        var reversed = issue
+        reversed.signedDate = refundedAt.addingTimeInterval(60)
+        #expect(engine.apply(reversed, to: &state, now: refundedAt.addingTimeInterval(120)).accessGranted)
+    }
+
     @Test func aTransferredPurchaseGivesAccessFromTheTransferOnly() {
         var state = CustomerEntitlements(publisher: "demo", customer: "new-owner")
         let transferredAt = start.addingTimeInterval(10 * day)
