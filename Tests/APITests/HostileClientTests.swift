@@ -199,9 +199,12 @@ import Testing
             headers["Authorization"] = "Basic " + Data(APIStack.cleengBasic.utf8).base64EncodedString()
             token = nil
         }
+        // Well past the longest wait a route may hold a request (`maxWait`, 30 s: `wait=0x10`
+        // parses as 16 s, and no worker runs here), so a loaded machine cannot turn an answer
+        // into a deadline error (a full run beside other tests once did, at 30 s).
         return try await api.call(
             HTTPMethod(rawValue: probe.method), probe.path, token: token, headers: headers,
-            body: probe.body, timeout: .seconds(30))
+            body: probe.body, timeout: .seconds(90))
     }
 
     /// What a hostile client sends instead of `probe`: broken and hostile bodies, odd path
