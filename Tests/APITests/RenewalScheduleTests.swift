@@ -10,16 +10,20 @@ import Testing
 /// job: the workers' sweep enqueues its check when it is due in App Store time, once however
 /// many workers sweep, and the check puts the next one in the index.
 @Suite struct RenewalScheduleTests {
+    /// With the App Store's clock frozen, sam buys a monthly subscription (no offer) and
+    /// claims it; its original transaction id.
+    static func samSubscribes(_ api: APIStack) async throws -> String {
+        try await api.simulator("/simulator/clock/freeze", #"{"frozen":true}"#)
+        let bought = try await api.buy("premium.monthly", extra: ["environment": "Production", "useIntroductoryOffer": false])
+        _ = try await api.claim(["customer": "sam@example.com", "signedTransaction": try #require(bought["signedTransaction"] as? String)])
+        try await api.settle()
+        return try #require(bought["originalTransactionId"] as? String)
+    }
+
     @Test(.timeLimit(.minutes(3))) func aRenewalCheckWaitsInTheIndexAndIsEnqueuedWhenDue() async throws {
         // No notification reaches Entitle: only a renewal check can see the renewal.
         try await APIStack.run("renewal-schedule", worker: true) { api in
-            try await api.simulator("/simulator/clock/freeze", #"{"frozen":true}"#)
-            let bought = try await api.buy("premium.monthly", extra: ["environment": "Production", "useIntroductoryOffer": false])
-            let original = try #require(bought["originalTransactionId"] as? String)
-            _ = try await api.claim([
-                "customer": "sam@example.com", "signedTransaction": try #require(bought["signedTransaction"] as? String),
-            ])
-            try await api.settle()
+            let original = try await Self.samSubscribes(api)
 
             let prefix = api.jobQueue.configuration.prefix
             let redis = api.jobQueue.redis
@@ -73,13 +77,7 @@ import Testing
     /// enqueues, moving it out of the way, and those checks drop their entries.
     @Test(.timeLimit(.minutes(3))) func checksThatDoNotEndDoNotHoldBackTheOthers() async throws {
         try await APIStack.run("renewal-starve", worker: true) { api in
-            try await api.simulator("/simulator/clock/freeze", #"{"frozen":true}"#)
-            let bought = try await api.buy("premium.monthly", extra: ["environment": "Production", "useIntroductoryOffer": false])
-            let original = try #require(bought["originalTransactionId"] as? String)
-            _ = try await api.claim([
-                "customer": "sam@example.com", "signedTransaction": try #require(bought["signedTransaction"] as? String),
-            ])
-            try await api.settle()
+            let original = try await Self.samSubscribes(api)
             let index = "\(api.jobQueue.configuration.prefix):ent:renewals"
             let redis = api.jobQueue.redis
             // Four entries due long before sam's: two of a publisher no longer in the catalog,
