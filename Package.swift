@@ -334,7 +334,7 @@ let package = Package(
                 "LocalProcesses",
                 "DurationUnits",
                 "EntitleCore", "EntitlementJobs", "Entitlements", "AppStore", "AppStoreSimulator", "RedisClient", "RedisTestSupport",
-                "JobQueue", "HTTPTestSupport", "FuzzSupport",
+                "JobQueue", "HTTPTestSupport", "FuzzSupport", "Reporting",
                 .product(name: "Hummingbird", package: "hummingbird"),
             ]
         ),

@@ -30,11 +30,16 @@ package struct AppleEvidence: Sendable, Hashable {
     /// first (`CustomerEntitlements.provisional`).
     package var provisionalUntil: Date?
 
-    /// Adds facts, a transaction seen twice kept once (the later-signed view).
+    /// Adds facts, a transaction seen twice kept once (the later-signed view, with what only the
+    /// other view says).
     package mutating func merge(_ other: AppleEvidence) {
         for fact in other.facts {
             if let index = facts.firstIndex(where: { $0.transactionId == fact.transactionId }) {
-                if (fact.signedDate ?? .distantPast) >= (facts[index].signedDate ?? .distantPast) { facts[index] = fact }
+                if (fact.signedDate ?? .distantPast) >= (facts[index].signedDate ?? .distantPast) {
+                    facts[index] = fact.filled(from: facts[index])
+                } else {
+                    facts[index] = facts[index].filled(from: fact)
+                }
             } else {
                 facts.append(fact)
             }

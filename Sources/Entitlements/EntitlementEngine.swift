@@ -63,13 +63,11 @@ public struct EntitlementEngine: Sendable {
             } else if let known = state.transactions[fact.transactionId] {
                 newer.expiresBeforeExtension = newer.expiresBeforeExtension ?? known.expiresBeforeExtension
             }
-            if newer.price == nil, let known = state.transactions[fact.transactionId] {
-                // Receipts carry no price: keep the one an earlier view (or the app) gave.
-                newer.price = known.price
-                newer.currency = known.currency
-                newer.priceSource = known.priceSource
-            }
-            state.transactions[fact.transactionId] = newer
+            // What the view leaves unsaid (a receipt's price and storefront) an earlier one said.
+            state.transactions[fact.transactionId] = state.transactions[fact.transactionId].map(newer.filled(from:)) ?? newer
+        } else if let known = state.transactions[fact.transactionId] {
+            // An older view still tells what the stored one leaves unsaid.
+            state.transactions[fact.transactionId] = known.filled(from: fact)
         }
         let current = state.transactions[fact.transactionId] ?? fact
         if wasRevoked, current.revocationDate == nil { reinstate(current, in: &state) }
@@ -152,16 +150,11 @@ public struct EntitlementEngine: Sendable {
         }
         if fact.isOlderView(than: known) { return false }
         let before = state
-        var newer = fact
-        if newer.price == nil {
-            newer.price = known.price
-            newer.currency = known.currency
-            newer.priceSource = known.priceSource
-        }
+        let newer = fact.filled(from: known)
         state.transactions[fact.transactionId] = newer
         for index in state.periods.indices where state.periods[index].transactionId == fact.transactionId {
-            if let revoked = fact.revocationDate {
-                state.periods[index].endEarly(at: revoked, because: fact.isFamilyShared ? .revoked : .refunded)
+            if let revoked = newer.revocationDate {
+                state.periods[index].endEarly(at: revoked, because: newer.isFamilyShared ? .revoked : .refunded)
             } else if state.periods[index].endReason == .refunded || state.periods[index].endReason == .revoked {
                 state.periods[index].endedAt = nil
                 state.periods[index].endReason = nil

@@ -124,6 +124,43 @@ public struct PurchaseFact: Sendable, Hashable, Codable {
         return units * 1000 + thousandths + (roundUp ? 1 : 0)
     }
 
+    /// This view, with what it leaves unsaid taken from `other`, another view of the same
+    /// transaction. Apple fixes a transaction's price, storefront, offer, account token,
+    /// billing plan and ownership when it is bought, and a receipt (an app's, or
+    /// verifyReceipt's) gives no price or storefront and only part of the rest: a receipt's
+    /// view signed after a signed transaction's must not erase them (reports by storefront,
+    /// offer and price would lose the purchase), nor the milliseconds of its dates. What can
+    /// change (expiry, revocation, upgrade) is each view's own word.
+    public func filled(from other: PurchaseFact) -> PurchaseFact {
+        var view = self
+        if view.price == nil, other.price != nil {
+            view.price = other.price
+            view.currency = other.currency
+            view.priceSource = other.priceSource
+        }
+        view.storefront = view.storefront ?? other.storefront
+        // An app's receipt keeps whole seconds: the same date to the second is the same date.
+        view.purchaseDate = Self.precise(view.purchaseDate, other.purchaseDate) ?? view.purchaseDate
+        view.expiresDate = Self.precise(view.expiresDate, other.expiresDate)
+        view.revocationDate = Self.precise(view.revocationDate, other.revocationDate)
+        view.offerKind = view.offerKind ?? other.offerKind
+        view.offerIdentifier = view.offerIdentifier ?? other.offerIdentifier
+        view.offerDiscountType = view.offerDiscountType ?? other.offerDiscountType
+        view.appAccountToken = view.appAccountToken ?? other.appAccountToken
+        view.billingPlan = view.billingPlan ?? other.billingPlan
+        view.previousOriginalTransactionId = view.previousOriginalTransactionId ?? other.previousOriginalTransactionId
+        // An app's receipt does not say who owns a purchase: Family Sharing, once said, stands.
+        view.isFamilyShared = view.isFamilyShared || other.isFamilyShared
+        return view
+    }
+
+    /// `other` where `date` is it in whole seconds, else `date`.
+    static func precise(_ date: Date?, _ other: Date?) -> Date? {
+        guard let date, let other else { return date }
+        let seconds = date.timeIntervalSince1970
+        return seconds == seconds.rounded(.down) && other.timeIntervalSince1970.rounded(.down) == seconds ? other : date
+    }
+
     /// Whether this is an older view of the transaction than `stored`: Apple signed it
     /// earlier, or in the same millisecond without the revocation `stored` carries. A refund
     /// is never undone within the millisecond it was signed in, so of two views signed

@@ -69,9 +69,10 @@ struct APIStack: Sendable {
 
     /// - Parameter notify: publishers whose notification route gets each V2 notification the
     ///   simulator sends (as Apple would post it to each publisher's URL); none: they stay in `inbox`.
+    /// - Parameter notifyV1: the V1 notifications (with their receipts) go there too.
     static func run(
         _ name: String, worker: Bool = false, sweep: Bool = false, adminToken: String? = adminToken, redisDown: Bool = false,
-        notify: [String] = [],
+        notify: [String] = [], notifyV1: Bool = false,
         environment extra: [String: String] = [:], configure: @Sendable (inout EntitleAPI.Configuration) -> Void = { _ in },
         catalog change: @Sendable (inout [[String: Any]]) -> Void = { _ in },
         settings tune: @Sendable (inout EntitleConfiguration) -> Void = { _ in }, _ body: @Sendable (APIStack) async throws -> Void
@@ -85,7 +86,8 @@ struct APIStack: Sendable {
             return Response(status: .ok)
         }
         receiver.post("v1") { request, _ -> Response in
-            try await inbox.record(request)
+            let entry = try await inbox.record(request)
+            if notifyV1 { try await forwarder.forward(entry.body) }
             return Response(status: .ok)
         }
         // The demo's simulator catalog with apps for `keep` and `share` (an app belongs to one publisher).

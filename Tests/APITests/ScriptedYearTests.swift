@@ -20,7 +20,7 @@ import Testing
 
     @Test(.timeLimit(.minutes(30))) func everyFigureOfAScriptedYearEqualsTheSimulatorsRecords() async throws {
         try await APIStack.run(
-            "year", worker: true, notify: ["demo"],
+            "year", worker: true, notify: ["demo"], notifyV1: true,
             settings: { settings in
                 // While Apple retries billing, only its notifications tell when it stopped (the
                 // end of billing retry is Apple's date then, not when a check happened to ask).
@@ -61,6 +61,20 @@ import Testing
                     metric.isLevel ? reference.level(metric, at: last) : reference.values(metric, from: first, to: last).values.reduce(0, +)
                 compared += 1
                 if abs(total - expected) > 1e-9 { problems.append("\(metric.rawValue) by \(grouping): \(total), expected \(expected)") }
+            }
+            // Who subscribes where at the year's end: each storefront as Apple signed it (a
+            // receipt's view of a transaction, which says no storefront, must not erase it).
+            for metric in [ReportMetric.payingSubscriptions, .trialSubscriptions] {
+                let reply = try await api.call(
+                    .GET, "/v1/reports/\(metric.rawValue)?from=\(last)&to=\(last)&by=storefront", route: "GET /v1/reports/{metric}")
+                var got: [String: Double] = [:]
+                for point in reply.json["points"] as? [[String: Any]] ?? [] {
+                    got[point["key"] as? String ?? "", default: 0] += point["value"] as? Double ?? 0
+                }
+                got = got.filter { $0.value != 0 }
+                compared += 1
+                let expected = reference.byStorefront(metric, at: last)
+                if got != expected { problems.append("\(metric.rawValue) by storefront: \(got), expected \(expected)") }
             }
             print(
                 "scripted year: \(year.customers.count) customers, \(year.subscriptions.count) subscriptions, \(reference.transactions) transactions, \(compared) figures compared, \(problems.count) differ; "
@@ -486,6 +500,8 @@ struct YearReference {
     var flows: [ReportMetric: [ReportDay: [String: Double]]] = [:]
     /// Levels: intervals counted at each midnight they straddle.
     var levels: [(metric: ReportMetric, from: Date, to: Date?, currency: String, value: Double)] = []
+    /// The trial and paying stretches again, with the storefront Apple signed the purchase in.
+    var storefronts: [(metric: ReportMetric, from: Date, to: Date?, storefront: String)] = []
     var transactions = 0
     /// Which subscription each level's stretch is (for a failure's diagnosis).
     var debug: [(metric: ReportMetric, original: String, from: Date, to: Date?)] = []
@@ -591,6 +607,7 @@ struct YearReference {
             if let metric { debug.append((metric, transaction.original, entry.at, to)) }
             switch entry.status {
             case 1:
+                storefronts.append((transaction.trial ? .trialSubscriptions : .payingSubscriptions, entry.at, to, transaction.storefront))
                 if transaction.trial {
                     levels.append((.trialSubscriptions, entry.at, to, "", 1))
                 } else {
@@ -676,6 +693,16 @@ struct YearReference {
                     && (item.to.map { $0 >= midnight } ?? true)
             }.reduce(0) { $0 + $1.value }
         }
+    }
+
+    /// Trial or paying subscriptions at the end of a day, by storefront.
+    func byStorefront(_ metric: ReportMetric, at day: ReportDay) -> [String: Double] {
+        let midnight = calendar.start(of: calendar.adding(days: 1, to: day))
+        var counts: [String: Double] = [:]
+        for item in storefronts where item.metric == metric && item.from < midnight && (item.to.map { $0 >= midnight } ?? true) {
+            counts[item.storefront, default: 0] += 1
+        }
+        return counts
     }
 
     func flow(_ metric: ReportMetric, on day: ReportDay, currency: String) -> Double { flows[metric]?[day]?[currency] ?? 0 }

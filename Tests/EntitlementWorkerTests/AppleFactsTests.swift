@@ -4,11 +4,14 @@ import EntitleCore
 import Entitlements
 import Foundation
 import Logging
+import Reporting
 import Testing
 
 /// The road from Apple's signed data to entitlements: the simulator sells, the AppStore
 /// target verifies, `AppleFacts` translates, the engine decides.
 @Suite struct AppleFactsTests {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
     static func simulator() throws -> SimulatedAppStore {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         let clock = SimulatedClock()
@@ -72,6 +75,63 @@ import Testing
         #expect(!ended.accessGranted)
         #expect(ended.reason == .revoked)
         #expect(ended.entitlements.isEmpty)
+    }
+
+    /// A receipt says no price or storefront and less of the offer than a signed transaction:
+    /// its view of the same transaction, signed later (verifyReceipt asked after the purchase,
+    /// a V1 notification's receipt) or earlier, never erases what the signed one said, so the
+    /// reports' pieces (storefront, currency, offer, trial) stay as they were.
+    @Test func aReceiptsViewKeepsWhatOnlyTheSignedTransactionSaid() async throws {
+        let simulator = try Self.simulator()
+        let engine = try Self.engine()
+        let publisher = try #require(
+            try EntitlementCatalog(json: try Data(contentsOf: Self.root.appending(path: "Config/catalog.development.json"))).publisher(
+                "demo"))
+        let verifier = SignedDataVerifier(
+            configuration: .init(bundleId: "com.entitle.demo", environment: .sandbox, roots: [simulator.signing.root]))
+        var request = PurchaseRequest(bundleId: "com.entitle.demo", productId: "com.entitle.demo.premium.monthly")
+        request.appAccountToken = UUID().uuidString
+        let purchase = try await simulator.purchase(request)
+        let signed = try AppleFacts.purchase(try await verifier.verifyTransaction(purchase.signedTransaction))
+        #expect(signed.storefront != nil && signed.price != nil && signed.offerKind == .introductory)
+        let receipt = try await AppReceiptVerifier(
+            configuration: .init(bundleId: "com.entitle.demo", roots: [simulator.receiptSigning.root])
+        )
+        .verify(base64: purchase.appReceipt)
+        var legacy = try AppleFacts.purchase(
+            try #require(receipt.inAppPurchases.first), bundleId: "com.entitle.demo", environment: try #require(receipt.environment),
+            kind: .autoRenewable, receiptDate: receipt.creationDate?.date)
+        #expect(legacy.storefront == nil && legacy.price == nil && legacy.appAccountToken == nil)
+
+        var signedFirst = CustomerEntitlements(publisher: "demo", customer: "viewer")
+        _ = engine.apply(signed, to: &signedFirst, now: Date())
+        let pieces = ReportTimeline.pieces(of: signedFirst, publisher: publisher)
+        #expect(pieces.first?.storefront == signed.storefront && pieces.first?.currency == signed.currency)
+
+        // The receipt's view, signed a second later: the access is the same and nothing the
+        // signed transaction said is lost.
+        legacy.signedDate = try #require(signed.signedDate).addingTimeInterval(1)
+        let later = engine.apply(legacy, to: &signedFirst, now: Date())
+        #expect(later.accessGranted)
+        let kept = try #require(signedFirst.transactions[signed.transactionId])
+        #expect(kept.signedDate == legacy.signedDate)
+        #expect(kept.purchaseDate == signed.purchaseDate && kept.expiresDate == signed.expiresDate)
+        #expect(kept.storefront == signed.storefront && kept.price == signed.price && kept.currency == signed.currency)
+        #expect(kept.priceSource == .apple && kept.appAccountToken == signed.appAccountToken)
+        #expect(kept.offerKind == signed.offerKind && kept.offerDiscountType == signed.offerDiscountType)
+        #expect(ReportTimeline.pieces(of: signedFirst, publisher: publisher) == pieces)
+
+        // The other way round: a customer first seen by a receipt learns the price and the
+        // storefront from the signed transaction signed before it.
+        var receiptFirst = CustomerEntitlements(publisher: "demo", customer: "viewer")
+        _ = engine.apply(legacy, to: &receiptFirst, now: Date())
+        #expect(ReportTimeline.pieces(of: receiptFirst, publisher: publisher).first?.storefront == "")
+        let filled = engine.apply(signed, to: &receiptFirst, now: Date())
+        #expect(filled.changed)
+        #expect(receiptFirst.transactions[signed.transactionId]?.signedDate == legacy.signedDate)
+        // The signed transaction's dates in milliseconds, the receipt's in whole seconds.
+        #expect(receiptFirst.transactions[signed.transactionId]?.expiresDate == signed.expiresDate)
+        #expect(ReportTimeline.pieces(of: receiptFirst, publisher: publisher) == pieces)
     }
 
     @Test func incompleteDataIsRefusedByName() throws {
