@@ -93,6 +93,9 @@ package struct ChangeEvents: Sendable {
     func renewalChecks(before: CustomerEntitlements, after: CustomerEntitlements) throws -> [FollowUpJob] {
         var due: [String: Date] = [:]
         for (id, subscription) in after.subscriptions where before.subscriptions[id] != subscription {
+            // Still in billing retry: the check already due (or running, which puts the next
+            // one) stands; a date from now would put it off at every change.
+            if subscription.status == .billingRetry, before.subscriptions[id]?.status == .billingRetry { continue }
             if let date = dueDate(subscription) { due[id] = date }
         }
         // A purchase granted while Apple could not be asked: Apple is asked again soon (and
