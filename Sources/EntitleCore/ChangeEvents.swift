@@ -92,18 +92,24 @@ package struct ChangeEvents: Sendable {
     /// puts the next one in the index when it runs.
     func renewalChecks(before: CustomerEntitlements, after: CustomerEntitlements) throws -> [FollowUpJob] {
         var due: [String: Date] = [:]
+        // Still in billing retry: a check already due (or running, which puts the next one)
+        // stands; a date from now would put it off at every change.
+        var ifAbsent: Set<String> = []
         for (id, subscription) in after.subscriptions where before.subscriptions[id] != subscription {
-            // Still in billing retry: the check already due (or running, which puts the next
-            // one) stands; a date from now would put it off at every change.
-            if subscription.status == .billingRetry, before.subscriptions[id]?.status == .billingRetry { continue }
             if let date = dueDate(subscription) { due[id] = date }
+            if subscription.status == .billingRetry, before.subscriptions[id]?.status == .billingRetry { ifAbsent.insert(id) }
         }
         // A purchase granted while Apple could not be asked: Apple is asked again soon (and
         // the check retries with back-off while it stays unreachable).
         for (id, until) in after.provisional where before.provisional[id] != until {
             due[id] = min(due[id] ?? .distantFuture, now.addingTimeInterval(provisionalCheckDelay.seconds))
+            ifAbsent.remove(id)
         }
-        return try due.sorted(by: { $0.key < $1.key }).map { try renewalCheck(originalTransactionId: $0.key, due: $0.value) }
+        return try due.sorted(by: { $0.key < $1.key }).map {
+            var check = try renewalCheck(originalTransactionId: $0.key, due: $0.value)
+            if ifAbsent.contains($0.key) { check.ifAbsent = true }
+            return check
+        }
     }
 
     /// When Apple should next be asked about a subscription (App Store time); `nil` when it

@@ -199,7 +199,8 @@ package struct EntitlementStore: Sendable {
     }
 
     func loadWithOutbox(publisher: String, customer: String) async throws -> Snapshot {
-        try snapshot(try await redis.send(snapshotCommand(publisher: publisher, customer: customer)), publisher: publisher, customer: customer)
+        try snapshot(
+            try await redis.send(snapshotCommand(publisher: publisher, customer: customer)), publisher: publisher, customer: customer)
     }
 
     /// The read `snapshot(_:)` decodes, for a caller that pipelines it with others.
@@ -396,10 +397,12 @@ package struct EntitlementStore: Sendable {
     /// What `scheduleRenewalChecks` and `clear(outbox:)` write, kept in `closing` to go with
     /// the locks' release.
     package func closeDelivery(
-        renewalChecks checks: [(publisher: String, originalTransactionId: String, dueMs: Int64)], outbox ids: [String],
+        renewalChecks checks: [RenewalDue], outbox ids: [String],
         publisher: String, customer: String, into closing: ClosingWrites
     ) {
-        closing.add(renewalCheckCalls(checks) + (ids.isEmpty ? [] : [.script(Self.clearOutbox, keys: [customerKey(publisher, customer)], arguments: ids)]))
+        closing.add(
+            renewalCheckCalls(checks)
+                + (ids.isEmpty ? [] : [.script(Self.clearOutbox, keys: [customerKey(publisher, customer)], arguments: ids)]))
     }
 
     /// The start of the change event; the script appends the version and the closing brace.
@@ -612,14 +615,37 @@ package struct EntitlementStore: Sendable {
         package var dueMs: Int64
     }
 
-    /// Records when each subscription's renewal check is due (ms), replacing earlier dates.
-    package func scheduleRenewalChecks(_ checks: [(publisher: String, originalTransactionId: String, dueMs: Int64)]) async throws {
+    /// When a subscription's renewal check is due, to put in the renewal index.
+    package struct RenewalDue: Sendable, Hashable {
+        package var publisher: String
+        package var originalTransactionId: String
+        /// ms since 1970, App Store time.
+        package var dueMs: Int64
+        /// Only where the index has no date for it (`ZADD NX`): one already due, or held by a
+        /// sweep's claim, stands.
+        package var ifAbsent: Bool
+
+        package init(publisher: String, originalTransactionId: String, dueMs: Int64, ifAbsent: Bool = false) {
+            self.publisher = publisher
+            self.originalTransactionId = originalTransactionId
+            self.dueMs = dueMs
+            self.ifAbsent = ifAbsent
+        }
+    }
+
+    /// Records when each subscription's renewal check is due, replacing earlier dates unless
+    /// `ifAbsent`.
+    package func scheduleRenewalChecks(_ checks: [RenewalDue]) async throws {
         guard !checks.isEmpty else { return }
         _ = try await redis.pipeline(renewalCheckCalls(checks).compactMap { if case .command(let c) = $0 { c } else { nil } })
     }
 
-    func renewalCheckCalls(_ checks: [(publisher: String, originalTransactionId: String, dueMs: Int64)]) -> [RedisCall] {
-        checks.map { .command(["ZADD", keys.renewals, String($0.dueMs), keys.renewalMember($0.publisher, $0.originalTransactionId)]) }
+    func renewalCheckCalls(_ checks: [RenewalDue]) -> [RedisCall] {
+        checks.map {
+            .command(
+                ["ZADD", keys.renewals] + ($0.ifAbsent ? ["NX"] : [])
+                    + [String($0.dueMs), keys.renewalMember($0.publisher, $0.originalTransactionId)])
+        }
     }
 
     /// Drops a subscription from the renewal index: nothing is left to check.
@@ -652,7 +678,9 @@ package struct EntitlementStore: Sendable {
     package func releaseRenewalChecks(_ claimed: [DueRenewal]) async throws {
         guard !claimed.isEmpty else { return }
         _ = try await redis.pipeline(
-            claimed.map { ["ZADD", keys.renewals, "XX", "LT", String($0.dueMs), keys.renewalMember($0.publisher, $0.originalTransactionId)] })
+            claimed.map {
+                ["ZADD", keys.renewals, "XX", "LT", String($0.dueMs), keys.renewalMember($0.publisher, $0.originalTransactionId)]
+            })
     }
 
     /// KEYS: the renewal index. ARGV: cutoff ms, lease-until ms, limit. Returns member, score, ...

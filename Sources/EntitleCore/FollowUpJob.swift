@@ -14,6 +14,9 @@ package struct FollowUpJob: Sendable, Hashable, Codable {
     /// run ahead of the wall clock), which the renewal sweep compares with. (An earlier
     /// version's outbox also holds `runAtMs`, which decoding ignores.)
     package var dueMs: Int64?
+    /// Renewal checks: put in the index only where it has no date for the subscription (an
+    /// earlier version's outbox has no such field: the date replaces the one there).
+    package var ifAbsent: Bool?
 
     package init<Payload: EntitlementJobPayload>(id: String, _ payload: Payload, due: Date? = nil) throws {
         self.id = id

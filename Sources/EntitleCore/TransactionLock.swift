@@ -84,7 +84,8 @@ package struct TransactionLock: Sendable {
     ) async throws -> [(token: Token, error: any Error)] {
         let closing = writes.take()
         let releases = tokens.map { token in
-            RedisCall.script(Self.releaseScript, keys: [keys(publisher, token.originalTransactionId)[0]], arguments: ["\(job):\(token.value)"])
+            RedisCall.script(
+                Self.releaseScript, keys: [keys(publisher, token.originalTransactionId)[0]], arguments: ["\(job):\(token.value)"])
         }
         let results: [Result<RedisReply, RedisError>]
         do {

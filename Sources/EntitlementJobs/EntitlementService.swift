@@ -196,12 +196,15 @@ package struct EntitlementService: Sendable {
         // Renewal checks' payloads were written by `ChangeEvents`; one that does not decode is
         // logged and counted (a bug: the subscription is not checked until its next change),
         // and the outbox is cleared all the same, so it cannot stop this customer's later jobs.
-        var checks: [(publisher: String, originalTransactionId: String, dueMs: Int64)] = []
+        var checks: [EntitlementStore.RenewalDue] = []
         for followUp in outbox where followUp.type == .renewalCheck {
             guard let due = followUp.dueMs else { continue }
             do {
                 let payload = try JobPayloads.decode(JobPayloads.RenewalCheck.self, followUp.payload)
-                checks.append((payload.publisher, payload.originalTransactionId, due))
+                checks.append(
+                    .init(
+                        publisher: payload.publisher, originalTransactionId: payload.originalTransactionId, dueMs: due,
+                        ifAbsent: followUp.ifAbsent ?? false))
             } catch {
                 Self.unreadableFollowUps.increment()
                 job.logger.error("a renewal check in the outbox does not decode; not indexed", metadata: ["followUp": "\(followUp.id)"])

@@ -125,27 +125,32 @@ public struct PurchaseFact: Sendable, Hashable, Codable {
     }
 
     /// This view, with what it leaves unsaid taken from `other`, another view of the same
-    /// transaction. Apple fixes a transaction's price, storefront, offer, account token,
-    /// billing plan and ownership when it is bought, and a receipt (an app's, or
-    /// verifyReceipt's) gives no price or storefront and only part of the rest: a receipt's
-    /// view signed after a signed transaction's must not erase them (reports by storefront,
-    /// offer and price would lose the purchase), nor the milliseconds of its dates. What can
-    /// change (expiry, revocation, upgrade) is each view's own word.
+    /// transaction. Apple fixes a transaction's price, storefront, offer, billing plan and
+    /// ownership when it is bought, and a receipt (verifyReceipt's answer) gives no price or
+    /// storefront and only part of the rest: a receipt's view signed after a signed
+    /// transaction's must not erase them (reports by storefront, offer and price would lose
+    /// the purchase). Apple's price stands against one the app reported. What can change
+    /// (expiry, revocation, upgrade, the account token Apple sets again) is each view's own
+    /// word where it says it.
     public func filled(from other: PurchaseFact) -> PurchaseFact {
         var view = self
-        if view.price == nil, other.price != nil {
+        if other.price != nil, view.price == nil || other.priceRank > view.priceRank {
             view.price = other.price
             view.currency = other.currency
             view.priceSource = other.priceSource
         }
         view.storefront = view.storefront ?? other.storefront
-        // An app's receipt keeps whole seconds: the same date to the second is the same date.
-        view.purchaseDate = Self.precise(view.purchaseDate, other.purchaseDate) ?? view.purchaseDate
-        view.expiresDate = Self.precise(view.expiresDate, other.expiresDate)
-        view.revocationDate = Self.precise(view.revocationDate, other.revocationDate)
-        view.offerKind = view.offerKind ?? other.offerKind
-        view.offerIdentifier = view.offerIdentifier ?? other.offerIdentifier
-        view.offerDiscountType = view.offerDiscountType ?? other.offerDiscountType
+        // The offer as one: a kind with another view's offer name would be neither.
+        if view.offerKind == nil || view.offerKind == other.offerKind {
+            view.offerKind = other.offerKind
+            view.offerIdentifier = view.offerIdentifier ?? other.offerIdentifier
+            view.offerDiscountType = view.offerDiscountType ?? other.offerDiscountType
+        }
+        if view.revocationDate != nil, other.revocationDate != nil, view.revocationType == nil {
+            // The same refund, told by a receipt without its kind and share.
+            view.revocationType = other.revocationType
+            view.revocationPercentage = other.revocationPercentage
+        }
         view.appAccountToken = view.appAccountToken ?? other.appAccountToken
         view.billingPlan = view.billingPlan ?? other.billingPlan
         view.previousOriginalTransactionId = view.previousOriginalTransactionId ?? other.previousOriginalTransactionId
@@ -154,11 +159,13 @@ public struct PurchaseFact: Sendable, Hashable, Codable {
         return view
     }
 
-    /// `other` where `date` is it in whole seconds, else `date`.
-    static func precise(_ date: Date?, _ other: Date?) -> Date? {
-        guard let date, let other else { return date }
-        let seconds = date.timeIntervalSince1970
-        return seconds == seconds.rounded(.down) && other.timeIntervalSince1970.rounded(.down) == seconds ? other : date
+    /// Whose price is surer: Apple's signed one, then the app's report, then the catalog's.
+    var priceRank: Int {
+        switch priceSource {
+        case .apple: 2
+        case .reported: 1
+        case .catalog, nil: 0
+        }
     }
 
     /// Whether this is an older view of the transaction than `stored`: Apple signed it

@@ -10,8 +10,6 @@ import Testing
 /// The road from Apple's signed data to entitlements: the simulator sells, the AppStore
 /// target verifies, `AppleFacts` translates, the engine decides.
 @Suite struct AppleFactsTests {
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-
     static func simulator() throws -> SimulatedAppStore {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         let clock = SimulatedClock()
@@ -77,47 +75,50 @@ import Testing
         #expect(ended.entitlements.isEmpty)
     }
 
-    /// A receipt says no price or storefront and less of the offer than a signed transaction:
-    /// its view of the same transaction, signed later (verifyReceipt asked after the purchase,
-    /// a V1 notification's receipt) or earlier, never erases what the signed one said, so the
-    /// reports' pieces (storefront, currency, offer, trial) stay as they were.
+    /// verifyReceipt's answer says no price or storefront and less of the offer than a signed
+    /// transaction: its view of the same transaction, signed later (a V1 notification's
+    /// receipt) or earlier, never erases what the signed one said, so the reports' pieces
+    /// (storefront, currency, offer, trial) stay as they were; a price the app reported beside
+    /// a receipt never stands against Apple's.
     @Test func aReceiptsViewKeepsWhatOnlyTheSignedTransactionSaid() async throws {
         let simulator = try Self.simulator()
         let engine = try Self.engine()
-        let publisher = try #require(
-            try EntitlementCatalog(json: try Data(contentsOf: Self.root.appending(path: "Config/catalog.development.json"))).publisher(
-                "demo"))
+        let publisher = engine.publisher
         let verifier = SignedDataVerifier(
             configuration: .init(bundleId: "com.entitle.demo", environment: .sandbox, roots: [simulator.signing.root]))
-        var request = PurchaseRequest(bundleId: "com.entitle.demo", productId: "com.entitle.demo.premium.monthly")
-        request.appAccountToken = UUID().uuidString
-        let purchase = try await simulator.purchase(request)
+        let purchase = try await simulator.purchase(
+            PurchaseRequest(bundleId: "com.entitle.demo", productId: "com.entitle.demo.premium.monthly"))
         let signed = try AppleFacts.purchase(try await verifier.verifyTransaction(purchase.signedTransaction))
         #expect(signed.storefront != nil && signed.price != nil && signed.offerKind == .introductory)
-        let receipt = try await AppReceiptVerifier(
-            configuration: .init(bundleId: "com.entitle.demo", roots: [simulator.receiptSigning.root])
-        )
-        .verify(base64: purchase.appReceipt)
+        let answer = try JSONDecoder().decode(
+            VerifyReceiptResponse.self,
+            from: Data(
+                await simulator.verifyReceipt(
+                    body: Array(
+                        try JSONSerialization.data(withJSONObject: [
+                            "receipt-data": purchase.appReceipt, "password": "demo-shared-secret-0123456789abcdef",
+                        ])), sandbox: true)))
         var legacy = try AppleFacts.purchase(
-            try #require(receipt.inAppPurchases.first), bundleId: "com.entitle.demo", environment: try #require(receipt.environment),
-            kind: .autoRenewable, receiptDate: receipt.creationDate?.date)
-        #expect(legacy.storefront == nil && legacy.price == nil && legacy.appAccountToken == nil)
+            try #require(answer.latestReceiptInfo?.first { $0.transactionId == signed.transactionId }), bundleId: "com.entitle.demo",
+            environment: .sandbox, kind: .autoRenewable, requestDate: answer.receipt?.requestDate?.date)
+        #expect(legacy.storefront == nil && legacy.price == nil && legacy.offerKind == .introductory)
+        #expect(legacy.purchaseDate == signed.purchaseDate && legacy.expiresDate == signed.expiresDate)
 
         var signedFirst = CustomerEntitlements(publisher: "demo", customer: "viewer")
         _ = engine.apply(signed, to: &signedFirst, now: Date())
         let pieces = ReportTimeline.pieces(of: signedFirst, publisher: publisher)
         #expect(pieces.first?.storefront == signed.storefront && pieces.first?.currency == signed.currency)
 
-        // The receipt's view, signed a second later: the access is the same and nothing the
-        // signed transaction said is lost.
+        // The receipt's view, signed a second later, with a price the app reported: the
+        // access is the same and nothing the signed transaction said is lost.
         legacy.signedDate = try #require(signed.signedDate).addingTimeInterval(1)
+        (legacy.price, legacy.currency, legacy.priceSource) = ("0.01", "XXX", .reported)
         let later = engine.apply(legacy, to: &signedFirst, now: Date())
         #expect(later.accessGranted)
         let kept = try #require(signedFirst.transactions[signed.transactionId])
         #expect(kept.signedDate == legacy.signedDate)
-        #expect(kept.purchaseDate == signed.purchaseDate && kept.expiresDate == signed.expiresDate)
         #expect(kept.storefront == signed.storefront && kept.price == signed.price && kept.currency == signed.currency)
-        #expect(kept.priceSource == .apple && kept.appAccountToken == signed.appAccountToken)
+        #expect(kept.priceSource == .apple)
         #expect(kept.offerKind == signed.offerKind && kept.offerDiscountType == signed.offerDiscountType)
         #expect(ReportTimeline.pieces(of: signedFirst, publisher: publisher) == pieces)
 
@@ -129,9 +130,42 @@ import Testing
         let filled = engine.apply(signed, to: &receiptFirst, now: Date())
         #expect(filled.changed)
         #expect(receiptFirst.transactions[signed.transactionId]?.signedDate == legacy.signedDate)
-        // The signed transaction's dates in milliseconds, the receipt's in whole seconds.
-        #expect(receiptFirst.transactions[signed.transactionId]?.expiresDate == signed.expiresDate)
+        #expect(receiptFirst.transactions[signed.transactionId]?.priceSource == .apple)
         #expect(ReportTimeline.pieces(of: receiptFirst, publisher: publisher) == pieces)
+    }
+
+    /// What two views of one transaction make together: a receipt's refund keeps the kind and
+    /// share the signed view gave it; an offer is one view's, never a kind with the other's name.
+    @Test func twoViewsOfATransactionMakeOneTrueView() {
+        let start = Date(timeIntervalSince1970: 1_790_000_000)
+        var signed = PurchaseFact(
+            transactionId: "1", originalTransactionId: "1", productId: "p", bundleId: "b", kind: .autoRenewable, environment: "Sandbox",
+            purchaseDate: start, offerIdentifier: "SPRING", signedDate: start, price: "4.99", currency: "EUR",
+            offerDiscountType: "PAY_AS_YOU_GO",
+            storefront: "FRA", offerKind: .offerCode)
+        var receipt = PurchaseFact(
+            transactionId: "1", originalTransactionId: "1", productId: "p", bundleId: "b", kind: .autoRenewable, environment: "Sandbox",
+            purchaseDate: start, isIntroductoryOffer: true, signedDate: start.addingTimeInterval(60), offerKind: .introductory)
+        // Kinds that differ: the view's own offer, nothing of the other's.
+        var view = receipt.filled(from: signed)
+        #expect(view.offerKind == .introductory && view.offerIdentifier == nil && view.offerDiscountType == nil)
+        #expect(view.storefront == "FRA" && view.price == "4.99" && view.currency == "EUR" && view.priceSource == .apple)
+        // The same kind, or none: the rest of the offer from the other.
+        receipt.offerKind = nil
+        view = receipt.filled(from: signed)
+        #expect(view.offerKind == .offerCode && view.offerIdentifier == "SPRING" && view.offerDiscountType == "PAY_AS_YOU_GO")
+
+        // A prorated refund, then a receipt that says only that it was refunded.
+        (signed.revocationDate, signed.revocationType, signed.revocationPercentage) = (
+            start.addingTimeInterval(30), "REFUND_PRORATED", 25_000
+        )
+        receipt.revocationDate = start.addingTimeInterval(30)
+        view = receipt.filled(from: signed)
+        #expect(view.revocationType == "REFUND_PRORATED" && view.revocationPercentage == 25_000 && view.refundedShare == 25_000)
+        // A newer view without the refund (Apple reversed it) says so: nothing of it comes back.
+        receipt.revocationDate = nil
+        view = receipt.filled(from: signed)
+        #expect(view.revocationDate == nil && view.revocationType == nil && view.revocationPercentage == nil)
     }
 
     @Test func incompleteDataIsRefusedByName() throws {

@@ -2,22 +2,28 @@ import EntitleCore
 import EntitlementJobs
 import Entitlements
 import Foundation
+import RedisTestSupport
 import Testing
 
 /// When a change puts a subscription's next renewal check: at its expiry (with the margin)
-/// while it may renew, every `billingRetryCheckInterval` while Apple retries billing, and
-/// never later than a check already due because something else changed meanwhile.
+/// while it may renew, every `billingRetryCheckInterval` while Apple retries billing, and a
+/// change while Apple retries never puts off a check already due (nor leaves none).
 @Suite struct RenewalCheckDueTests {
     let day: TimeInterval = 86_400
     let start = Date(timeIntervalSince1970: 1_790_000_000)
 
-    func dueChecks(before: CustomerEntitlements, after: CustomerEntitlements, now: Date) throws -> [Date] {
+    struct Due: Equatable {
+        var date: Date
+        var ifAbsent: Bool
+    }
+
+    func dueChecks(before: CustomerEntitlements, after: CustomerEntitlements, now: Date) throws -> [Due] {
         let publisher = try #require(try AppleFactsTests.engine().publisher)
         let change = try ChangeEvents(
             publisher: publisher, renewalCheckMargin: .seconds(60), billingRetryCheckInterval: .seconds(6 * 3_600), now: now
         ).changes(before: before, after: after, version: 2)
-        return change.followUps.filter { $0.type == .renewalCheck }.compactMap {
-            $0.dueMs.map { Date(timeIntervalSince1970: Double($0) / 1000) }
+        return change.followUps.filter { $0.type == .renewalCheck }.compactMap { check in
+            check.dueMs.map { Due(date: Date(timeIntervalSince1970: Double($0) / 1000), ifAbsent: check.ifAbsent ?? false) }
         }
     }
 
@@ -41,17 +47,22 @@ import Testing
         let failed = lapse.addingTimeInterval(60)
         view(RenewalFact(originalTransactionId: "80", autoRenew: true, isInBillingRetry: true, signedDate: failed), at: failed, &state)
         #expect(state.subscriptions["80"]?.status == .billingRetry)
-        #expect(try dueChecks(before: before, after: state, now: failed) == [failed.addingTimeInterval(6 * 3_600)])
+        #expect(
+            try dueChecks(before: before, after: state, now: failed) == [Due(date: failed.addingTimeInterval(6 * 3_600), ifAbsent: false)])
 
         // Five hours on the customer turns auto-renew off: still in billing retry, so the
-        // check due in an hour stands (a new date would be 11 hours after the failure).
+        // check due in an hour stands (a new date would be 11 hours after the failure); the
+        // new date goes in only where the index has none (a check that dropped its entry).
         before = state
         let cancelled = failed.addingTimeInterval(5 * 3_600)
         view(
             RenewalFact(originalTransactionId: "80", autoRenew: false, isInBillingRetry: true, signedDate: cancelled), at: cancelled,
             &state)
         #expect(state.subscriptions["80"]?.autoRenew == false && state.subscriptions["80"]?.status == .billingRetry)
-        #expect(try dueChecks(before: before, after: state, now: cancelled) == [])
+        #expect(
+            try dueChecks(before: before, after: state, now: cancelled) == [
+                Due(date: cancelled.addingTimeInterval(6 * 3_600), ifAbsent: true)
+            ])
 
         // Billing goes through: the next check is at the new expiry.
         before = state
@@ -63,6 +74,27 @@ import Testing
         _ = engine.apply(
             renewal, renewal: RenewalFact(originalTransactionId: "80", autoRenew: true, signedDate: recovered), to: &state, now: recovered)
         #expect(state.subscriptions["80"]?.status == .active)
-        #expect(try dueChecks(before: before, after: state, now: recovered) == [recovered.addingTimeInterval(month + 60)])
+        #expect(
+            try dueChecks(before: before, after: state, now: recovered) == [
+                Due(date: recovered.addingTimeInterval(month + 60), ifAbsent: false)
+            ])
+    }
+
+    /// In the index: a date put only where there is none leaves an earlier one (or a sweep's
+    /// claim) as it is, and stands where a check had dropped the entry; any other replaces it.
+    @Test func aDateIfAbsentLeavesTheOneInTheIndex() async throws {
+        let redis = try await TestRedis.pool()
+        let store = EntitlementStore(redis: redis, prefix: TestRedis.uniquePrefix("renewal-due"), logger: TestRedis.logger)
+        let index = store.keys.renewals
+        func due(_ original: String) async throws -> String? { try await redis.send(["ZSCORE", index, "demo/" + original]).string }
+        try await store.scheduleRenewalChecks([.init(publisher: "demo", originalTransactionId: "1", dueMs: 1_000)])
+        try await store.scheduleRenewalChecks([
+            .init(publisher: "demo", originalTransactionId: "1", dueMs: 9_000, ifAbsent: true),
+            .init(publisher: "demo", originalTransactionId: "2", dueMs: 9_000, ifAbsent: true),
+        ])
+        #expect(try await due("1") == "1000")
+        #expect(try await due("2") == "9000")
+        try await store.scheduleRenewalChecks([.init(publisher: "demo", originalTransactionId: "1", dueMs: 5_000)])
+        #expect(try await due("1") == "5000")
     }
 }
