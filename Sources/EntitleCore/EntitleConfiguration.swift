@@ -50,8 +50,9 @@ package struct EntitleConfiguration: Sendable {
     package var provisionalCheckDelay: Duration = .seconds(60)
     /// Publisher id -> its APNs client (publishers whose catalog entry has `push`).
     package var pushClients: [String: APNsClient] = [:]
-    /// How customers' documents are written (`ENTITLE_CUSTOMER_FORMAT`: `deflated`, the
-    /// default, or `json` while older versions still run); both are always read.
+    /// How customers' documents and their events are written (`ENTITLE_CUSTOMER_FORMAT`:
+    /// `deflated`, the default, or `json`, as versions before wrote both, while older
+    /// versions still run); both are always read.
     package var customerFormat: StoredCustomer.Format = .deflated
 
     package func gateway(publisher: String, bundleId: String) -> AppleGateway? { gateways[publisher]?[bundleId] }

@@ -118,7 +118,7 @@ package struct EntitlementStore: Sendable {
               for i = 0, count - 1 do
                 local field = ARGV[11 + 2 * i]
                 local id = redis.call('XADD', KEYS[2], 'MINID', '~', oldest, '*', field, ARGV[12 + 2 * i])
-                if field == 'e' then table.insert(ids, id) end
+                if field == 'E' or field == 'e' then table.insert(ids, id) end
               end
               if #ids > 0 then
                 local kept = {}
@@ -315,7 +315,10 @@ package struct EntitlementStore: Sendable {
             let newOutbox = added.isEmpty ? "" : String(decoding: try Self.encoder.encode(outbox + added), as: UTF8.self)
             let event = try Self.eventPrefix(publisher: publisher, customer: customer)
             var entries: [String] = []
-            for item in effect.events { entries += ["e", try EventLog.encode(item)] }
+            for item in effect.events {
+                let entry = EventLog.entry(item, format: format)
+                entries += [entry.field, entry.value]
+            }
             if let delta = effect.delta { entries += ["d", try EventLog.encode(delta, customer: customer)] }
             let holders = holderChanges(publisher: publisher, customer: customer, before: stored, after: state)
             let written = try await redis.run(

@@ -5,7 +5,8 @@ import Reporting
 
 /// The event log: per publisher, one Redis stream per partition of its customers
 /// (`EntitlementKeys.events`), appended by `EntitlementStore.update` in the same script that
-/// writes the customer. Each entry is a lifecycle event (field `e`) or a change of report
+/// writes the customer. Each entry is a lifecycle event (field `E`, `CompactEvent`; `e`, the
+/// long form, as versions before it wrote) or a change of report
 /// pieces (field `d`). Readers: the customer's timeline (`customerEvents`, through the ids the
 /// customer keeps in `ev`), the reports (`entries`, partition by partition).
 package struct EventLog: Sendable {
@@ -40,9 +41,17 @@ package struct EventLog: Sendable {
 
     package static func encode(_ event: LifecycleEvent) throws -> String { EventLogJSON.encode(event) }
 
+    /// An event's entry: compact (field `E`), or as versions before it wrote (field `e`,
+    /// `ENTITLE_CUSTOMER_FORMAT=json`, for a rolling upgrade).
+    package static func entry(_ event: LifecycleEvent, format: StoredCustomer.Format) -> (field: String, value: String) {
+        format == .json ? ("e", EventLogJSON.encode(event)) : ("E", CompactEvent.encode(event))
+    }
+
     package static func encode(_ delta: ReportDelta, customer: String) throws -> String { EventLogJSON.encode(delta, customer: customer) }
 
-    package static func decode(field: String, value: String) -> Entry {
+    /// An entry of `publisher`'s log.
+    package static func decode(field: String, value: String, publisher: String) -> Entry {
+        if field == "E" { return CompactEvent.decode(value, publisher: publisher).map(Entry.event) ?? .unreadable }
         // The fast reader first; what it does not know, `JSONDecoder`.
         if field == "e", let event = EventLogReader.event(value) { return .event(event) }
         if field == "d", let (delta, customer) = EventLogReader.delta(value) { return .delta(delta, customer: customer) }
@@ -65,7 +74,7 @@ package struct EventLog: Sendable {
         let reply = try await redis.send([
             "XRANGE", keys.events(publisher, partition: partition), "(" + after, "+", "COUNT", String(count),
         ])
-        return Self.parse(reply)
+        return Self.parse(reply, publisher: publisher)
     }
 
     /// `entries` for every partition at once (one pipelined round trip): partition by partition,
@@ -75,15 +84,15 @@ package struct EventLog: Sendable {
             cursors.enumerated().map { partition, cursor in
                 ["XRANGE", keys.events(publisher, partition: partition), "(" + cursor, "+", "COUNT", String(count)]
             })
-        return replies.map(Self.parse)
+        return replies.map { Self.parse($0, publisher: publisher) }
     }
 
-    static func parse(_ reply: RedisReply) -> [(id: String, entry: Entry)] {
+    static func parse(_ reply: RedisReply, publisher: String) -> [(id: String, entry: Entry)] {
         (reply.array ?? []).compactMap { item in
             guard let parts = item.array, parts.count == 2, let id = parts[0].string, let fields = parts[1].array, fields.count >= 2,
                 let field = fields[0].string, let value = fields[1].string
             else { return nil }
-            return (id, decode(field: field, value: value))
+            return (id, decode(field: field, value: value, publisher: publisher))
         }
     }
 
@@ -93,7 +102,7 @@ package struct EventLog: Sendable {
         var heads: [String] = []
         for partition in 0..<EntitlementKeys.partitions {
             let reply = try await redis.send(["XREVRANGE", keys.events(publisher, partition: partition), "+", "-", "COUNT", "1"])
-            heads.append(Self.parse(reply).first?.id ?? "0")
+            heads.append(Self.parse(reply, publisher: publisher).first?.id ?? "0")
         }
         return heads
     }
@@ -114,7 +123,7 @@ package struct EventLog: Sendable {
         var events: [(id: String, event: LifecycleEvent)] = []
         for (id, reply) in zip(page, replies) {
             // An entry the log trimmed (older than the publisher's retention) is gone from the page.
-            guard case .event(let event)? = Self.parse(reply).first?.entry else { continue }
+            guard case .event(let event)? = Self.parse(reply, publisher: publisher).first?.entry else { continue }
             events.append((id, event))
         }
         return (events, ids.count > page.count ? page.last : nil)

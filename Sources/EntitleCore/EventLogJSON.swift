@@ -9,14 +9,19 @@ import Reporting
 struct EventLogJSON {
     private(set) var text = "{"
     private var first = true
+    /// Short names to write instead of the long ones (`CompactEvent.shortNames`), if any.
+    private let names: [String: String]?
 
-    init() { text.reserveCapacity(512) }
+    init(names: [String: String]? = nil) {
+        self.names = names
+        text.reserveCapacity(names == nil ? 512 : 256)
+    }
 
     mutating func key(_ name: String) {
         if !first { text.append(",") }
         first = false
         text.append("\"")
-        text.append(name)
+        text.append(names?[name] ?? name)
         text.append("\":")
     }
 
@@ -42,9 +47,13 @@ struct EventLogJSON {
 
     mutating func add(_ name: String, _ value: Date?) {
         guard let value else { return }
-        let milliseconds = (value.timeIntervalSince1970 * 1000).rounded()
-        // What `.millisecondsSince1970` reads back exactly; a date beyond Int64 is clamped.
-        add(name, milliseconds >= 9.2e18 ? Int64.max : milliseconds <= -9.2e18 ? Int64.min : Int64(milliseconds))
+        add(name, Self.milliseconds(value))
+    }
+
+    /// What `.millisecondsSince1970` reads back exactly; a date beyond Int64 is clamped.
+    static func milliseconds(_ date: Date) -> Int64 {
+        let milliseconds = (date.timeIntervalSince1970 * 1000).rounded()
+        return milliseconds >= 9.2e18 ? Int64.max : milliseconds <= -9.2e18 ? Int64.min : Int64(milliseconds)
     }
 
     mutating func raw(_ name: String, _ json: String) {
@@ -86,57 +95,63 @@ struct EventLogJSON {
     }
 
     static func encode(_ event: LifecycleEvent) -> String {
-        // Keys in the order `JSONEncoder` with `.sortedKeys` writes them.
         var json = EventLogJSON()
-        json.add("amount", event.amount)
-        json.add("appAccountTokenMatched", event.appAccountTokenMatched)
-        json.add("balance", event.balance)
-        json.add("change", event.change)
-        json.add("consented", event.consented)
-        json.add("currency", event.currency)
-        json.add("customer", event.customer)
-        json.add("customerVersion", event.customerVersion)
-        json.add("effective", event.effective)
-        json.add("environment", event.environment)
-        json.add("expiresDate", event.expiresDate)
-        json.add("familyShared", event.familyShared)
-        json.add("from", event.from)
-        json.add("fromProductId", event.fromProductId)
-        json.add("gracePeriodExpiresDate", event.gracePeriodExpiresDate)
-        json.add("id", event.id)
-        json.add("occurredAt", event.occurredAt)
-        json.add("offerId", event.offerId)
-        json.add("offerIdentifier", event.offerIdentifier)
-        json.add("offerKind", event.offerKind?.rawValue)
-        json.add("originalTransactionId", event.originalTransactionId)
-        json.add("previousBalance", event.previousBalance)
-        json.add("previousExpiresDate", event.previousExpiresDate)
-        json.add("priceMilliunits", event.priceMilliunits)
-        json.add("priceSource", event.priceSource?.rawValue)
-        json.add("productId", event.productId)
-        json.add("publisher", event.publisher)
-        json.add("reason", event.reason)
-        json.add("recordedAt", event.recordedAt)
-        json.add("reference", event.reference)
-        json.add("provisional", event.provisional)
-        json.add("provisionalUntil", event.provisionalUntil)
-        json.add("imported", event.imported)
-        json.add("confirmed", event.confirmed)
-        json.add("refundMilliunits", event.refundMilliunits)
-        json.add("resubscribed", event.resubscribed)
-        json.add("revocationPercentage", event.revocationPercentage)
-        json.add("revocationType", event.revocationType)
-        json.add("road", event.road)
-        json.add("shared", event.shared)
-        json.add("shortfall", event.shortfall)
-        json.add("storefront", event.storefront)
-        json.add("to", event.to)
-        json.add("toProductId", event.toProductId)
-        json.add("transactionId", event.transactionId)
-        json.add("trial", event.trial)
-        json.add("type", event.type.rawValue)
-        json.add("vouchedBy", event.vouchedBy)
+        json.addFields(of: event)
         return json.close()
+    }
+
+    /// An event's fields (keys in the order `JSONEncoder` with `.sortedKeys` writes them).
+    /// `derived`: leave out the publisher, the id, the recording date and the original
+    /// transaction id, which the compact form (`CompactEvent`) writes its own way.
+    mutating func addFields(of event: LifecycleEvent, derived: Bool = false) {
+        add("amount", event.amount)
+        add("appAccountTokenMatched", event.appAccountTokenMatched)
+        add("balance", event.balance)
+        add("change", event.change)
+        add("consented", event.consented)
+        add("currency", event.currency)
+        add("customer", event.customer)
+        add("customerVersion", event.customerVersion)
+        add("effective", event.effective)
+        add("environment", event.environment)
+        add("expiresDate", event.expiresDate)
+        add("familyShared", event.familyShared)
+        add("from", event.from)
+        add("fromProductId", event.fromProductId)
+        add("gracePeriodExpiresDate", event.gracePeriodExpiresDate)
+        if !derived { add("id", event.id) }
+        add("occurredAt", event.occurredAt)
+        add("offerId", event.offerId)
+        add("offerIdentifier", event.offerIdentifier)
+        add("offerKind", event.offerKind?.rawValue)
+        if !derived { add("originalTransactionId", event.originalTransactionId) }
+        add("previousBalance", event.previousBalance)
+        add("previousExpiresDate", event.previousExpiresDate)
+        add("priceMilliunits", event.priceMilliunits)
+        add("priceSource", event.priceSource?.rawValue)
+        add("productId", event.productId)
+        if !derived { add("publisher", event.publisher) }
+        add("reason", event.reason)
+        if !derived { add("recordedAt", event.recordedAt) }
+        add("reference", event.reference)
+        add("provisional", event.provisional)
+        add("provisionalUntil", event.provisionalUntil)
+        add("imported", event.imported)
+        add("confirmed", event.confirmed)
+        add("refundMilliunits", event.refundMilliunits)
+        add("resubscribed", event.resubscribed)
+        add("revocationPercentage", event.revocationPercentage)
+        add("revocationType", event.revocationType)
+        add("road", event.road)
+        add("shared", event.shared)
+        add("shortfall", event.shortfall)
+        add("storefront", event.storefront)
+        add("to", event.to)
+        add("toProductId", event.toProductId)
+        add("transactionId", event.transactionId)
+        add("trial", event.trial)
+        add("type", event.type.rawValue)
+        add("vouchedBy", event.vouchedBy)
     }
 
     static func encode(_ pieces: [ReportPiece]) -> String {
@@ -295,7 +310,14 @@ enum EventLogReader {
 
     /// An event, or `nil` when the fast reader does not know it (the caller uses `JSONDecoder`).
     static func event(_ text: String) -> LifecycleEvent? {
-        guard case .object(let fields)? = parse(text), let id = fields["id"]?.string, let typeName = fields["type"]?.string,
+        guard case .object(let fields)? = parse(text) else { return nil }
+        return event(fields: fields)
+    }
+
+    /// An event from its fields by their long names, or `nil` when one is missing, unknown or
+    /// of another kind.
+    static func event(fields: [String: Value]) -> LifecycleEvent? {
+        guard let id = fields["id"]?.string, let typeName = fields["type"]?.string,
             let type = LifecycleEventType(rawValue: typeName), let publisher = fields["publisher"]?.string,
             let customer = fields["customer"]?.string, let occurredAt = fields["occurredAt"]?.date,
             let recordedAt = fields["recordedAt"]?.date

@@ -11,7 +11,9 @@ import Testing
         ["plain", "", "quote \" and \\ backslash", "line\nbreak\ttab\r", "\u{1}\u{1F}control", "émoji 😀 ünï", "{\"json\":1}"]
     }
 
-    @Test func everyEventReadsBackAsWritten() throws {
+    /// An event with a random value, or none, in every field: texts of every kind, dates to
+    /// the millisecond, ids as `LifecycleEvents` makes them or any other text.
+    static func randomEvent(publisher: String = "demo") -> LifecycleEvent {
         var random = SystemRandomNumberGenerator()
         let texts = Self.strings()
         func text() -> String? { Bool.random(using: &random) ? texts.randomElement(using: &random) : nil }
@@ -21,36 +23,56 @@ import Testing
         }
         func number() -> Int? { Bool.random(using: &random) ? Int.random(in: -1_000_000...1_000_000, using: &random) : nil }
         func flag() -> Bool? { Bool.random(using: &random) ? Bool.random(using: &random) : nil }
+        let type = LifecycleEventType.allCases.randomElement() ?? .renewal
+        let customer = texts.randomElement() ?? ""
+        let occurredAt = date() ?? Date(timeIntervalSince1970: 0)
+        // Recorded a moment after it occurred, as most are, or at any date.
+        let occurredMs = Int64((occurredAt.timeIntervalSince1970 * 1000).rounded())
+        let soon = Date(timeIntervalSince1970: Double(occurredMs + Int64.random(in: -5_000...5_000, using: &random)) / 1000)
+        let recordedAt = Bool.random(using: &random) ? soon : date() ?? Date(timeIntervalSince1970: 1)
+        var event = LifecycleEvent(
+            id: texts.randomElement() ?? "", type: type, publisher: publisher, customer: customer, occurredAt: occurredAt,
+            recordedAt: recordedAt)
+        event.customerVersion = number()
+        (event.transactionId, event.originalTransactionId, event.productId, event.offerId) = (text(), text(), text(), text())
+        if Bool.random(using: &random) { event.originalTransactionId = event.transactionId }
+        switch Int.random(in: 0..<3, using: &random) {
+        case 0: event.id = "\(publisher):\(customer):\(type.rawValue):\(event.transactionId ?? "")"
+        case 1: event.id = "\(publisher):\(customer):\(type.rawValue):\(text() ?? "")"
+        default: break
+        }
+        (event.storefront, event.environment, event.currency, event.fromProductId, event.toProductId) = (
+            text(), text(), text(), text(), text()
+        )
+        (event.effective, event.change, event.reason, event.revocationType, event.from, event.to) = (
+            text(), text(), text(), text(), text(), text()
+        )
+        (event.road, event.vouchedBy, event.offerIdentifier, event.reference) = (text(), text(), text(), text())
+        (event.priceMilliunits, event.refundMilliunits) = (number().map(Int64.init), number().map(Int64.init))
+        (event.revocationPercentage, event.amount, event.balance, event.previousBalance, event.shortfall) = (
+            number(), number(), number(), number(), number()
+        )
+        (event.familyShared, event.shared, event.trial, event.resubscribed, event.appAccountTokenMatched, event.consented) =
+            (flag(), flag(), flag(), flag(), flag(), flag())
+        (event.provisional, event.imported, event.confirmed) = (flag(), flag(), flag())
+        (event.expiresDate, event.gracePeriodExpiresDate, event.previousExpiresDate, event.provisionalUntil) = (
+            date(), date(), date(), date()
+        )
+        event.priceSource = [PurchaseFact.PriceSource.apple, .reported, .catalog, nil].randomElement() ?? nil
+        event.offerKind = [PurchaseFact.OfferKind.introductory, .promotional, .offerCode, .winBack, nil].randomElement() ?? nil
+        return event
+    }
+
+    @Test func everyEventReadsBackAsWritten() throws {
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .millisecondsSince1970
         for _ in 0..<500 {
-            var event = LifecycleEvent(
-                id: texts.randomElement() ?? "", type: LifecycleEventType.allCases.randomElement() ?? .renewal, publisher: "demo",
-                customer: texts.randomElement() ?? "", occurredAt: date() ?? Date(timeIntervalSince1970: 0),
-                recordedAt: date() ?? Date(timeIntervalSince1970: 1))
-            event.customerVersion = number()
-            (event.transactionId, event.originalTransactionId, event.productId, event.offerId) = (text(), text(), text(), text())
-            (event.storefront, event.environment, event.currency, event.fromProductId, event.toProductId) = (
-                text(), text(), text(), text(), text()
-            )
-            (event.effective, event.change, event.reason, event.revocationType, event.from, event.to) = (
-                text(), text(), text(), text(), text(), text()
-            )
-            (event.road, event.vouchedBy, event.offerIdentifier, event.reference) = (text(), text(), text(), text())
-            (event.priceMilliunits, event.refundMilliunits) = (number().map(Int64.init), number().map(Int64.init))
-            (event.revocationPercentage, event.amount, event.balance, event.previousBalance, event.shortfall) = (
-                number(), number(), number(), number(), number()
-            )
-            (event.familyShared, event.shared, event.trial, event.resubscribed, event.appAccountTokenMatched, event.consented) =
-                (flag(), flag(), flag(), flag(), flag(), flag())
-            (event.expiresDate, event.gracePeriodExpiresDate, event.previousExpiresDate) = (date(), date(), date())
-            event.priceSource = [PurchaseFact.PriceSource.apple, .reported, .catalog, nil].randomElement() ?? nil
-            event.offerKind = [PurchaseFact.OfferKind.introductory, .winBack, nil].randomElement() ?? nil
+            let event = Self.randomEvent()
             let written = try EventLog.encode(event)
             let back = try decoder.decode(LifecycleEvent.self, from: Data(written.utf8))
             #expect(back == event, "\(written)")
             // The folder's fast reader reads it the same.
-            guard case .event(let read) = EventLog.decode(field: "e", value: written) else {
+            guard case .event(let read) = EventLog.decode(field: "e", value: written, publisher: "demo") else {
                 Issue.record("not read: \(written)")
                 continue
             }
@@ -67,6 +89,54 @@ import Testing
         }
     }
 
+    /// The compact entry (field `E`) reads back as the same event, every field, and is less
+    /// than half the long form for the events a purchase makes.
+    @Test func everyEventReadsBackFromItsCompactEntry() throws {
+        for _ in 0..<2_000 {
+            let event = Self.randomEvent()
+            let entry = EventLog.entry(event, format: .deflated)
+            #expect(entry.field == "E")
+            guard case .event(let read) = EventLog.decode(field: entry.field, value: entry.value, publisher: "demo") else {
+                Issue.record("not read: \(entry.value)")
+                continue
+            }
+            #expect(read == event, "\(entry.value)")
+        }
+        // As versions before it wrote, for a rolling upgrade.
+        let event = Self.randomEvent()
+        let older = EventLog.entry(event, format: .json)
+        let long = try EventLog.encode(event)
+        #expect(older.field == "e" && older.value == long)
+
+        var trial = LifecycleEvent(
+            id: "demo:m1@example.com:trial_started:2179571119160902", type: .trialStarted, publisher: "demo", customer: "m1@example.com",
+            occurredAt: Date(timeIntervalSince1970: 1_795_711_191.666), recordedAt: Date(timeIntervalSince1970: 1_795_711_191.692))
+        trial.customerVersion = 1
+        (trial.transactionId, trial.originalTransactionId) = ("2179571119160902", "2179571119160902")
+        (trial.productId, trial.offerId, trial.storefront, trial.environment) = (
+            "com.entitle.demo.premium.monthly", "premium", "USA", "Sandbox"
+        )
+        (trial.priceMilliunits, trial.currency, trial.priceSource) = (0, "USD", .apple)
+        trial.expiresDate = Date(timeIntervalSince1970: 1_795_711_371.666)
+        let compact = EventLog.entry(trial, format: .deflated).value
+        let trialLong = try EventLog.encode(trial)
+        #expect(compact.utf8.count * 2 < trialLong.utf8.count, "\(compact.utf8.count) bytes against \(trialLong.utf8.count)")
+        guard case .event(let read) = EventLog.decode(field: "E", value: compact, publisher: "demo") else {
+            Issue.record("not read: \(compact)")
+            return
+        }
+        #expect(read == trial)
+        // Another publisher's stream reads another id: the publisher is the stream's.
+        guard case .event(let elsewhere) = EventLog.decode(field: "E", value: compact, publisher: "other") else { return }
+        #expect(elsewhere.publisher == "other" && elsewhere.id.hasPrefix("other:"))
+        for broken in ["{}", "{\"c\":\"x\"}", "{\"zz\":1,\"c\":\"x\",\"y\":\"renewal\",\"o\":1,\"r\":0,\"t\":\"1\"}", "[", ""] {
+            guard case .unreadable = EventLog.decode(field: "E", value: broken, publisher: "demo") else {
+                Issue.record("\(broken) was read")
+                continue
+            }
+        }
+    }
+
     @Test func whatTheFastReaderDoesNotKnowIsReadByJSONDecoderOrSkipped() throws {
         var event = LifecycleEvent(
             id: "e", type: .renewal, publisher: "demo", customer: "c", occurredAt: Date(timeIntervalSince1970: 1_790_000_000.1234),
@@ -76,18 +146,18 @@ import Testing
         encoder.dateEncodingStrategy = .millisecondsSince1970
         // A fraction of a millisecond (an earlier writer): the standard decoder reads it.
         let written = String(decoding: try encoder.encode(event), as: UTF8.self)
-        guard case .event(let read) = EventLog.decode(field: "e", value: written) else {
+        guard case .event(let read) = EventLog.decode(field: "e", value: written, publisher: "demo") else {
             Issue.record("not read: \(written)")
             return
         }
         #expect(read.id == "e" && read.priceMilliunits == 9_990)
         for broken in ["{\"id\":1}", "{", "", "[]", "{\"id\":\"e\",\"type\":\"nope\"}"] {
-            guard case .unreadable = EventLog.decode(field: "e", value: broken) else {
+            guard case .unreadable = EventLog.decode(field: "e", value: broken, publisher: "demo") else {
                 Issue.record("\(broken) was read")
                 continue
             }
         }
-        guard case .unreadable = EventLog.decode(field: "x", value: "{}") else {
+        guard case .unreadable = EventLog.decode(field: "x", value: "{}", publisher: "demo") else {
             Issue.record("an unknown field was read")
             return
         }
@@ -101,7 +171,7 @@ import Testing
             ReportPiece(phase: .credits, from: Date(timeIntervalSince1970: 1_790_000_000), to: nil),
         ]
         let written = try EventLog.encode(ReportDelta(removed: [pieces[1]], added: pieces), customer: "ann@example.com")
-        guard case .delta(let delta, let customer) = EventLog.decode(field: "d", value: written) else {
+        guard case .delta(let delta, let customer) = EventLog.decode(field: "d", value: written, publisher: "demo") else {
             Issue.record("not a delta: \(written)")
             return
         }
