@@ -28,11 +28,20 @@ package enum AppAccountToken {
         return token.lowercased() == expected
     }
 
-    /// `matches` over a purchase's transactions: true when one carries `customer`'s token,
-    /// false when they carry only others', `nil` when none says.
-    package static func matches(_ facts: some Sequence<PurchaseFact>, customer: String, publisher: Publisher) -> Bool? {
-        let answers = facts.map { matches($0.appAccountToken, customer: customer, publisher: publisher) }
-        return answers.contains(true) ? true : answers.contains(false) ? false : nil
+    /// The token each purchase (original transaction) is bound to now: that of its newest
+    /// transaction carrying one. Apple's Set App Account Token sets or resets it from one
+    /// transaction on, so an older transaction's token no longer binds the purchase.
+    package static func current(_ facts: some Sequence<PurchaseFact>) -> [String: String] {
+        var newest: [String: PurchaseFact] = [:]
+        for fact in facts where fact.appAccountToken != nil {
+            if let known = newest[fact.originalTransactionId],
+                (known.purchaseDate, known.signedDate ?? .distantPast) >= (fact.purchaseDate, fact.signedDate ?? .distantPast)
+            {
+                continue
+            }
+            newest[fact.originalTransactionId] = fact
+        }
+        return newest.compactMapValues(\.appAccountToken)
     }
 
     /// RFC 9562 UUID version 5: SHA-1 of the namespace's bytes and the name's UTF-8, as

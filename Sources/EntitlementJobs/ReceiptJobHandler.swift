@@ -234,13 +234,20 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
             return try await refused(
                 .offerMismatch, "product \(primary.productId) buys offer \(offer.offerId), not \(offerId)", fact: primary)
         }
-        // Apple's binding of a purchase to an account outranks every transfer policy.
-        guard AppAccountToken.allows(primary.appAccountToken, for: payload.customer, publisher: publisher) else {
+        // Apple's binding of a purchase to an account outranks every transfer policy: the
+        // transaction's own token, and the purchase's now (its newest transaction's: an older
+        // transaction, from before the token was set again, does not bind it any more).
+        let bound = AppAccountToken.current(evidence.facts)
+        func allowed(_ fact: PurchaseFact) -> Bool {
+            AppAccountToken.allows(fact.appAccountToken, for: payload.customer, publisher: publisher)
+                && AppAccountToken.allows(bound[fact.originalTransactionId], for: payload.customer, publisher: publisher)
+        }
+        guard allowed(primary) else {
             return try await refused(
                 .appAccountTokenMismatch, "the purchase was made for another account: its appAccountToken is not \(payload.customer)'s",
                 fact: primary)
         }
-        evidence.facts.removeAll { !AppAccountToken.allows($0.appAccountToken, for: payload.customer, publisher: publisher) }
+        evidence.facts.removeAll { !allowed($0) }
 
         // 2. Who owns it, then apply, one job at a time per original transaction.
         let locked = evidence
@@ -298,7 +305,8 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
                 }
             decisions[original] = rule.decide(
                 holder: holder, consumable: facts.contains { $0.kind == .consumable },
-                tokenNamesClaimant: AppAccountToken.matches(facts, customer: payload.customer, publisher: publisher) == true,
+                tokenNamesClaimant: AppAccountToken.matches(
+                    AppAccountToken.current(facts)[original], customer: payload.customer, publisher: publisher) == true,
                 proofSignedAt: evidence.proofSignedAt, now: now)
         }
         return decisions
@@ -567,8 +575,7 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
                 publisher: publisher.id, originalTransactionId: originalTransactionId, to: payload.customer, from: owner,
                 road: payload.road, vouchedBy: decision.vouchedBy,
                 appAccountTokenMatched: AppAccountToken.matches(
-                    verified.filter { $0.originalTransactionId == originalTransactionId }, customer: payload.customer,
-                    publisher: publisher))
+                    AppAccountToken.current(verified)[originalTransactionId], customer: payload.customer, publisher: publisher))
             let enqueued = try await service.jobQueue.enqueue(
                 try EnqueueRequest(transfer, queue: job.queue, idempotencyKey: "transfer:\(job.id):\(originalTransactionId)"))
             if originalTransactionId == primary {

@@ -45,8 +45,12 @@ package struct TransferJobHandler: EntitlementJobHandler {
             let held = try await service.store.load(publisher: publisher.id, customer: previous).state
             let facts = held.transactions.values.filter { $0.originalTransactionId == id }
             guard !facts.isEmpty else { throw JobRefusal.notPossible(code: "notHeld", "\(previous) holds nothing of \(id)") }
-            // Apple's binding of a purchase to an account outranks the transfer policy.
-            guard facts.allSatisfy({ AppAccountToken.allows($0.appAccountToken, for: payload.to, publisher: publisher) }) else {
+            // Apple's binding of a purchase to an account outranks the transfer policy: the
+            // token of its newest transaction (Apple sets it again from a transaction on), as
+            // the stored transactions say, or as the claim's verified proof said (Apple's
+            // current answer may carry a token the stored transactions do not).
+            let binding = AppAccountToken.current(facts)[id]
+            guard payload.appAccountTokenMatched == true || AppAccountToken.allows(binding, for: payload.to, publisher: publisher) else {
                 throw JobRefusal.notPossible(
                     code: "appAccountTokenMismatch", "\(id) was bought for another account: its appAccountToken is not \(payload.to)'s")
             }
@@ -75,7 +79,7 @@ package struct TransferJobHandler: EntitlementJobHandler {
             // The claim's verified proof says (Apple's current answer may carry a token the stored
             // transactions do not); a move the backend asked for reads the stored ones.
             moved.appAccountTokenMatched =
-                payload.appAccountTokenMatched ?? AppAccountToken.matches(facts, customer: payload.to, publisher: publisher)
+                payload.appAccountTokenMatched ?? AppAccountToken.matches(binding, customer: payload.to, publisher: publisher)
             // What Apple last said of the subscription's renewal (billing retry, a grace period)
             // moves with it: the new holder keeps the grace the previous one had.
             var evidence = AppleEvidence(facts: Array(facts))

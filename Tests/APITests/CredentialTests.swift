@@ -185,6 +185,50 @@ import Testing
         }
     }
 
+    /// The publisher sets a subscription's token again (Set App Account Token): the purchase
+    /// is bound to the new account from its next transaction on. The new account's claim
+    /// stands, and the old one's, with a transaction kept from before, is refused: Apple's
+    /// statuses show the newest transaction naming another account.
+    @Test func aPurchaseWhoseTokenWasSetAgainIsBoundByItsNewestTransaction() async throws {
+        let namespace = UUID()
+        try await APIStack.run(
+            "app-account-token-reset", worker: true,
+            catalog: { publishers in publishers[0]["appAccountTokenNamespace"] = namespace.uuidString }
+        ) { api in
+            func token(_ customer: String) -> String {
+                AppAccountToken.uuid5(namespace: namespace, name: customer).uuidString.lowercased()
+            }
+            let bought = try await api.buy(
+                "premium.monthly", appAccountToken: token("ann@example.com"), extra: ["environment": "Production"])
+            let original = try #require(bought["originalTransactionId"] as? String)
+            let annProof = try #require(bought["signedTransaction"] as? String)
+            #expect(try await api.claim(["customer": "ann@example.com", "signedTransaction": annProof])["accessGranted"] as? Bool == true)
+
+            let reply = try await api.call(
+                .PUT, "/v1/purchases/\(original)/appAccountToken", json: ["appAccountToken": token("bob@example.com")],
+                route: "PUT /v1/purchases/{originalTransactionId}/appAccountToken")
+            try #require(reply.status == 202, "\(reply.status): \(reply.text)")
+            #expect(try await api.finished(try #require(reply.json["jobId"] as? String))["status"] as? String == "succeeded")
+            let renewed = try await api.simulator("/simulator/subscriptions/\(original)/renew", "{}")
+            let bobProof = try #require(renewed["signedTransaction"] as? String)
+            #expect(try AppAccountTokenFlowTests.payload(bobProof)["appAccountToken"] as? String == token("bob@example.com"))
+
+            let bob = try await api.claim(["customer": "bob@example.com", "signedTransaction": bobProof])
+            #expect(bob["accessGranted"] as? Bool == true, "\(bob)")
+            try await api.settle()
+            #expect(try await api.access("bob@example.com", "premium"))
+            #expect(try await !api.access("ann@example.com", "premium"))
+
+            // Ann's transaction from before names her; the purchase no longer does.
+            let ann = try await api.claim(["customer": "ann@example.com", "signedTransaction": annProof])
+            #expect(ann["accessGranted"] as? Bool == false && ann["reason"] as? String == "appAccountTokenMismatch", "\(ann)")
+            #expect(ann["transfer"] == nil, "no transfer is asked for")
+            try await api.settle()
+            #expect(try await api.access("bob@example.com", "premium"), "bob keeps it")
+            #expect(try await !api.access("ann@example.com", "premium"))
+        }
+    }
+
     /// UUIDv5 as Python's `uuid.uuid5` makes it (RFC 9562's example).
     @Test func appAccountTokensDeriveAsPythonDerivesThem() {
         let dns = UUID(uuidString: "6ba7b810-9dad-11d1-80b4-00c04fd430c8")!
