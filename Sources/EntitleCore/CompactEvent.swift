@@ -56,8 +56,8 @@ enum CompactEvent {
         return json.close()
     }
 
-    /// The event a compact entry of `publisher`'s log holds, or `nil` when it is not one this
-    /// version reads (a name it does not know, a field missing).
+    /// The event a compact entry of `publisher`'s log holds, or `nil` when it is not one (a
+    /// field missing or of another kind).
     static func decode(_ text: String, publisher: String) -> LifecycleEvent? {
         guard case .object(let compact)? = EventLogReader.parse(text) else { return nil }
         var fields: [String: EventLogReader.Value] = ["publisher": .string(publisher)]
@@ -74,7 +74,9 @@ enum CompactEvent {
                 if case .null = value { continue }
                 fields["originalTransactionId"] = value
             default:
-                guard let long = longNames[name] else { return nil }
+                // A name a later version added: left out, as the long form's reader leaves out
+                // a key it does not know.
+                guard let long = longNames[name] else { continue }
                 fields[long] = value
             }
         }

@@ -49,6 +49,9 @@ package struct EventLog: Sendable {
 
     package static func encode(_ delta: ReportDelta, customer: String) throws -> String { EventLogJSON.encode(delta, customer: customer) }
 
+    /// The compact entries' short name of each field of an event (`CompactEvent`).
+    package static var compactNames: [String: String] { CompactEvent.shortNames }
+
     /// An entry of `publisher`'s log.
     package static func decode(field: String, value: String, publisher: String) -> Entry {
         if field == "E" { return CompactEvent.decode(value, publisher: publisher).map(Entry.event) ?? .unreadable }

@@ -119,6 +119,11 @@ import Testing
         (trial.priceMilliunits, trial.currency, trial.priceSource) = (0, "USD", .apple)
         trial.expiresDate = Date(timeIntervalSince1970: 1_795_711_371.666)
         let compact = EventLog.entry(trial, format: .deflated).value
+        // Written to Redis and kept for the retention: what an entry says never changes.
+        #expect(
+            compact
+                == #"{"cu":"USD","c":"m1@example.com","v":1,"en":"Sandbox","x":1795711371666,"o":1795711191666,"of":"premium","pm":0,"ps":"apple","p":"com.entitle.demo.premium.monthly","s":"USA","t":"2179571119160902","y":"trial_started","r":26}"#
+        )
         let trialLong = try EventLog.encode(trial)
         #expect(compact.utf8.count * 2 < trialLong.utf8.count, "\(compact.utf8.count) bytes against \(trialLong.utf8.count)")
         guard case .event(let read) = EventLog.decode(field: "E", value: compact, publisher: "demo") else {
@@ -129,12 +134,45 @@ import Testing
         // Another publisher's stream reads another id: the publisher is the stream's.
         guard case .event(let elsewhere) = EventLog.decode(field: "E", value: compact, publisher: "other") else { return }
         #expect(elsewhere.publisher == "other" && elsewhere.id.hasPrefix("other:"))
-        for broken in ["{}", "{\"c\":\"x\"}", "{\"zz\":1,\"c\":\"x\",\"y\":\"renewal\",\"o\":1,\"r\":0,\"t\":\"1\"}", "[", ""] {
+        // A name a later version added is left out; a date far from the occurrence is whole.
+        guard
+            case .event(let later) = EventLog.decode(
+                field: "E", value: #"{"zz":1,"c":"x","y":"renewal","o":-9000000000000000000,"R":9000000000000000000,"t":"1"}"#,
+                publisher: "demo")
+        else {
+            Issue.record("a later version's entry was not read")
+            return
+        }
+        #expect(later.id == "demo:x:renewal:1" && later.originalTransactionId == "1")
+        #expect(later.recordedAt == Date(timeIntervalSince1970: 9e15) && later.occurredAt == Date(timeIntervalSince1970: -9e15))
+        var far = trial
+        (far.occurredAt, far.recordedAt) = (Date(timeIntervalSince1970: -9e15), Date(timeIntervalSince1970: 9e15))
+        let farEntry = EventLog.entry(far, format: .deflated).value
+        #expect(farEntry.contains(#""R":9000000000000000000"#))
+        guard case .event(let farRead) = EventLog.decode(field: "E", value: farEntry, publisher: "demo") else {
+            Issue.record("not read: \(farEntry)")
+            return
+        }
+        #expect(farRead == far)
+        for broken in ["{}", "{\"c\":\"x\"}", "{\"c\":\"x\",\"y\":\"nope\",\"o\":1,\"r\":0,\"t\":\"1\"}", "[", ""] {
             guard case .unreadable = EventLog.decode(field: "E", value: broken, publisher: "demo") else {
                 Issue.record("\(broken) was read")
                 continue
             }
         }
+    }
+
+    /// Every field an event has is in the log's entries: a field added to `LifecycleEvent`
+    /// without a short name would be written under its long one, which a compact entry's
+    /// reader leaves out.
+    @Test func everyFieldOfAnEventHasItsPlaceInACompactEntry() {
+        var event = LifecycleEvent(
+            id: "demo:c:renewal:1", type: .renewal, publisher: "demo", customer: "c", occurredAt: Date(timeIntervalSince1970: 1),
+            recordedAt: Date(timeIntervalSince1970: 2))
+        event.transactionId = "1"
+        let labels = Set(Mirror(reflecting: event).children.compactMap(\.label))
+        let derived: Set<String> = ["id", "publisher", "recordedAt"]
+        #expect(labels.subtracting(derived) == Set(EventLog.compactNames.keys), "\(labels.symmetricDifference(EventLog.compactNames.keys))")
     }
 
     @Test func whatTheFastReaderDoesNotKnowIsReadByJSONDecoderOrSkipped() throws {

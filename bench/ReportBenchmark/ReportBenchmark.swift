@@ -139,7 +139,10 @@ import Reporting
                 if let event {
                     pending += fold.increments(of: event)
                     events += 1
-                    if sample.count < 20_000 { sample.append(("e", try EventLog.encode(event))) }
+                    if sample.count < 20_000 {
+                        let entry = EventLog.entry(event, format: .deflated)
+                        sample.append((entry.field, entry.value))
+                    }
                 }
                 if let delta {
                     pending += fold.increments(of: delta)
@@ -185,7 +188,7 @@ import Reporting
             _ = try await redis.pipeline(sample[chunk..<min(sample.count, chunk + 500)].map { ["XADD", stream, "*", $0.0, $0.1] })
         }
         let streamBytes = try await redis.send(["MEMORY", "USAGE", stream, "SAMPLES", "0"]).int ?? 0
-        let eventJSON = sample.filter { $0.0 == "e" }.map(\.1.utf8.count)
+        let eventJSON = sample.filter { $0.0 == "E" }.map(\.1.utf8.count)
         let deltaJSON = sample.filter { $0.0 == "d" }.map(\.1.utf8.count)
 
         print("subscribers \(subscribers): \(events) events and \(deltas) deltas folded in \(folded) into \(keys.count) buckets")
