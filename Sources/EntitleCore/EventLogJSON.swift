@@ -294,8 +294,10 @@ enum EventLogReader {
             var number: Int64 = 0
             var digits = 0
             while index < bytes.count, bytes[index] >= UInt8(ascii: "0"), bytes[index] <= UInt8(ascii: "9") {
+                // Built with its sign, so Int64.min (a date clamped at the edge) reads too.
+                let digit = Int64(bytes[index] - UInt8(ascii: "0"))
                 let (times, overflow) = number.multipliedReportingOverflow(by: 10)
-                let (sum, overflow2) = times.addingReportingOverflow(Int64(bytes[index] - UInt8(ascii: "0")))
+                let (sum, overflow2) = negative ? times.subtractingReportingOverflow(digit) : times.addingReportingOverflow(digit)
                 guard !overflow, !overflow2 else { throw Unexpected() }
                 number = sum
                 digits += 1
@@ -304,7 +306,7 @@ enum EventLogReader {
             // A fraction or an exponent is not what the writer writes.
             guard digits > 0, index >= bytes.count || ![UInt8(ascii: "."), UInt8(ascii: "e"), UInt8(ascii: "E")].contains(bytes[index])
             else { throw Unexpected() }
-            return .integer(negative ? -number : number)
+            return .integer(number)
         }
     }
 

@@ -154,6 +154,16 @@ import Testing
             return
         }
         #expect(farRead == far)
+        // The clamped edges: a date beyond Int64's milliseconds either way.
+        (far.occurredAt, far.recordedAt) = (Date(timeIntervalSince1970: -1e300), Date(timeIntervalSince1970: 1e300))
+        let edge = EventLog.entry(far, format: .deflated).value
+        #expect(edge.contains(#""o":-9223372036854775808"#) && edge.contains(#""R":9223372036854775807"#), "\(edge)")
+        guard case .event(let edgeRead) = EventLog.decode(field: "E", value: edge, publisher: "demo") else {
+            Issue.record("not read: \(edge)")
+            return
+        }
+        #expect(edgeRead.occurredAt == Date(timeIntervalSince1970: Double(Int64.min) / 1000))
+        #expect(edgeRead.recordedAt == Date(timeIntervalSince1970: Double(Int64.max) / 1000))
         for broken in ["{}", "{\"c\":\"x\"}", "{\"c\":\"x\",\"y\":\"nope\",\"o\":1,\"r\":0,\"t\":\"1\"}", "[", ""] {
             guard case .unreadable = EventLog.decode(field: "E", value: broken, publisher: "demo") else {
                 Issue.record("\(broken) was read")
