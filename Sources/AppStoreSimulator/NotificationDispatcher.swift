@@ -17,6 +17,21 @@ public struct OutgoingNotification: Sendable {
     public var bundleId: String
     public var environment: AppStoreEnvironment
     public var createdAt: Date
+
+    public init(
+        uuid: String, type: NotificationType, subtype: NotificationSubtype?, signedPayload: String, v1Body: [UInt8]?,
+        transactionId: String, bundleId: String, environment: AppStoreEnvironment, createdAt: Date
+    ) {
+        self.uuid = uuid
+        self.type = type
+        self.subtype = subtype
+        self.signedPayload = signedPayload
+        self.v1Body = v1Body
+        self.transactionId = transactionId
+        self.bundleId = bundleId
+        self.environment = environment
+        self.createdAt = createdAt
+    }
 }
 
 /// Delivers notifications to the configured URLs in the order they happen, retries failures
@@ -70,6 +85,9 @@ public actor NotificationDispatcher {
     /// Apps (or every app, `nil`) whose notifications do not reach their receiver.
     private var unreachable: Set<String?> = []
     private var timers: [UUID: Task<Void, Never>] = [:]
+    /// The deliveries under way, and whether the dispatcher has shut down (it sends nothing more).
+    private var drainer: Task<Void, Never>?
+    private var stopped = false
 
     public init(configuration: Configuration, clock: SimulatedClock, httpClient: HTTPClient = .shared, logger: Logger) {
         self.configuration = configuration
@@ -134,21 +152,27 @@ public actor NotificationDispatcher {
 
     public func record(_ uuid: String) -> Record? { index[uuid].map { records[$0] } }
 
-    /// Cancels pending retries (at shutdown).
-    public func shutdown() {
+    /// Cancels pending retries and the delivery under way, and returns once nothing is being
+    /// sent (at shutdown): a receiver stopped after the simulator gets no more connections.
+    public func shutdown() async {
+        stopped = true
         for timer in timers.values { timer.cancel() }
         timers = [:]
+        ready = []
+        drainer?.cancel()
+        await drainer?.value
     }
 
     private func enqueue(_ uuid: String, retry: Bool) {
+        guard !stopped else { return }
         ready.append((uuid, retry))
         guard !draining else { return }
         draining = true
-        Task { await self.drain() }
+        drainer = Task { await self.drain() }
     }
 
     private func drain() async {
-        while !ready.isEmpty {
+        while !ready.isEmpty, !stopped {
             let next = ready.removeFirst()
             await deliver(next.uuid, retry: next.retry)
         }
@@ -166,7 +190,7 @@ public actor NotificationDispatcher {
             attempt.attemptDate = AppleTimestamp(clock.now)
             attempt.sendAttemptResult = result
             records[position].attempts.append(attempt)
-            if result != .success, retry, reachable, records[position].retries < configuration.retryDelays.count {
+            if result != .success, retry, reachable, !stopped, records[position].retries < configuration.retryDelays.count {
                 let delay = configuration.retryDelays[records[position].retries]
                 records[position].retries += 1
                 let id = UUID()
@@ -177,7 +201,7 @@ public actor NotificationDispatcher {
                 logger.info("notification delivery failed; retrying", metadata: ["uuid": "\(uuid)", "result": "\(result.rawValue)"])
             }
         }
-        if let url = configuration.v1URL, let body = notification.v1Body {
+        if let url = configuration.v1URL, let body = notification.v1Body, !stopped {
             var attempt = SendAttemptItem()
             attempt.sendAttemptResult = reachable ? await post(url, body: body) : .noResponse
             attempt.attemptDate = AppleTimestamp(clock.now)
