@@ -50,10 +50,13 @@ package struct EntitleConfiguration: Sendable {
     package var provisionalCheckDelay: Duration = .seconds(60)
     /// Publisher id -> its APNs client (publishers whose catalog entry has `push`).
     package var pushClients: [String: APNsClient] = [:]
-    /// How customers' documents and their events are written (`ENTITLE_CUSTOMER_FORMAT`:
-    /// `deflated`, the default, or `json`, as versions before wrote both, while older
-    /// versions still run); both are always read.
+    /// How customers' documents are written (`ENTITLE_CUSTOMER_FORMAT`: `deflated`, the
+    /// default, or `json` while older versions still run); both are always read.
     package var customerFormat: StoredCustomer.Format = .deflated
+    /// How the event log's events are written (`ENTITLE_EVENT_FORMAT`: `compact`, the
+    /// default, or `long` while older versions still run; unset, `long` with
+    /// `ENTITLE_CUSTOMER_FORMAT=json`); both are always read.
+    package var eventFormat: EventLog.Format = .compact
 
     package func gateway(publisher: String, bundleId: String) -> AppleGateway? { gateways[publisher]?[bundleId] }
 
@@ -202,6 +205,14 @@ package struct EntitleConfiguration: Sendable {
             case "", "deflated": configuration.customerFormat = .deflated
             case "json": configuration.customerFormat = .json
             case let other: throw WorkerError(.invalidConfiguration, "ENTITLE_CUSTOMER_FORMAT must be deflated or json, not \(other)")
+            }
+            switch environment["ENTITLE_EVENT_FORMAT"] ?? "" {
+            case "": configuration.eventFormat = configuration.customerFormat == .json ? .long : .compact
+            case let name:
+                guard let format = EventLog.Format(rawValue: name) else {
+                    throw WorkerError(.invalidConfiguration, "ENTITLE_EVENT_FORMAT must be compact or long, not \(name)")
+                }
+                configuration.eventFormat = format
             }
             return configuration
         }

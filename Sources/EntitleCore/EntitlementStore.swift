@@ -24,12 +24,18 @@ package struct EntitlementStore: Sendable {
 
     /// How documents are written (both forms are read).
     package var format: StoredCustomer.Format
+    /// How the event log's events are written (both forms are read).
+    package var eventFormat: EventLog.Format
 
-    package init(redis: RedisConnectionPool, prefix: String = "entitle", format: StoredCustomer.Format = .deflated, logger: Logger) {
+    package init(
+        redis: RedisConnectionPool, prefix: String = "entitle", format: StoredCustomer.Format = .deflated,
+        eventFormat: EventLog.Format = .compact, logger: Logger
+    ) {
         self.redis = redis
         self.prefix = prefix
         self.keys = EntitlementKeys(prefix: prefix)
         self.format = format
+        self.eventFormat = eventFormat
         self.logger = logger
     }
 
@@ -316,7 +322,7 @@ package struct EntitlementStore: Sendable {
             let event = try Self.eventPrefix(publisher: publisher, customer: customer)
             var entries: [String] = []
             for item in effect.events {
-                let entry = EventLog.entry(item, format: format)
+                let entry = EventLog.entry(item, format: eventFormat)
                 entries += [entry.field, entry.value]
             }
             if let delta = effect.delta { entries += ["d", try EventLog.encode(delta, customer: customer)] }

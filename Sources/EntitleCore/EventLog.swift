@@ -6,7 +6,7 @@ import Reporting
 /// The event log: per publisher, one Redis stream per partition of its customers
 /// (`EntitlementKeys.events`), appended by `EntitlementStore.update` in the same script that
 /// writes the customer. Each entry is a lifecycle event (field `E`, `CompactEvent`; `e`, the
-/// long form, as versions before it wrote) or a change of report
+/// long form, as versions before it wrote: `Format`) or a change of report
 /// pieces (field `d`). Readers: the customer's timeline (`customerEvents`, through the ids the
 /// customer keeps in `ev`), the reports (`entries`, partition by partition).
 package struct EventLog: Sendable {
@@ -41,10 +41,19 @@ package struct EventLog: Sendable {
 
     package static func encode(_ event: LifecycleEvent) throws -> String { EventLogJSON.encode(event) }
 
-    /// An event's entry: compact (field `E`), or as versions before it wrote (field `e`,
-    /// `ENTITLE_CUSTOMER_FORMAT=json`, for a rolling upgrade).
-    package static func entry(_ event: LifecycleEvent, format: StoredCustomer.Format) -> (field: String, value: String) {
-        format == .json ? ("e", EventLogJSON.encode(event)) : ("E", CompactEvent.encode(event))
+    /// How events are written (both forms are read).
+    package enum Format: String, Sendable, CaseIterable {
+        /// Compact entries (field `E`, `CompactEvent`), the default.
+        case compact
+        /// Every field by its long name (field `e`), as versions before the compact entries
+        /// wrote and read.
+        case long
+    }
+
+    /// An event's entry: compact (field `E`), or as versions before it wrote (field `e`, for
+    /// a rolling upgrade).
+    package static func entry(_ event: LifecycleEvent, format: Format) -> (field: String, value: String) {
+        format == .long ? ("e", EventLogJSON.encode(event)) : ("E", CompactEvent.encode(event))
     }
 
     package static func encode(_ delta: ReportDelta, customer: String) throws -> String { EventLogJSON.encode(delta, customer: customer) }

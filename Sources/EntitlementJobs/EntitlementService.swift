@@ -31,7 +31,8 @@ package struct EntitlementService: Sendable {
         self.configuration = configuration
         self.jobQueue = jobQueue
         self.store = EntitlementStore(
-            redis: jobQueue.redis, prefix: jobQueue.configuration.prefix, format: configuration.customerFormat, logger: logger)
+            redis: jobQueue.redis, prefix: jobQueue.configuration.prefix, format: configuration.customerFormat,
+            eventFormat: configuration.eventFormat, logger: logger)
         self.locks = TransactionLock(redis: jobQueue.redis, prefix: jobQueue.configuration.prefix)
         self.applePause = ApplePause(store: store)
         self.logger = logger

@@ -66,7 +66,8 @@ package struct EntitleAPI: Sendable {
         self.batcher = EnqueueBatcher(jobQueue: jobQueue)
         self.waiter = JobWaiter(jobQueue: jobQueue, logger: logger)
         self.store = EntitlementStore(
-            redis: jobQueue.redis, prefix: jobQueue.configuration.prefix, format: settings.customerFormat, logger: logger)
+            redis: jobQueue.redis, prefix: jobQueue.configuration.prefix, format: settings.customerFormat,
+            eventFormat: settings.eventFormat, logger: logger)
         do {
             self.credentials = try Reloadable { try APICredentials(settings: settings) }
         } catch let error as APIConfigurationError {

@@ -53,6 +53,42 @@ import Testing
         #expect(try await store.redis.send(["EXISTS", "\(store.prefix):ent:voip:customer:bob"]).int == 0)
     }
 
+    /// Events go to the log compact (`E`) or, for a rolling upgrade, in the long form (`e`);
+    /// the timeline reads both, whichever wrote them, in order. `ENTITLE_EVENT_FORMAT` picks
+    /// the form (unset: long with `ENTITLE_CUSTOMER_FORMAT=json`, else compact).
+    @Test func eventsAreWrittenInTheChosenFormAndBothAreRead() async throws {
+        var store = try await store()
+        func credit(_ id: String, by store: EntitlementStore) async throws {
+            _ = try await store.update(
+                publisher: "voip", customer: "alice", fence: nil, { state in engine.apply(self.credit(id), to: &state, now: Date()) },
+                effects: { _, _, version in
+                    var event = LifecycleEvent(
+                        id: "voip:alice:credits_granted:\(id)", type: .creditsGranted, publisher: "voip", customer: "alice",
+                        occurredAt: Date(timeIntervalSince1970: 1_790_000_000), recordedAt: Date(timeIntervalSince1970: 1_790_000_000.5))
+                    (event.transactionId, event.customerVersion, event.amount) = (id, version, 10)
+                    return EntitlementStore.Change(events: [event])
+                })
+        }
+        store.eventFormat = .long
+        try await credit("1", by: store)
+        store.eventFormat = .compact
+        try await credit("2", by: store)
+        let stream = store.keys.events("voip", customer: "alice")
+        let fields = try await store.redis.send(["XRANGE", stream, "-", "+"]).array?.compactMap { $0.array?.last?.array?.first?.string }
+        #expect(fields == ["e", "E"])
+        let timeline = try await EventLog(redis: store.redis, keys: store.keys).customerEvents(
+            publisher: "voip", customer: "alice", before: nil, limit: 10)
+        #expect(timeline.events.map(\.event.transactionId) == ["2", "1"])
+        #expect(timeline.events.allSatisfy { $0.event.amount == 10 && $0.event.publisher == "voip" })
+
+        #expect(try await AppStoreHostTests.settings([:]).eventFormat == .compact)
+        #expect(try await AppStoreHostTests.settings(["ENTITLE_CUSTOMER_FORMAT": "json"]).eventFormat == .long)
+        #expect(try await AppStoreHostTests.settings(["ENTITLE_EVENT_FORMAT": "long"]).eventFormat == .long)
+        let packedBeside = try await AppStoreHostTests.settings(["ENTITLE_CUSTOMER_FORMAT": "json", "ENTITLE_EVENT_FORMAT": "compact"])
+        #expect(packedBeside.eventFormat == .compact && packedBeside.customerFormat == .json)
+        await #expect(throws: WorkerError.self) { try await AppStoreHostTests.settings(["ENTITLE_EVENT_FORMAT": "short"]) }
+    }
+
     /// A customer stored as older versions wrote it (plain JSON in `doc`, `v`, `ev`, a
     /// `fence:T` per transaction) is read as it was; its next change writes the packed record
     /// (one field `doc`, the document deflated) carrying the version, the event ids and every
@@ -98,7 +134,9 @@ import Testing
         await #expect(throws: EntitlementStoreError.self) { try await store.load(publisher: "voip", customer: "carol") }
         _ = try await store.redis.send(["HSET", key, "doc", "6\nno fences line"])
         await #expect(throws: EntitlementStoreError.self) { try await store.load(publisher: "voip", customer: "carol") }
-        await #expect(throws: (any Error).self) { try await store.update(publisher: "voip", customer: "carol") { engine.apply(credit("8"), to: &$0, now: Date()) } }
+        await #expect(throws: (any Error).self) {
+            try await store.update(publisher: "voip", customer: "carol") { engine.apply(credit("8"), to: &$0, now: Date()) }
+        }
     }
 
     /// A customer of the older layout with more fences than Lua unpacks at once, one of them
@@ -156,7 +194,9 @@ import Testing
         // customer as it is, the purchase is missing and is written back.
         _ = try await store.update(publisher: "voip", customer: "erin", fence: nil, snapshot: stale) {
             engine.apply(credit("1"), to: &$0, now: Date())
-        } effects: { _, _, _ in EntitlementStore.Change() }
+        } effects: { _, _, _ in
+            EntitlementStore.Change()
+        }
         let now = try await store.load(publisher: "voip", customer: "erin")
         #expect(now.state.transactions["1"] != nil && now.version == 3)
     }

@@ -94,7 +94,7 @@ import Testing
     @Test func everyEventReadsBackFromItsCompactEntry() throws {
         for _ in 0..<2_000 {
             let event = Self.randomEvent()
-            let entry = EventLog.entry(event, format: .deflated)
+            let entry = EventLog.entry(event, format: .compact)
             #expect(entry.field == "E")
             guard case .event(let read) = EventLog.decode(field: entry.field, value: entry.value, publisher: "demo") else {
                 Issue.record("not read: \(entry.value)")
@@ -104,7 +104,7 @@ import Testing
         }
         // As versions before it wrote, for a rolling upgrade.
         let event = Self.randomEvent()
-        let older = EventLog.entry(event, format: .json)
+        let older = EventLog.entry(event, format: .long)
         let long = try EventLog.encode(event)
         #expect(older.field == "e" && older.value == long)
 
@@ -118,7 +118,7 @@ import Testing
         )
         (trial.priceMilliunits, trial.currency, trial.priceSource) = (0, "USD", .apple)
         trial.expiresDate = Date(timeIntervalSince1970: 1_795_711_371.666)
-        let compact = EventLog.entry(trial, format: .deflated).value
+        let compact = EventLog.entry(trial, format: .compact).value
         // Written to Redis and kept for the retention: what an entry says never changes.
         #expect(
             compact
@@ -147,7 +147,7 @@ import Testing
         #expect(later.recordedAt == Date(timeIntervalSince1970: 9e15) && later.occurredAt == Date(timeIntervalSince1970: -9e15))
         var far = trial
         (far.occurredAt, far.recordedAt) = (Date(timeIntervalSince1970: -9e15), Date(timeIntervalSince1970: 9e15))
-        let farEntry = EventLog.entry(far, format: .deflated).value
+        let farEntry = EventLog.entry(far, format: .compact).value
         #expect(farEntry.contains(#""R":9000000000000000000"#))
         guard case .event(let farRead) = EventLog.decode(field: "E", value: farEntry, publisher: "demo") else {
             Issue.record("not read: \(farEntry)")
@@ -156,7 +156,7 @@ import Testing
         #expect(farRead == far)
         // The clamped edges: a date beyond Int64's milliseconds either way.
         (far.occurredAt, far.recordedAt) = (Date(timeIntervalSince1970: -1e300), Date(timeIntervalSince1970: 1e300))
-        let edge = EventLog.entry(far, format: .deflated).value
+        let edge = EventLog.entry(far, format: .compact).value
         #expect(edge.contains(#""o":-9223372036854775808"#) && edge.contains(#""R":9223372036854775807"#), "\(edge)")
         guard case .event(let edgeRead) = EventLog.decode(field: "E", value: edge, publisher: "demo") else {
             Issue.record("not read: \(edge)")

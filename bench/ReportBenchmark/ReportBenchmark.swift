@@ -140,7 +140,7 @@ import Reporting
                     pending += fold.increments(of: event)
                     events += 1
                     if sample.count < 20_000 {
-                        let entry = EventLog.entry(event, format: .deflated)
+                        let entry = EventLog.entry(event, format: .compact)
                         sample.append((entry.field, entry.value))
                     }
                 }
