@@ -146,7 +146,7 @@ public struct PurchaseFact: Sendable, Hashable, Codable {
             view.offerIdentifier = view.offerIdentifier ?? other.offerIdentifier
             view.offerDiscountType = view.offerDiscountType ?? other.offerDiscountType
         }
-        if view.revocationDate != nil, other.revocationDate != nil, view.revocationType == nil {
+        if view.revocationDate != nil, view.revocationDate == other.revocationDate, view.revocationType == nil {
             // The same refund, told by a receipt without its kind and share.
             view.revocationType = other.revocationType
             view.revocationPercentage = other.revocationPercentage

@@ -162,6 +162,10 @@ import Testing
         receipt.revocationDate = start.addingTimeInterval(30)
         view = receipt.filled(from: signed)
         #expect(view.revocationType == "REFUND_PRORATED" && view.revocationPercentage == 25_000 && view.refundedShare == 25_000)
+        // A refund at another date is not that one: nothing of its kind is taken.
+        receipt.revocationDate = start.addingTimeInterval(90)
+        view = receipt.filled(from: signed)
+        #expect(view.revocationType == nil && view.refundedShare == 100_000)
         // A newer view without the refund (Apple reversed it) says so: nothing of it comes back.
         receipt.revocationDate = nil
         view = receipt.filled(from: signed)
