@@ -23,7 +23,7 @@ enum CompactEvent {
         "occurredAt": "o", "offerId": "of", "offerIdentifier": "oi", "offerKind": "ok", "originalTransactionId": "ot",
         "previousBalance": "pb", "previousExpiresDate": "px", "priceMilliunits": "pm", "priceSource": "ps", "productId": "p",
         "provisional": "pv", "provisionalUntil": "pu", "reason": "re", "reference": "rf", "refundMilliunits": "rm",
-        "resubscribed": "rs", "revocationPercentage": "rp", "revocationType": "rt", "road": "rd", "shared": "sh",
+        "restored": "ro", "resubscribed": "rs", "revocationPercentage": "rp", "revocationType": "rt", "road": "rd", "shared": "sh",
         "shortfall": "sf", "storefront": "s", "to": "to", "toProductId": "tp", "transactionId": "t", "trial": "tr", "type": "y",
         "vouchedBy": "vb",
     ]

@@ -139,6 +139,7 @@ struct EventLogJSON {
         add("imported", event.imported)
         add("confirmed", event.confirmed)
         add("refundMilliunits", event.refundMilliunits)
+        add("restored", event.restored)
         add("resubscribed", event.resubscribed)
         add("revocationPercentage", event.revocationPercentage)
         add("revocationType", event.revocationType)
@@ -331,7 +332,7 @@ enum EventLogReader {
             "offerId",
             "offerIdentifier", "offerKind", "originalTransactionId", "previousBalance", "previousExpiresDate", "priceMilliunits",
             "priceSource", "productId", "provisional", "provisionalUntil", "publisher", "reason", "recordedAt", "reference",
-            "refundMilliunits", "resubscribed",
+            "refundMilliunits", "restored", "resubscribed",
             "revocationPercentage", "revocationType", "road", "shared", "shortfall", "storefront", "to", "toProductId", "transactionId",
             "trial", "type", "vouchedBy",
         ]
@@ -375,6 +376,7 @@ enum EventLogReader {
         event.imported = fields["imported"]?.bool
         event.confirmed = fields["confirmed"]?.bool
         event.refundMilliunits = fields["refundMilliunits"]?.integer
+        event.restored = fields["restored"]?.bool
         event.resubscribed = fields["resubscribed"]?.bool
         event.revocationPercentage = int("revocationPercentage")
         event.revocationType = fields["revocationType"]?.string

@@ -159,6 +159,9 @@ public struct LifecycleEvent: Sendable, Hashable, Codable {
     public var imported: Bool?
     /// `temporary_access_resolved`: whether Apple's word kept the access.
     public var confirmed: Bool?
+    /// `refund_reversed`: the subscription the refund had ended goes on, so the refund's
+    /// `expiration` no longer stands (`trial`: it was a trial's).
+    public var restored: Bool?
 
     public init(
         id: String, type: LifecycleEventType, publisher: String, customer: String, occurredAt: Date, recordedAt: Date

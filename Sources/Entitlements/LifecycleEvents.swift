@@ -71,7 +71,7 @@ public struct LifecycleEvents: Sendable {
         for fact in ordered {
             let original = fact.originalTransactionId
             if let old = before.transactions[fact.transactionId] {
-                events += changes(from: old, to: fact, in: after)
+                events += changes(from: old, to: fact, before: before, in: after)
                 continue
             }
             // Transactions that came with a transfer (the change that made the customer its
@@ -152,7 +152,9 @@ public struct LifecycleEvents: Sendable {
     /// What a newer view of a known transaction says happened: a refund or revocation, its
     /// reversal, a renewal date extended. Only the customer holding the purchase (or credited
     /// with a consumable) is told, so each is one event, never one per former holder.
-    func changes(from old: PurchaseFact, to fact: PurchaseFact, in state: CustomerEntitlements) -> [LifecycleEvent] {
+    func changes(
+        from old: PurchaseFact, to fact: PurchaseFact, before: CustomerEntitlements, in state: CustomerEntitlements
+    ) -> [LifecycleEvent] {
         guard state.holds(originalTransactionId: fact.originalTransactionId) else { return [] }
         var events: [LifecycleEvent] = []
         if let revoked = fact.revocationDate, old.revocationDate == nil {
@@ -161,7 +163,20 @@ public struct LifecycleEvents: Sendable {
             let at = fact.signedDate ?? now
             var reversed = event(
                 .refundReversed, "\(fact.transactionId):\(Self.ms(was)):\(Self.ms(at))", customer: state.customer, at: at, fact: fact)
+            // What the refund took, given back: the reports count the refund and its amount off.
             reversed.revocationType = old.revocationType
+            reversed.revocationPercentage = old.revocationPercentage
+            let family = old.revocationType == "FAMILY_REVOKE" || (old.revocationType == nil && old.isFamilyShared)
+            if !family, let price = reversed.priceMilliunits {
+                reversed.refundMilliunits = Self.share(of: price, milliunits: old.refundedShare)
+            }
+            // The refund had ended the subscription (its `expiration`, reason `refund`): it goes on.
+            let original = fact.originalTransactionId
+            let ended: Set<SubscriptionRecord.Status> = [.expired, .revoked]
+            if before.subscriptions[original]?.status == .revoked, let now = state.subscriptions[original]?.status, !ended.contains(now) {
+                reversed.restored = true
+                reversed.trial = fact.isFreeTrial ? true : nil
+            }
             events.append(reversed)
         }
         if fact.revocationDate == nil, let new = fact.expiresDate, let was = old.expiresDate, new > was,

@@ -124,10 +124,17 @@ public struct ReportFold: Sendable {
         case .refund:
             count(.refunds)
             if let amount = event.refundMilliunits, event.currency != nil { count(.refundAmount, amount) }
+        case .refundReversed:
+            // Counted on the day Apple reversed it: the refund's day keeps what was known then.
+            if event.revocationType != "FAMILY_REVOKE" {
+                count(.refunds, -1)
+                if let amount = event.refundMilliunits, event.currency != nil { count(.refundAmount, -amount) }
+            }
+            if event.restored == true { count(event.trial == true ? .trialExpirations : .churned, -1) }
         case .creditsGranted: count(.creditsGranted, Int64(event.amount ?? 0))
         case .creditsSpent: count(.creditsSpent, Int64(event.amount ?? 0))
         case .creditsClawedBack: count(.creditsClawedBack, Int64(event.amount ?? 0))
-        case .refundReversed, .revoked, .transfer, .nonRenewingPurchase, .extension, .offerRedeemed, .priceIncrease,
+        case .revoked, .transfer, .nonRenewingPurchase, .extension, .offerRedeemed, .priceIncrease,
             .gracePeriodStarted, .gracePeriodExpired, .temporaryAccessGranted, .temporaryAccessResolved:
             break
         }
