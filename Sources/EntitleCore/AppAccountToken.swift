@@ -32,6 +32,11 @@ package enum AppAccountToken {
     /// transaction carrying one. Apple's Set App Account Token sets or resets it from one
     /// transaction on, so an older transaction's token no longer binds the purchase.
     package static func current(_ facts: some Sequence<PurchaseFact>) -> [String: String] {
+        binding(facts).compactMapValues(\.appAccountToken)
+    }
+
+    /// `current`, with the view each token comes from (its `signedDate` says as of when).
+    package static func binding(_ facts: some Sequence<PurchaseFact>) -> [String: PurchaseFact] {
         var newest: [String: PurchaseFact] = [:]
         for fact in facts where fact.appAccountToken != nil {
             if let known = newest[fact.originalTransactionId],
@@ -41,7 +46,7 @@ package enum AppAccountToken {
             }
             newest[fact.originalTransactionId] = fact
         }
-        return newest.compactMapValues(\.appAccountToken)
+        return newest
     }
 
     /// RFC 9562 UUID version 5: SHA-1 of the namespace's bytes and the name's UTF-8, as

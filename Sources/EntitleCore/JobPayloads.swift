@@ -73,10 +73,13 @@ package enum JobPayloads {
         /// Whether the verified proof of the claim carried the new holder's `appAccountToken`
         /// (absent: it carried none, or the publisher does not say how tokens are made).
         package var appAccountTokenMatched: Bool?
+        /// When Apple signed the view of the purchase that token came from (ms): a view the
+        /// holder keeps, signed later, binds the purchase instead (the token was set again).
+        package var appAccountTokenSignedAtMs: Int64?
 
         package init(
             publisher: String, originalTransactionId: String, to: String, from: String? = nil, road: ClaimRule.Road? = nil,
-            vouchedBy: ClaimRule.Voucher? = nil, appAccountTokenMatched: Bool? = nil
+            vouchedBy: ClaimRule.Voucher? = nil, appAccountTokenMatched: Bool? = nil, appAccountTokenSignedAtMs: Int64? = nil
         ) {
             self.publisher = publisher
             self.originalTransactionId = originalTransactionId
@@ -85,6 +88,7 @@ package enum JobPayloads {
             self.road = road
             self.vouchedBy = vouchedBy
             self.appAccountTokenMatched = appAccountTokenMatched
+            self.appAccountTokenSignedAtMs = appAccountTokenSignedAtMs
         }
     }
 

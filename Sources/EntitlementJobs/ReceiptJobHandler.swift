@@ -575,7 +575,10 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
                 publisher: publisher.id, originalTransactionId: originalTransactionId, to: payload.customer, from: owner,
                 road: payload.road, vouchedBy: decision.vouchedBy,
                 appAccountTokenMatched: AppAccountToken.matches(
-                    AppAccountToken.current(verified)[originalTransactionId], customer: payload.customer, publisher: publisher))
+                    AppAccountToken.current(verified)[originalTransactionId], customer: payload.customer, publisher: publisher),
+                appAccountTokenSignedAtMs: AppAccountToken.binding(verified)[originalTransactionId]?.signedDate.map {
+                    AppleTimestamp($0).milliseconds
+                })
             let enqueued = try await service.jobQueue.enqueue(
                 try EnqueueRequest(transfer, queue: job.queue, idempotencyKey: "transfer:\(job.id):\(originalTransactionId)"))
             if originalTransactionId == primary {

@@ -46,11 +46,16 @@ package struct TransferJobHandler: EntitlementJobHandler {
             let facts = held.transactions.values.filter { $0.originalTransactionId == id }
             guard !facts.isEmpty else { throw JobRefusal.notPossible(code: "notHeld", "\(previous) holds nothing of \(id)") }
             // Apple's binding of a purchase to an account outranks the transfer policy: the
-            // token of its newest transaction (Apple sets it again from a transaction on), as
-            // the stored transactions say, or as the claim's verified proof said (Apple's
-            // current answer may carry a token the stored transactions do not).
-            let binding = AppAccountToken.current(facts)[id]
-            guard payload.appAccountTokenMatched == true || AppAccountToken.allows(binding, for: payload.to, publisher: publisher) else {
+            // token of its newest view (Apple sets it again), the holder's stored one or the
+            // claim's verified proof, whichever Apple signed later (a proof kept from before the
+            // token was set again does not bind the purchase; Apple's current answer to a claim
+            // may carry a token the stored views do not).
+            let stored = AppAccountToken.binding(facts)[id]
+            let binding = stored?.appAccountToken
+            let storedIsNewer =
+                stored?.signedDate.map { AppleTimestamp($0).milliseconds > (payload.appAccountTokenSignedAtMs ?? Int64.min) } ?? false
+            let claimed = storedIsNewer ? nil : payload.appAccountTokenMatched
+            guard claimed ?? AppAccountToken.allows(binding, for: payload.to, publisher: publisher) else {
                 throw JobRefusal.notPossible(
                     code: "appAccountTokenMismatch", "\(id) was bought for another account: its appAccountToken is not \(payload.to)'s")
             }
@@ -79,7 +84,7 @@ package struct TransferJobHandler: EntitlementJobHandler {
             // The claim's verified proof says (Apple's current answer may carry a token the stored
             // transactions do not); a move the backend asked for reads the stored ones.
             moved.appAccountTokenMatched =
-                payload.appAccountTokenMatched ?? AppAccountToken.matches(binding, customer: payload.to, publisher: publisher)
+                claimed ?? AppAccountToken.matches(binding, customer: payload.to, publisher: publisher)
             // What Apple last said of the subscription's renewal (billing retry, a grace period)
             // moves with it: the new holder keeps the grace the previous one had.
             var evidence = AppleEvidence(facts: Array(facts))

@@ -229,6 +229,46 @@ import Testing
         }
     }
 
+    /// The same for a purchase bought once (an issue): the token set again binds it in Apple's
+    /// current view of the transaction itself. Bob's claim takes that view; ann's signed
+    /// transaction from before, still naming her, moves nothing back (the transfer it would
+    /// set off finds bob's view signed later).
+    @Test func aOneTimePurchaseWhoseTokenWasSetAgainStaysWithItsNewAccount() async throws {
+        let namespace = UUID()
+        try await APIStack.run(
+            "app-account-token-issue", worker: true,
+            catalog: { publishers in publishers[0]["appAccountTokenNamespace"] = namespace.uuidString }
+        ) { api in
+            func token(_ customer: String) -> String {
+                AppAccountToken.uuid5(namespace: namespace, name: customer).uuidString.lowercased()
+            }
+            let bought = try await api.buy(
+                "issue.2026.11", appAccountToken: token("ann@example.com"), extra: ["environment": "Production"])
+            let id = try #require(bought["transactionId"] as? String)
+            let annProof = try #require(bought["signedTransaction"] as? String)
+            #expect(try await api.claim(["customer": "ann@example.com", "signedTransaction": annProof])["accessGranted"] as? Bool == true)
+
+            let reply = try await api.call(
+                .PUT, "/v1/purchases/\(id)/appAccountToken", json: ["appAccountToken": token("bob@example.com")],
+                route: "PUT /v1/purchases/{originalTransactionId}/appAccountToken")
+            try #require(reply.status == 202, "\(reply.status): \(reply.text)")
+            #expect(try await api.finished(try #require(reply.json["jobId"] as? String))["status"] as? String == "succeeded")
+            let bob = try await api.claim(["customer": "bob@example.com", "transactionId": id])
+            #expect(bob["accessGranted"] as? Bool == true, "\(bob)")
+            try await api.settle()
+            #expect(try await api.access("bob@example.com", "issue-2026-11"))
+            #expect(try await !api.access("ann@example.com", "issue-2026-11"))
+
+            let ann = try await api.finished(try await api.submit(["customer": "ann@example.com", "signedTransaction": annProof]))
+            #expect(
+                ann["status"] as? String == "failed" && "\(ann["lastError"] ?? "")".contains("appAccountTokenMismatch")
+                    || (ann["result"] as? [String: Any])?["accessGranted"] as? Bool == false, "\(ann)")
+            try await api.settle()
+            #expect(try await api.access("bob@example.com", "issue-2026-11"), "bob keeps it")
+            #expect(try await !api.access("ann@example.com", "issue-2026-11"))
+        }
+    }
+
     /// UUIDv5 as Python's `uuid.uuid5` makes it (RFC 9562's example).
     @Test func appAccountTokensDeriveAsPythonDerivesThem() {
         let dns = UUID(uuidString: "6ba7b810-9dad-11d1-80b4-00c04fd430c8")!
