@@ -173,7 +173,9 @@ public struct LifecycleEvents: Sendable {
             // The refund had ended the subscription (its `expiration`, reason `refund`): it goes on.
             let original = fact.originalTransactionId
             let ended: Set<SubscriptionRecord.Status> = [.expired, .revoked]
-            if before.subscriptions[original]?.status == .revoked, let now = state.subscriptions[original]?.status, !ended.contains(now) {
+            if before.subscriptions[original]?.status == .revoked, let status = state.subscriptions[original]?.status,
+                !ended.contains(status)
+            {
                 reversed.restored = true
                 reversed.trial = fact.isFreeTrial ? true : nil
             }
