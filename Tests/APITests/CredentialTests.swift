@@ -185,6 +185,29 @@ import Testing
         }
     }
 
+    /// A customer's token where the demo publisher makes them in `namespace`.
+    static func token(_ customer: String, in namespace: UUID) -> String {
+        AppAccountToken.uuid5(namespace: namespace, name: customer).uuidString.lowercased()
+    }
+
+    /// Ann buys `product` with her token and claims it; then the publisher sets the purchase's
+    /// token to bob's (Set App Account Token). The purchase's original transaction id, and
+    /// ann's signed transaction from before.
+    static func annBuysAndTheTokenBecomesBobs(
+        _ api: APIStack, _ product: String, namespace: UUID
+    ) async throws -> (
+        original: String, annProof: String
+    ) {
+        let bought = try await api.buy(
+            product, appAccountToken: token("ann@example.com", in: namespace), extra: ["environment": "Production"])
+        let original = try #require(bought["originalTransactionId"] as? String)
+        let annProof = try #require(bought["signedTransaction"] as? String)
+        #expect(try await api.claim(["customer": "ann@example.com", "signedTransaction": annProof])["accessGranted"] as? Bool == true)
+        let job = try await AppAccountTokenFlowTests().set(api, original, token("bob@example.com", in: namespace))
+        #expect(job["status"] as? String == "succeeded", "\(job)")
+        return (original, annProof)
+    }
+
     /// The publisher sets a subscription's token again (Set App Account Token): the purchase
     /// is bound to the new account from its next transaction on. The new account's claim
     /// stands, and the old one's, with a transaction kept from before, is refused: Apple's
@@ -195,23 +218,12 @@ import Testing
             "app-account-token-reset", worker: true,
             catalog: { publishers in publishers[0]["appAccountTokenNamespace"] = namespace.uuidString }
         ) { api in
-            func token(_ customer: String) -> String {
-                AppAccountToken.uuid5(namespace: namespace, name: customer).uuidString.lowercased()
-            }
-            let bought = try await api.buy(
-                "premium.monthly", appAccountToken: token("ann@example.com"), extra: ["environment": "Production"])
-            let original = try #require(bought["originalTransactionId"] as? String)
-            let annProof = try #require(bought["signedTransaction"] as? String)
-            #expect(try await api.claim(["customer": "ann@example.com", "signedTransaction": annProof])["accessGranted"] as? Bool == true)
-
-            let reply = try await api.call(
-                .PUT, "/v1/purchases/\(original)/appAccountToken", json: ["appAccountToken": token("bob@example.com")],
-                route: "PUT /v1/purchases/{originalTransactionId}/appAccountToken")
-            try #require(reply.status == 202, "\(reply.status): \(reply.text)")
-            #expect(try await api.finished(try #require(reply.json["jobId"] as? String))["status"] as? String == "succeeded")
+            let (original, annProof) = try await Self.annBuysAndTheTokenBecomesBobs(api, "premium.monthly", namespace: namespace)
             let renewed = try await api.simulator("/simulator/subscriptions/\(original)/renew", "{}")
             let bobProof = try #require(renewed["signedTransaction"] as? String)
-            #expect(try AppAccountTokenFlowTests.payload(bobProof)["appAccountToken"] as? String == token("bob@example.com"))
+            #expect(
+                try AppAccountTokenFlowTests.payload(bobProof)["appAccountToken"] as? String == Self.token("bob@example.com", in: namespace)
+            )
 
             let bob = try await api.claim(["customer": "bob@example.com", "signedTransaction": bobProof])
             #expect(bob["accessGranted"] as? Bool == true, "\(bob)")
@@ -239,20 +251,7 @@ import Testing
             "app-account-token-issue", worker: true,
             catalog: { publishers in publishers[0]["appAccountTokenNamespace"] = namespace.uuidString }
         ) { api in
-            func token(_ customer: String) -> String {
-                AppAccountToken.uuid5(namespace: namespace, name: customer).uuidString.lowercased()
-            }
-            let bought = try await api.buy(
-                "issue.2026.11", appAccountToken: token("ann@example.com"), extra: ["environment": "Production"])
-            let id = try #require(bought["transactionId"] as? String)
-            let annProof = try #require(bought["signedTransaction"] as? String)
-            #expect(try await api.claim(["customer": "ann@example.com", "signedTransaction": annProof])["accessGranted"] as? Bool == true)
-
-            let reply = try await api.call(
-                .PUT, "/v1/purchases/\(id)/appAccountToken", json: ["appAccountToken": token("bob@example.com")],
-                route: "PUT /v1/purchases/{originalTransactionId}/appAccountToken")
-            try #require(reply.status == 202, "\(reply.status): \(reply.text)")
-            #expect(try await api.finished(try #require(reply.json["jobId"] as? String))["status"] as? String == "succeeded")
+            let (id, annProof) = try await Self.annBuysAndTheTokenBecomesBobs(api, "issue.2026.11", namespace: namespace)
             let bob = try await api.claim(["customer": "bob@example.com", "transactionId": id])
             #expect(bob["accessGranted"] as? Bool == true, "\(bob)")
             try await api.settle()
