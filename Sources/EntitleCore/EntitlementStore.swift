@@ -406,7 +406,7 @@ package struct EntitlementStore: Sendable {
     /// What `scheduleRenewalChecks` and `clear(outbox:)` write, kept in `closing` to go with
     /// the locks' release.
     package func closeDelivery(
-        renewalChecks checks: [RenewalDue], outbox ids: [String],
+        renewalChecks checks: [DueRenewal], outbox ids: [String],
         publisher: String, customer: String, into closing: ClosingWrites
     ) {
         closing.add(
@@ -616,22 +616,15 @@ package struct EntitlementStore: Sendable {
 
     // MARK: Renewal index
 
-    /// A subscription whose renewal check is due, from the renewal index.
+    /// A subscription's renewal check and when it is due: read from the renewal index, or to
+    /// put in it.
     package struct DueRenewal: Sendable, Hashable {
         package var publisher: String
         package var originalTransactionId: String
-        /// When it was due (ms since 1970, App Store time).
+        /// When it is due (ms since 1970, App Store time).
         package var dueMs: Int64
-    }
-
-    /// When a subscription's renewal check is due, to put in the renewal index.
-    package struct RenewalDue: Sendable, Hashable {
-        package var publisher: String
-        package var originalTransactionId: String
-        /// ms since 1970, App Store time.
-        package var dueMs: Int64
-        /// Only where the index has no date for it (`ZADD NX`): one already due, or held by a
-        /// sweep's claim, stands.
+        /// To put in the index only where it has no date for the subscription (`ZADD NX`):
+        /// one already due, or held by a sweep's claim, stands.
         package var ifAbsent: Bool
 
         package init(publisher: String, originalTransactionId: String, dueMs: Int64, ifAbsent: Bool = false) {
@@ -644,12 +637,12 @@ package struct EntitlementStore: Sendable {
 
     /// Records when each subscription's renewal check is due, replacing earlier dates unless
     /// `ifAbsent`.
-    package func scheduleRenewalChecks(_ checks: [RenewalDue]) async throws {
+    package func scheduleRenewalChecks(_ checks: [DueRenewal]) async throws {
         guard !checks.isEmpty else { return }
         _ = try await redis.pipeline(renewalCheckCalls(checks).compactMap { if case .command(let c) = $0 { c } else { nil } })
     }
 
-    func renewalCheckCalls(_ checks: [RenewalDue]) -> [RedisCall] {
+    func renewalCheckCalls(_ checks: [DueRenewal]) -> [RedisCall] {
         checks.map {
             .command(
                 ["ZADD", keys.renewals] + ($0.ifAbsent ? ["NX"] : [])

@@ -197,7 +197,7 @@ package struct EntitlementService: Sendable {
         // Renewal checks' payloads were written by `ChangeEvents`; one that does not decode is
         // logged and counted (a bug: the subscription is not checked until its next change),
         // and the outbox is cleared all the same, so it cannot stop this customer's later jobs.
-        var checks: [EntitlementStore.RenewalDue] = []
+        var checks: [EntitlementStore.DueRenewal] = []
         for followUp in outbox where followUp.type == .renewalCheck {
             guard let due = followUp.dueMs else { continue }
             do {
