@@ -161,6 +161,7 @@ struct EventLogJSON {
             if index > 0 { text.append(",") }
             var json = EventLogJSON()
             json.add("c", piece.currency.isEmpty ? nil : piece.currency)
+            json.add("e", piece.environment == .production ? nil : piece.environment.rawValue)
             json.add("f", piece.from)
             json.add("m", piece.monthly)
             json.add("o", piece.offerId.isEmpty ? nil : piece.offerId)
@@ -404,13 +405,19 @@ enum EventLogReader {
             for item in items {
                 guard case .object(let piece) = item, let phaseName = piece["p"]?.string,
                     let phase = ReportPiece.Phase(rawValue: phaseName),
-                    let from = piece["f"]?.date, piece.keys.allSatisfy({ ["c", "f", "m", "o", "p", "pr", "s", "t"].contains($0) })
+                    let from = piece["f"]?.date, piece.keys.allSatisfy({ ["c", "e", "f", "m", "o", "p", "pr", "s", "t"].contains($0) })
                 else { return nil }
+                var environment = ReportEnvironment.production
+                if let name = piece["e"] {
+                    guard let known = name.string.flatMap(ReportEnvironment.init(rawValue:)) else { return nil }
+                    environment = known
+                }
                 pieces.append(
                     ReportPiece(
                         phase: phase, from: from, to: piece["t"]?.date, productId: piece["pr"]?.string ?? "",
                         offerId: piece["o"]?.string ?? "",
-                        storefront: piece["s"]?.string ?? "", currency: piece["c"]?.string ?? "", monthly: piece["m"]?.integer))
+                        storefront: piece["s"]?.string ?? "", currency: piece["c"]?.string ?? "", monthly: piece["m"]?.integer,
+                        environment: environment))
             }
             return pieces
         }

@@ -11,6 +11,7 @@ import Reporting
 /// - `{prefix}:rep:{P}:gN:t:METRIC:YYYYMM`: hash `dd|currency` -> each day's total
 /// - `{prefix}:rep:{P}:gN:d:METRIC:YYYYMMDD`: hash `product|offer|storefront|currency` -> the day's figure
 /// - `{prefix}:rep:{P}:gN:m:METRIC:YYYYMM`: the same fields, the month's figure
+/// - `{prefix}:rep:{P}:gN:sb:t:...`, `...:sb:d:...`, `...:sb:m:...`: the same for sandbox purchases
 /// - `{prefix}:rep:{P}:gN:cursor`: hash partition -> the last event-log entry folded in
 /// - `{prefix}:rep:{P}:gN:meta`: hash `firstMonth`
 /// - `{prefix}:rep:{P}:lease:gN`: string, the process folding the publisher's log (a lease)
@@ -31,10 +32,11 @@ package struct ReportStore: Sendable {
     func key(_ publisher: String, generation: Int, _ suffix: String) -> String { base(publisher) + ":g\(generation):" + suffix }
 
     func key(_ publisher: String, generation: Int, bucket: ReportBucket) -> String {
-        switch bucket {
-        case .totals(let month, let metric): key(publisher, generation: generation, "t:\(metric.rawValue):\(month)")
-        case .day(let day, let metric): key(publisher, generation: generation, "d:\(metric.rawValue):\(day.value)")
-        case .month(let month, let metric): key(publisher, generation: generation, "m:\(metric.rawValue):\(month)")
+        let report = bucket.environment == .sandbox ? "sb:" : ""
+        return switch bucket {
+        case .totals(let month, let metric, _): key(publisher, generation: generation, report + "t:\(metric.rawValue):\(month)")
+        case .day(let day, let metric, _): key(publisher, generation: generation, report + "d:\(metric.rawValue):\(day.value)")
+        case .month(let month, let metric, _): key(publisher, generation: generation, report + "m:\(metric.rawValue):\(month)")
         }
     }
 

@@ -32,14 +32,15 @@ struct ReportsController {
             let report: ReportRequest
             do throws(ReportRequest.Invalid) {
                 report = try ReportRequest.parse(
-                    metrics: [metric], from: parameters.get("from"), to: parameters.get("to"), by: parameters.get("by"), today: today,
-                    calendar: calendar)
+                    metrics: [metric], from: parameters.get("from"), to: parameters.get("to"), by: parameters.get("by"),
+                    environment: parameters.get("environment"), today: today, calendar: calendar)
             } catch {
                 throw APIError.badRequest(error.message)
             }
             let reports = api.store.reports
             let query = ReportQuery(
-                calendar: calendar, source: reports.source(publisher.id, generation: try await reports.generation(publisher.id)))
+                calendar: calendar, source: reports.source(publisher.id, generation: try await reports.generation(publisher.id)),
+                environment: report.environment)
             return try JSONBody.response(
                 encoding: try await query.run(report.metrics[0], from: report.from, to: report.to, by: report.grouping))
         }

@@ -1,18 +1,24 @@
 import Entitlements
 import Foundation
 
-/// What a figure is broken down by: product, offer, storefront and (for money) currency.
+/// What a figure is broken down by: product, offer, storefront and (for money) currency;
+/// and the report it is kept in (production or sandbox).
 public struct ReportDimensions: Sendable, Hashable {
     public var productId: String
     public var offerId: String
     public var storefront: String
     public var currency: String
+    public var environment: ReportEnvironment
 
-    public init(productId: String = "", offerId: String = "", storefront: String = "", currency: String = "") {
+    public init(
+        productId: String = "", offerId: String = "", storefront: String = "", currency: String = "",
+        environment: ReportEnvironment = .production
+    ) {
         self.productId = productId
         self.offerId = offerId
         self.storefront = storefront
         self.currency = currency
+        self.environment = environment
     }
 }
 
@@ -34,11 +40,11 @@ public struct ReportIncrement: Sendable, Hashable {
 /// Where increments are kept, per metric (a report reads its metric's buckets only): per
 /// month, each day's totals by currency (what a chart over a range reads: one small bucket a
 /// month); per day and per month, the figures by product, offer, storefront and currency
-/// (what a breakdown reads).
+/// (what a breakdown reads). Production and sandbox figures are kept in buckets of their own.
 public enum ReportBucket: Sendable, Hashable {
-    case totals(month: Int, metric: ReportMetric)
-    case day(ReportDay, metric: ReportMetric)
-    case month(Int, metric: ReportMetric)
+    case totals(month: Int, metric: ReportMetric, environment: ReportEnvironment = .production)
+    case day(ReportDay, metric: ReportMetric, environment: ReportEnvironment = .production)
+    case month(Int, metric: ReportMetric, environment: ReportEnvironment = .production)
 
     /// `dd|currency`.
     public static func totalField(day: Int, currency: String) -> String {
@@ -48,8 +54,15 @@ public enum ReportBucket: Sendable, Hashable {
     /// The month of a bucket.
     public var month: Int {
         switch self {
-        case .totals(let month, _), .month(let month, _): month
-        case .day(let day, _): day.monthKey
+        case .totals(let month, _, _), .month(let month, _, _): month
+        case .day(let day, _, _): day.monthKey
+        }
+    }
+
+    /// The report a bucket belongs to.
+    public var environment: ReportEnvironment {
+        switch self {
+        case .totals(_, _, let environment), .day(_, _, let environment), .month(_, _, let environment): environment
         }
     }
 
@@ -68,10 +81,13 @@ public enum ReportBucket: Sendable, Hashable {
             var dimensions = increment.dimensions
             dimensions.currency = currency
             let detail = detailField(dimensions)
-            buckets[.totals(month: increment.day.monthKey, metric: increment.metric), default: [:]][
+            let (metric, environment) = (increment.metric, dimensions.environment)
+            buckets[.totals(month: increment.day.monthKey, metric: metric, environment: environment), default: [:]][
                 totalField(day: increment.day.day, currency: currency), default: 0] += increment.value
-            buckets[.day(increment.day, metric: increment.metric), default: [:]][detail, default: 0] += increment.value
-            buckets[.month(increment.day.monthKey, metric: increment.metric), default: [:]][detail, default: 0] += increment.value
+            buckets[.day(increment.day, metric: metric, environment: environment), default: [:]][detail, default: 0] +=
+                increment.value
+            buckets[.month(increment.day.monthKey, metric: metric, environment: environment), default: [:]][
+                detail, default: 0] += increment.value
         }
         return buckets.mapValues { $0.filter { $0.value != 0 } }.filter { !$0.value.isEmpty }
     }
@@ -92,7 +108,7 @@ public struct ReportFold: Sendable {
         let day = calendar.day(of: event.occurredAt)
         let dimensions = ReportDimensions(
             productId: event.productId ?? "", offerId: event.offerId ?? "", storefront: event.storefront ?? "",
-            currency: event.currency ?? "")
+            currency: event.currency ?? "", environment: ReportEnvironment(apple: event.environment))
         var increments: [ReportIncrement] = []
         func count(_ metric: ReportMetric, _ value: Int64 = 1) {
             increments.append(ReportIncrement(day: day, metric: metric, dimensions: dimensions, value: value))
@@ -150,7 +166,8 @@ public struct ReportFold: Sendable {
                 // A piece that starts and ends on one day is never there at a day's end.
                 if let end, end <= start { continue }
                 let dimensions = ReportDimensions(
-                    productId: piece.productId, offerId: piece.offerId, storefront: piece.storefront, currency: piece.currency)
+                    productId: piece.productId, offerId: piece.offerId, storefront: piece.storefront, currency: piece.currency,
+                    environment: piece.environment)
                 var metrics: [(ReportMetric, Int64)] = []
                 switch piece.phase {
                 case .trial: metrics = [(.trialSubscriptions, 1)]

@@ -19,10 +19,12 @@ public struct ReportPiece: Sendable, Hashable, Codable {
     public var currency: String
     /// Paying pieces: the price normalised to a month, in milliunits of `currency`.
     public var monthly: Int64?
+    /// The report it counts in: its transaction's environment.
+    public var environment: ReportEnvironment
 
     public init(
         phase: Phase, from: Date, to: Date?, productId: String = "", offerId: String = "", storefront: String = "",
-        currency: String = "", monthly: Int64? = nil
+        currency: String = "", monthly: Int64? = nil, environment: ReportEnvironment = .production
     ) {
         self.phase = phase
         self.from = from
@@ -32,11 +34,13 @@ public struct ReportPiece: Sendable, Hashable, Codable {
         self.storefront = storefront
         self.currency = currency
         self.monthly = monthly
+        self.environment = environment
     }
 
     // Short keys and millisecond dates: pieces are written into the event log with every change.
     enum CodingKeys: String, CodingKey {
         case phase = "p", from = "f", to = "t", productId = "pr", offerId = "o", storefront = "s", currency = "c", monthly = "m"
+        case environment = "e"
     }
 
     public init(from decoder: any Decoder) throws {
@@ -49,6 +53,8 @@ public struct ReportPiece: Sendable, Hashable, Codable {
         storefront = try container.decodeIfPresent(String.self, forKey: .storefront) ?? ""
         currency = try container.decodeIfPresent(String.self, forKey: .currency) ?? ""
         monthly = try container.decodeIfPresent(Int64.self, forKey: .monthly)
+        // Production pieces leave it out, as every piece did before environments were kept.
+        environment = try container.decodeIfPresent(ReportEnvironment.self, forKey: .environment) ?? .production
     }
 
     public func encode(to encoder: any Encoder) throws {
@@ -61,6 +67,7 @@ public struct ReportPiece: Sendable, Hashable, Codable {
         if !storefront.isEmpty { try container.encode(storefront, forKey: .storefront) }
         if !currency.isEmpty { try container.encode(currency, forKey: .currency) }
         try container.encodeIfPresent(monthly, forKey: .monthly)
+        if environment != .production { try container.encode(environment, forKey: .environment) }
     }
 
     /// Milliseconds since 1970, saturating: a piece's dates come from Apple's.

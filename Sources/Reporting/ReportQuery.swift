@@ -35,6 +35,8 @@ public struct ReportResult: Sendable, Hashable, Codable {
     public var by: String
     public var from: String
     public var to: String
+    /// `production` or `sandbox`: whose purchases the figures count.
+    public var environment: String
     public var points: [ReportPoint]
 }
 
@@ -44,10 +46,13 @@ public struct ReportResult: Sendable, Hashable, Codable {
 public struct ReportQuery: Sendable {
     public let calendar: ReportCalendar
     public let source: any ReportSource
+    /// Whose purchases it counts: production (as Apple's reports do) unless asked.
+    public let environment: ReportEnvironment
 
-    public init(calendar: ReportCalendar, source: any ReportSource) {
+    public init(calendar: ReportCalendar, source: any ReportSource, environment: ReportEnvironment = .production) {
         self.calendar = calendar
         self.source = source
+        self.environment = environment
     }
 
     /// The longest range a report covers.
@@ -72,7 +77,8 @@ public struct ReportQuery: Sendable {
             points = try await breakdown(metric, from: from, to: to, by: grouping)
         }
         return ReportResult(
-            metric: metric.rawValue, unit: metric.unit, by: grouping.rawValue, from: from.description, to: to.description, points: points)
+            metric: metric.rawValue, unit: metric.unit, by: grouping.rawValue, from: from.description, to: to.description,
+            environment: environment.rawValue, points: points)
     }
 
     // MARK: Series over time
@@ -115,7 +121,7 @@ public struct ReportQuery: Sendable {
         let stock = metric.kind == .stock
         let firstMonth = stock ? (try await source.firstMonth() ?? from.monthKey) : from.monthKey
         let months = Self.months(from: min(firstMonth, from.monthKey), to: to.monthKey)
-        let buckets = try await source.fields(of: months.map { ReportBucket.totals(month: $0, metric: metric) })
+        let buckets = try await source.fields(of: months.map { ReportBucket.totals(month: $0, metric: metric, environment: environment) })
         var daily: [ReportDay: [String: Double]] = [:]
         for (month, fields) in zip(months, buckets) {
             for (field, value) in fields {
@@ -213,16 +219,20 @@ public struct ReportQuery: Sendable {
         var buckets: [ReportBucket] = []
         if metric.kind == .stock {
             let first = try await source.firstMonth() ?? to.monthKey
-            buckets += Self.months(from: first, to: to.monthKey).dropLast().map { .month($0, metric: metric) }
-            buckets += calendar.days(from: ReportDay(year: to.year, month: to.month, day: 1), to: to).map { .day($0, metric: metric) }
+            buckets += Self.months(from: first, to: to.monthKey).dropLast().map { .month($0, metric: metric, environment: environment) }
+            buckets += calendar.days(from: ReportDay(year: to.year, month: to.month, day: 1), to: to).map {
+                .day($0, metric: metric, environment: environment)
+            }
         } else {
             for month in Self.months(from: from.monthKey, to: to.monthKey) {
                 let first = ReportDay(value: month * 100 + 1)
                 let last = ReportDay(value: month * 100 + ReportCalendar.daysIn(year: month / 100, month: month % 100))
                 if first >= from && last <= to {
-                    buckets.append(.month(month, metric: metric))
+                    buckets.append(.month(month, metric: metric, environment: environment))
                 } else {
-                    buckets += calendar.days(from: max(first, from), to: min(last, to)).map { .day($0, metric: metric) }
+                    buckets += calendar.days(from: max(first, from), to: min(last, to)).map {
+                        .day($0, metric: metric, environment: environment)
+                    }
                 }
             }
         }

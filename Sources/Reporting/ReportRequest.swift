@@ -8,6 +8,7 @@ public struct ReportRequest: Sendable, Hashable {
     public var from: ReportDay
     public var to: ReportDay
     public var grouping: ReportGrouping
+    public var environment: ReportEnvironment
 
     /// Why a request cannot be answered.
     public struct Invalid: Error, Sendable, Hashable, CustomStringConvertible {
@@ -16,9 +17,10 @@ public struct ReportRequest: Sendable, Hashable {
     }
 
     /// Checks the parameters as given (`nil`: absent). Days are `yyyy-mm-dd`; `to` defaults to
-    /// `today`, `from` to 29 days before `to`; `by` to `day`.
+    /// `today`, `from` to 29 days before `to`; `by` to `day`; `environment` to `production`.
     public static func parse(
-        metrics names: [String], from: String?, to: String?, by: String?, today: ReportDay, calendar: ReportCalendar
+        metrics names: [String], from: String?, to: String?, by: String?, environment: String? = nil, today: ReportDay,
+        calendar: ReportCalendar
     ) throws(Invalid) -> ReportRequest {
         let known = ReportMetric.allCases.map(\.rawValue).joined(separator: ", ")
         guard !names.isEmpty else { throw Invalid(message: "name a metric (\(known))") }
@@ -53,6 +55,13 @@ public struct ReportRequest: Sendable, Hashable {
         } else {
             grouping = .day
         }
-        return ReportRequest(metrics: metrics, from: start, to: end, grouping: grouping)
+        var report = ReportEnvironment.production
+        if let environment {
+            guard let known = ReportEnvironment(rawValue: environment) else {
+                throw Invalid(message: "environment must be production or sandbox, not \(environment.prefix(64))")
+            }
+            report = known
+        }
+        return ReportRequest(metrics: metrics, from: start, to: end, grouping: grouping, environment: report)
     }
 }

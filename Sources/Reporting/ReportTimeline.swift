@@ -21,7 +21,8 @@ public enum ReportTimeline {
             let expires = fact.expiresDate ?? fact.purchaseDate
             var piece = ReportPiece(
                 phase: fact.isFreeTrial ? .trial : .paying, from: period.start, to: nil, productId: fact.productId,
-                offerId: period.offerId, storefront: fact.storefront ?? "", currency: fact.currency ?? "")
+                offerId: period.offerId, storefront: fact.storefront ?? "", currency: fact.currency ?? "",
+                environment: ReportEnvironment(apple: fact.environment))
             let paidEnd = end.map { min($0, expires) } ?? expires
             if period.start < paidEnd {
                 piece.to = paidEnd
@@ -57,7 +58,7 @@ public enum ReportTimeline {
                 ReportPiece(
                     phase: .billingRetry, from: from, to: to, productId: fact.productId,
                     offerId: publisher.offer(forProduct: fact.productId)?.offerId ?? "", storefront: fact.storefront ?? "",
-                    currency: fact.currency ?? ""))
+                    currency: fact.currency ?? "", environment: ReportEnvironment(apple: fact.environment)))
         }
         pieces += credits(state.credits)
         return pieces

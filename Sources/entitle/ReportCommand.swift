@@ -58,6 +58,9 @@ struct ReportCommand: AsyncParsableCommand {
         @Option(help: "day, week, month (a series) or offer, storefront, product (a breakdown over the range).")
         var by: String?
 
+        @Option(help: "production (the default: what Apple's reports count) or sandbox (TestFlight, App Review, Xcode).")
+        var environment: String?
+
         @Option(name: .customLong("metric"), help: "A metric to show (repeat for several); a summary set unless given.")
         var metrics: [String] = []
 
@@ -79,8 +82,8 @@ struct ReportCommand: AsyncParsableCommand {
             let request: ReportRequest
             do throws(ReportRequest.Invalid) {
                 request = try ReportRequest.parse(
-                    metrics: metrics.isEmpty ? Self.summary : metrics, from: from, to: to, by: by, today: calendar.day(of: Date()),
-                    calendar: calendar)
+                    metrics: metrics.isEmpty ? Self.summary : metrics, from: from, to: to, by: by, environment: environment,
+                    today: calendar.day(of: Date()), calendar: calendar)
             } catch {
                 throw ValidationError(error.message)
             }
@@ -88,7 +91,8 @@ struct ReportCommand: AsyncParsableCommand {
             let (store, pool) = try target.store(logger)
             defer { pool.close() }
             let generation = try await store.reports.generation(publisher.id)
-            let query = ReportQuery(calendar: calendar, source: store.reports.source(publisher.id, generation: generation))
+            let query = ReportQuery(
+                calendar: calendar, source: store.reports.source(publisher.id, generation: generation), environment: request.environment)
             var results: [ReportResult] = []
             for metric in request.metrics {
                 results.append(try await query.run(metric, from: request.from, to: request.to, by: request.grouping))
@@ -113,7 +117,7 @@ struct ReportCommand: AsyncParsableCommand {
             let request: ReportRequest
             let results: [ReportResult]
 
-            enum Keys: String, CodingKey { case publisher, from, to, by, metrics, units }
+            enum Keys: String, CodingKey { case publisher, from, to, by, environment, metrics, units }
 
             struct Name: CodingKey {
                 var stringValue: String
@@ -128,6 +132,7 @@ struct ReportCommand: AsyncParsableCommand {
                 try container.encode(request.from.description, forKey: .from)
                 try container.encode(request.to.description, forKey: .to)
                 try container.encode(request.grouping.rawValue, forKey: .by)
+                try container.encode(request.environment.rawValue, forKey: .environment)
                 var metrics = container.nestedContainer(keyedBy: Name.self, forKey: .metrics)
                 var units = container.nestedContainer(keyedBy: Name.self, forKey: .units)
                 for result in results {
@@ -142,7 +147,10 @@ struct ReportCommand: AsyncParsableCommand {
         }
 
         static func table(_ results: [ReportResult], publisher: String, request: ReportRequest) -> String {
-            var lines = ["publisher \(publisher), \(request.from) to \(request.to), by \(request.grouping.rawValue)"]
+            var lines = [
+                "publisher \(publisher), \(request.from) to \(request.to), by \(request.grouping.rawValue)"
+                    + (request.environment == .production ? "" : ", \(request.environment.rawValue) purchases")
+            ]
             for result in results {
                 lines.append("")
                 lines.append("\(result.metric) (\(result.unit))")

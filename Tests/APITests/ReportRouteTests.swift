@@ -1,5 +1,6 @@
 import Foundation
 import RedisTestSupport
+import Reporting
 import Testing
 
 /// `GET /v1/reports/{metric}` and `GET /v1/customers/{id}/events`: who may read them, and
@@ -49,6 +50,49 @@ import Testing
             let other = try await api.call(
                 .GET, "/v1/customers/ann%40example.com/events", token: APIStack.otherToken, route: "GET /v1/customers/{id}/events")
             #expect(other.status == 404)
+        }
+    }
+
+    /// A tester's sandbox subscription (TestFlight), which renews every five minutes, beside a
+    /// customer's production one: production figures count the customer's alone, as Apple's
+    /// reports do, and the sandbox's are read apart.
+    @Test func sandboxPurchasesAreKeptOutOfProductionFigures() async throws {
+        try await APIStack.run("report-environments", worker: true, notify: ["demo"]) { api in
+            let start = try await api.simulatorNow()
+            for (customer, environment) in [("ann@example.com", "Production"), ("tester@example.com", "Sandbox")] {
+                let bought = try await api.buy("premium.monthly", extra: ["environment": environment, "useIntroductoryOffer": false])
+                _ = try await api.claim([
+                    "customer": customer, "signedTransaction": try #require(bought["signedTransaction"] as? String),
+                ])
+            }
+            // A sandbox month is five minutes: the tester's subscription renews, the customer's does not.
+            for _ in 0..<4 {
+                try await api.advance(seconds: 300)
+                try await api.settle()
+            }
+            try await api.foldReports()
+            let range = "from=\(ReportCalendar.utc.day(of: start))&to=\(ReportCalendar.utc.day(of: try await api.simulatorNow()))"
+            func total(_ metric: String, _ environment: String?) async throws -> Double {
+                let query = "\(metric)?\(range)&by=month" + (environment.map { "&environment=\($0)" } ?? "")
+                let reply = try await api.call(.GET, "/v1/reports/" + query, route: "GET /v1/reports/{metric}")
+                try #require(reply.status == 200, "\(query): \(reply.text)")
+                #expect(reply.json["environment"] as? String == environment ?? "production")
+                return (reply.json["points"] as? [[String: Any]] ?? []).reduce(0) { $0 + ($1["value"] as? Double ?? 0) }
+            }
+            let price = try await total("grossRevenue", nil)
+            #expect(price > 0, "the customer's purchase is revenue")
+            #expect(try await total("grossRevenue", "production") == price)
+            #expect(try await total("newPaidSubscriptions", nil) == 1)
+            #expect(try await total("renewals", nil) == 0)
+            #expect(try await total("payingSubscriptions", nil) == 1)
+
+            let renewals = try await total("renewals", "sandbox")
+            #expect(renewals >= 3, "the tester's subscription renewed every five minutes: \(renewals)")
+            #expect(try await total("newPaidSubscriptions", "sandbox") == 1)
+            #expect(try await total("grossRevenue", "sandbox") == price * (1 + renewals), "each sandbox renewal, at the same price")
+
+            let refused = try await api.call(.GET, "/v1/reports/mrr?environment=Sandbox", route: "GET /v1/reports/{metric}")
+            #expect(refused.status == 400 && refused.message.contains("environment must be production or sandbox"), "\(refused.text)")
         }
     }
 }

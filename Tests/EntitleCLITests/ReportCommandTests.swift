@@ -57,6 +57,13 @@ import Testing
         let mrr = try #require(metrics["mrr"] as? [[String: Any]])
         #expect(mrr.last?["currency"] as? String == "EUR" && mrr.last?["value"] as? Double == 14_970)
         #expect((report["units"] as? [String: String])?["mrr"] == "milliunits")
+        #expect(report["environment"] as? String == "production")
+        // The readers bought in production: the sandbox's report has none of them.
+        let sandbox = try await cli.json(
+            ["report"] + common + ["--metric", "payingSubscriptions", "--environment", "sandbox", "--json"])
+        #expect(sandbox["environment"] as? String == "sandbox")
+        let testers = try #require((sandbox["metrics"] as? [String: Any])?["payingSubscriptions"] as? [[String: Any]])
+        #expect(testers.count == 5 && testers.allSatisfy { $0["value"] as? Double == 0 }, "\(testers)")
 
         let csv = try await cli.run(["report"] + common + ["--metric", "newPaidSubscriptions", "--by", "month", "--csv"])
         #expect(
@@ -68,6 +75,7 @@ import Testing
             (["--metric", "nope"], "unknown metric nope"),
             (["--metric", "mrr", "--by", "hour"], "by must be one of"),
             (["--metric", "mrr", "--to", "2026-02-30"], "to must be a date"),
+            (["--metric", "mrr", "--environment", "Sandbox"], "environment must be production or sandbox"),
         ] {
             let refused = try await cli.run(["report"] + common + arguments)
             #expect(refused.status == 64 && refused.errors.contains(message), "\(arguments): \(refused.status) \(refused.errors)")
@@ -91,7 +99,8 @@ import Testing
     @Test func customersMoveToTheirPartitionsKeys() async throws {
         let cli = try await CLI("migrate")
         let keys = EntitlementKeys(prefix: cli.prefix)
-        let document = #"{"publisher":"mag","customer":"old@example.com","transactions":{},"periods":[],"subscriptions":{},"credits":{"entries":[]}}"#
+        let document =
+            #"{"publisher":"mag","customer":"old@example.com","transactions":{},"periods":[],"subscriptions":{},"credits":{"entries":[]}}"#
         for customer in ["old@example.com", "both@example.com"] {
             _ = try await cli.redis.send(["HSET", keys.legacyCustomer("mag", customer), "doc", document, "v", "3"])
         }
@@ -99,7 +108,9 @@ import Testing
         let dry = try await cli.run(["migrate", "customers", "--dry-run"])
         #expect(dry.status == 0 && dry.output.contains("2 customers would move"), "\(dry.output) \(dry.errors)")
         let run = try await cli.run(["migrate", "customers"])
-        #expect(run.status == 1 && run.output.contains("1 customers moved") && run.errors.contains("both@example.com"), "\(run.output) \(run.errors)")
+        #expect(
+            run.status == 1 && run.output.contains("1 customers moved") && run.errors.contains("both@example.com"),
+            "\(run.output) \(run.errors)")
         #expect(try await cli.redis.send(["HGET", keys.customer("mag", "old@example.com"), "v"]).string == "3")
         #expect(try await cli.redis.send(["EXISTS", keys.legacyCustomer("mag", "old@example.com")]).int == 0)
         #expect(try await cli.redis.send(["HGET", keys.customer("mag", "both@example.com"), "v"]).string == "7", "the new one kept")

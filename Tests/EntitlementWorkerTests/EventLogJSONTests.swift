@@ -217,8 +217,15 @@ import Testing
                 phase: .paying, from: Date(timeIntervalSince1970: 1_790_000_000.123), to: Date(timeIntervalSince1970: 1_792_000_000),
                 productId: "p\"1", offerId: "o", storefront: "FRA", currency: "EUR", monthly: 9_990),
             ReportPiece(phase: .credits, from: Date(timeIntervalSince1970: 1_790_000_000), to: nil),
+            ReportPiece(
+                phase: .trial, from: Date(timeIntervalSince1970: 1_790_000_000), to: Date(timeIntervalSince1970: 1_790_000_180),
+                productId: "p", environment: .sandbox),
         ]
         let written = try EventLog.encode(ReportDelta(removed: [pieces[1]], added: pieces), customer: "ann@example.com")
+        #expect(written.contains(#""e":"sandbox""#) && written.components(separatedBy: #""e":"#).count == 2, "production leaves it out")
+        // Foundation's decoder (the fallback, and older readers) reads the same pieces.
+        let slow = try JSONDecoder().decode(ReportDelta.self, from: Data(written.utf8))
+        #expect(slow.added == pieces)
         guard case .delta(let delta, let customer) = EventLog.decode(field: "d", value: written, publisher: "demo") else {
             Issue.record("not a delta: \(written)")
             return

@@ -74,7 +74,8 @@ import Testing
     }
 
     /// Random pieces added and taken away in random order: the running totals a query gives
-    /// equal the pieces still there counted at each midnight.
+    /// equal the pieces still there counted at each midnight, production's and the sandbox's
+    /// each of their own.
     @Test(arguments: [1, 2, 3, 4, 5]) func runningTotalsEqualThePiecesCountedAtEachMidnight(seed: UInt64) async throws {
         var random = SeededRandom(seed: seed)
         let fold = ReportFold(calendar: Self.calendar)
@@ -93,15 +94,24 @@ import Testing
                 let piece = ReportPiece(
                     phase: phases[Int(random.next(5))], from: from, to: to, productId: products[Int(random.next(2))], offerId: "premium",
                     storefront: random.next(2) == 0 ? "USA" : "FRA", currency: random.next(2) == 0 ? "USD" : "EUR",
-                    monthly: Int64(random.next(20_000)))
+                    monthly: Int64(random.next(20_000)), environment: random.next(3) == 0 ? .sandbox : .production)
                 live.append(piece)
                 source.add(fold.increments(of: ReportDelta(removed: [], added: [piece])))
             }
         }
-        let query = ReportQuery(calendar: Self.calendar, source: source)
+        for environment in ReportEnvironment.allCases {
+            try await expectRunningTotals(
+                of: live.filter { $0.environment == environment }, source: source, environment: environment)
+        }
+    }
+
+    func expectRunningTotals(of live: [ReportPiece], source: MemorySource, environment: ReportEnvironment) async throws {
+        let query = ReportQuery(calendar: Self.calendar, source: source, environment: environment)
         let first = Self.calendar.day(of: Self.start)
         let last = Self.calendar.adding(days: 170, to: first)
         let paying = try await query.run(.payingSubscriptions, from: first, to: last, by: .day)
+        #expect(paying.environment == environment.rawValue)
+        #expect(paying.points.contains { $0.value > 0 }, "\(environment) has pieces")
         let active = try await query.run(.activeSubscriptions, from: first, to: last, by: .day)
         let mrr = try await query.run(.mrr, from: first, to: last, by: .day)
         for point in paying.points {
@@ -141,6 +151,8 @@ import Testing
             event.currency = index % 4 == 0 ? "EUR" : "USD"
             event.priceMilliunits = 9_990
             event.resubscribed = index % 9 == 0 && index % 3 != 0 ? true : nil
+            // Production's, named or (an import, an older entry) not.
+            event.environment = index % 2 == 0 ? "Production" : nil
             expectedRevenue[event.currency ?? "", default: 0] += 9_990
             source.add(fold.increments(of: event))
         }
@@ -148,6 +160,15 @@ import Testing
             id: "f", type: .initialPurchase, publisher: "demo", customer: "x", occurredAt: Self.start, recordedAt: Self.start)
         (family.priceMilliunits, family.currency, family.familyShared) = (5_000, "USD", true)
         source.add(fold.increments(of: family))
+        // Testers' purchases: TestFlight (Sandbox), Xcode's StoreKit testing.
+        for (index, environment) in ["Sandbox", "Xcode", "LocalTesting", "Sandbox"].enumerated() {
+            var event = LifecycleEvent(
+                id: "s\(index)", type: index == 0 ? .initialPurchase : .renewal, publisher: "demo", customer: "tester",
+                occurredAt: Self.start.addingTimeInterval(Double(index) * 300), recordedAt: Self.start)
+            (event.productId, event.offerId, event.currency, event.priceMilliunits) = ("monthly", "premium", "USD", 9_990)
+            event.environment = environment
+            source.add(fold.increments(of: event))
+        }
         let query = ReportQuery(calendar: Self.calendar, source: source)
         let first = Self.calendar.day(of: Self.start)
         let last = Self.calendar.adding(days: 40, to: first)
@@ -161,13 +182,20 @@ import Testing
         #expect(renewals.points.reduce(0) { $0 + $1.value } + reactivations.points.reduce(0) { $0 + $1.value } == 40)
         #expect(initial.points.reduce(0) { $0 + $1.value } == 20, "a family member's access is no sale")
         #expect(Set(reactivations.points.map(\.key)).isSubset(of: ["premium", "basic"]))
+
+        let sandbox = ReportQuery(calendar: Self.calendar, source: source, environment: .sandbox)
+        let testers = try await sandbox.run(.grossRevenue, from: first, to: last, by: .storefront)
+        #expect(testers.points == [ReportPoint(key: "unknown", currency: "USD", value: 4 * 9_990)], "the testers' purchases, apart")
+        #expect(try await sandbox.run(.renewals, from: first, to: last, by: .month).points.map(\.value) == [3, 0])
     }
 
     @Test func badRequestsAreRefusedWithAMessage() {
         let today = ReportDay(year: 2026, month: 11, day: 25)
-        func refusal(_ metrics: [String], from: String? = nil, to: String? = nil, by: String? = nil) -> String? {
+        func refusal(_ metrics: [String], from: String? = nil, to: String? = nil, by: String? = nil, environment: String? = nil) -> String?
+        {
             do {
-                _ = try ReportRequest.parse(metrics: metrics, from: from, to: to, by: by, today: today, calendar: Self.calendar)
+                _ = try ReportRequest.parse(
+                    metrics: metrics, from: from, to: to, by: by, environment: environment, today: today, calendar: Self.calendar)
                 return nil
             } catch {
                 return error.message
@@ -181,8 +209,14 @@ import Testing
         #expect(refusal(["mrr"], from: "2026-02-30")?.contains("yyyy-mm-dd") == true)
         #expect(refusal(["mrr"], to: "yesterday")?.contains("yyyy-mm-dd") == true)
         #expect(refusal(["mrr"], by: "hour")?.contains("by must be one of") == true)
+        #expect(refusal(["mrr"], environment: "Sandbox")?.contains("environment must be production or sandbox") == true)
+        #expect(
+            (try? ReportRequest.parse(
+                metrics: ["mrr"], from: nil, to: nil, by: nil, environment: "sandbox", today: today, calendar: Self.calendar))?
+                .environment == .sandbox)
         let request = try? ReportRequest.parse(metrics: ["mrr"], from: nil, to: nil, by: nil, today: today, calendar: Self.calendar)
         #expect(request?.from == ReportDay(year: 2026, month: 10, day: 27) && request?.to == today && request?.grouping == .day)
+        #expect(request?.environment == .production)
     }
 }
 

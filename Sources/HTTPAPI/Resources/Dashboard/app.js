@@ -441,7 +441,7 @@ window.addEventListener("resize", () => {
 });
 
 // ---------------------------------------------------------------------------------------------
-// Reports: GET /v1/reports/{metric}?publisher&from&to&by, one request per metric.
+// Reports: GET /v1/reports/{metric}?publisher&from&to&by&environment, one request per metric.
 
 const REPORTS = [
   { id: "report-mrr", kind: "line", metrics: ["mrr"], money: true },
@@ -472,8 +472,11 @@ function setupReports() {
   $("report-from").value = validDay(link.get("from")) ? link.get("from") : dayString(from);
   $("report-to").value = validDay(link.get("to")) ? link.get("to") : dayString(today);
   if (["day", "week", "month"].includes(link.get("by"))) $("report-by").value = link.get("by");
+  if (["production", "sandbox"].includes(link.get("environment"))) $("report-environment").value = link.get("environment");
   $("report-form").addEventListener("submit", (e) => { e.preventDefault(); loadReports(); });
-  for (const id of ["report-publisher", "report-from", "report-to", "report-by"]) $(id).addEventListener("change", () => loadReports());
+  for (const id of ["report-publisher", "report-from", "report-to", "report-by", "report-environment"]) {
+    $(id).addEventListener("change", () => loadReports());
+  }
 }
 
 // Money: milliunits → "1.99 USD" (1990), "200 JPY" (200000).
@@ -486,13 +489,14 @@ function money(milliunits, currency) {
 async function loadReports() {
   const run = ++state.reportRun;
   const publisher = $("report-publisher").value.trim(), from = $("report-from").value, to = $("report-to").value;
-  const by = $("report-by").value;
+  const by = $("report-by").value, environment = $("report-environment").value;
   const message = $("report-message");
   message.className = "muted"; message.textContent = "loading…";
   const query = new URLSearchParams({ publisher });
   if (from) query.set("from", from);
   if (to) query.set("to", to);
   query.set("by", by);
+  query.set("environment", environment);
   const metrics = [...new Set(REPORTS.flatMap((r) => r.metrics))];
   const answers = await Promise.all(metrics.map((metric) =>
     api(`/v1/reports/${encodeURIComponent(metric)}?${query}`).then((report) => ({ metric, report }), (error) => ({ metric, error }))));
@@ -509,7 +513,7 @@ async function loadReports() {
     message.className = "error"; message.textContent = errors.join("; ");
   } else {
     const r = answers[0].report;
-    message.className = "muted"; message.textContent = `${publisher}: ${r.from} to ${r.to}, by ${r.by}`;
+    message.className = "muted"; message.textContent = `${publisher}: ${r.from} to ${r.to}, by ${r.by}, ${r.environment} purchases`;
   }
 }
 
