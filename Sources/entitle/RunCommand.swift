@@ -176,7 +176,10 @@ struct RunCommand: AsyncParsableCommand {
         var allowed = CharacterSet.alphanumerics
         allowed.insert(charactersIn: "-._~")
         let adminToken = environment["ENTITLE_ADMIN_TOKEN"] ?? ""
-        let dashboard = apiURL + "/dashboard#token=" + (adminToken.addingPercentEncoding(withAllowedCharacters: allowed) ?? "")
+        // The simulator's purchases are Sandbox unless asked otherwise: the reports open on the sandbox's figures.
+        let dashboard =
+            apiURL + "/dashboard#token=" + (adminToken.addingPercentEncoding(withAllowedCharacters: allowed) ?? "")
+            + "&environment=sandbox"
         if json {
             say(
                 try JSONOutput.line([

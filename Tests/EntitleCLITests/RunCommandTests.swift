@@ -55,8 +55,9 @@ import Testing
         // The dashboard link carries the operators' token (in the fragment): queues and metrics are theirs.
         let dashboard = try #require(line["dashboard"])
         let adminToken = try #require(
-            dashboard.split(separator: "#token=").last.flatMap { String($0).removingPercentEncoding },
+            dashboard.split(separator: "#token=").last?.split(separator: "&").first.flatMap { String($0).removingPercentEncoding },
             "the dashboard link names the admin token")
+        #expect(dashboard.hasSuffix("&environment=sandbox"), "the simulator's purchases are the sandbox's: its reports open there")
         #expect(try await get(api + "/v1/queues", authorization: "Bearer \(adminToken)") == 200)
         #expect(
             try await get(api + "/v1/queues", authorization: "Bearer \(token)") == 403, "a publisher does not see every tenant's queues")
