@@ -175,7 +175,9 @@ public struct LifecycleEvent: Sendable, Hashable, Codable {
     }
 
     /// The event's transaction, product, offer, storefront, environment and price from a fact
-    /// (the catalog's offer price, marked so, when neither Apple nor the app gave one).
+    /// (the catalog's offer price, marked so, when neither Apple nor the app gave one). Apple's
+    /// price is the transaction's, quantity included; the catalog's is a unit's, so it is
+    /// multiplied by the quantity bought.
     public mutating func describe(_ fact: PurchaseFact, offer: Offer?) {
         transactionId = fact.transactionId
         originalTransactionId = fact.originalTransactionId
@@ -190,7 +192,9 @@ public struct LifecycleEvent: Sendable, Hashable, Codable {
             currency = fact.currency
             priceSource = fact.priceSource ?? .apple
         } else if let price = offer?.price, price >= 0, price < 1e12, let currency = offer?.currency {
-            priceMilliunits = Int64((price * 1000).rounded())
+            let (total, overflow) = Int64((price * 1000).rounded()).multipliedReportingOverflow(by: Int64(max(1, fact.quantity)))
+            guard !overflow else { return }
+            priceMilliunits = total
             self.currency = currency
             priceSource = .catalog
         }

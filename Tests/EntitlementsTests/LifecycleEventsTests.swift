@@ -212,6 +212,24 @@ import Testing
         #expect(types(spent) == [.creditsSpent] && spent[0].amount == 30 && spent[0].balance == 70 && spent[0].reference == "call-1")
     }
 
+    /// Apple's price is the whole transaction's; the catalog's, used when nobody gave one (the
+    /// receipt road), is a unit's: three packs bought at once are three packs' revenue.
+    @Test func aPurchaseOfSeveralUnitsIsWorthTheirPrice() {
+        func bought(_ id: String, quantity: Int, price: String?) -> LifecycleEvent? {
+            var caller = CustomerEntitlements(publisher: "demo", customer: "caller@example.com")
+            let credits = PurchaseFact(
+                transactionId: id, originalTransactionId: id, productId: "com.entitle.demo.credits.100", bundleId: "com.entitle.demo",
+                kind: .consumable, environment: "Production", purchaseDate: start, quantity: quantity, signedDate: start, price: price,
+                currency: price == nil ? nil : "USD")
+            return events(&caller, at: start) { _ = engine.apply(credits, to: &$0, now: start) }.first { $0.type == .nonRenewingPurchase }
+        }
+        let receipt = bought("301", quantity: 3, price: nil)
+        #expect(receipt?.priceMilliunits == 2_970 && receipt?.currency == "USD" && receipt?.priceSource == .catalog)
+        let signed = bought("302", quantity: 3, price: "2.97")
+        #expect(signed?.priceMilliunits == 2_970 && signed?.priceSource == .apple, "Apple's price has the quantity in it already")
+        #expect(bought("303", quantity: 1, price: nil)?.priceMilliunits == 990)
+    }
+
     @Test func aPurchaseThatCameByATransferIsNoNewPurchaseAndFormerHoldersAreNotTold() {
         var holder = CustomerEntitlements(publisher: "demo", customer: "ann@example.com")
         var bought = subscription("100", at: start)
