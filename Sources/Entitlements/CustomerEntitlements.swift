@@ -45,6 +45,20 @@ public struct CustomerEntitlements: Sendable, Hashable, Codable {
         }
     }
 
+    /// The environment of the credits the customer holds when every credit purchase in its
+    /// ledger was made outside production (a tester's: `Sandbox`, `Xcode`): what it spends and
+    /// holds then counts with the sandbox's figures. `nil` (production) otherwise, or with no
+    /// purchase.
+    public var creditsEnvironment: String? {
+        var environment: String?
+        for entry in credits.entries where entry.kind == .purchase {
+            let name = transactions[entry.transactionId]?.environment ?? ""
+            if name.isEmpty || name == "Production" { return nil }
+            environment = environment ?? name
+        }
+        return environment
+    }
+
     /// Ends a subscription's open billing retry at `date` (no earlier than it began).
     public mutating func endBillingRetry(of originalTransactionId: String, at date: Date) {
         for index in billingRetries.indices

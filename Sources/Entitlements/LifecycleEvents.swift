@@ -345,6 +345,8 @@ public struct LifecycleEvents: Sendable {
             credit.revocationPercentage = entry.kind == .clawback ? entry.percentage : nil
             credit.shortfall = entry.shortfall
             credit.reference = entry.reference
+            // A spend names no transaction: it counts where the credits came from.
+            if fact == nil { credit.environment = after.creditsEnvironment }
             credit.reason = entry.kind == .reinstatement ? "refundReversed" : nil
             // The purchase's price is on its own event; a credit event carries none.
             credit.priceMilliunits = nil

@@ -4,7 +4,7 @@ import Foundation
 import Hummingbird
 import Reporting
 
-/// A publisher's reports (`GET /v1/reports/{metric}?from&to&by`), read from the figures the
+/// A publisher's reports (`GET /v1/reports/{metric}?from&to&by&environment`), read from the figures the
 /// worker folds out of the event log: for the publisher's secret key, and for operators with
 /// the admin token and `?publisher=`.
 struct ReportsController {

@@ -42,9 +42,9 @@ public struct ReportIncrement: Sendable, Hashable {
 /// month); per day and per month, the figures by product, offer, storefront and currency
 /// (what a breakdown reads). Production and sandbox figures are kept in buckets of their own.
 public enum ReportBucket: Sendable, Hashable {
-    case totals(month: Int, metric: ReportMetric, environment: ReportEnvironment = .production)
-    case day(ReportDay, metric: ReportMetric, environment: ReportEnvironment = .production)
-    case month(Int, metric: ReportMetric, environment: ReportEnvironment = .production)
+    case totals(month: Int, metric: ReportMetric, environment: ReportEnvironment)
+    case day(ReportDay, metric: ReportMetric, environment: ReportEnvironment)
+    case month(Int, metric: ReportMetric, environment: ReportEnvironment)
 
     /// `dd|currency`.
     public static func totalField(day: Int, currency: String) -> String {

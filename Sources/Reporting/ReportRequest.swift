@@ -58,7 +58,7 @@ public struct ReportRequest: Sendable, Hashable {
         var report = ReportEnvironment.production
         if let environment {
             guard let known = ReportEnvironment(rawValue: environment) else {
-                throw Invalid(message: "environment must be production or sandbox, not \(environment.prefix(64))")
+                throw Invalid(message: "environment must be production or sandbox, not '\(environment.prefix(64))'")
             }
             report = known
         }

@@ -60,13 +60,13 @@ public enum ReportTimeline {
                     offerId: publisher.offer(forProduct: fact.productId)?.offerId ?? "", storefront: fact.storefront ?? "",
                     currency: fact.currency ?? "", environment: ReportEnvironment(apple: fact.environment)))
         }
-        pieces += credits(state.credits)
+        pieces += credits(state.credits, environment: ReportEnvironment(apple: state.creditsEnvironment))
         return pieces
     }
 
     /// The stretches during which the balance was above zero (entries in date order, as the
-    /// ledger dates them).
-    static func credits(_ ledger: CreditLedger) -> [ReportPiece] {
+    /// ledger dates them); a tester's (credits bought in the sandbox only) in the sandbox's figures.
+    static func credits(_ ledger: CreditLedger, environment: ReportEnvironment) -> [ReportPiece] {
         var pieces: [ReportPiece] = []
         var balance = 0
         var since: Date?
@@ -75,11 +75,11 @@ public enum ReportTimeline {
             balance += entry.amount
             if balance > 0, since == nil { since = entry.at }
             if balance <= 0, let start = since {
-                if entry.at > start { pieces.append(ReportPiece(phase: .credits, from: start, to: entry.at)) }
+                if entry.at > start { pieces.append(ReportPiece(phase: .credits, from: start, to: entry.at, environment: environment)) }
                 since = nil
             }
         }
-        if let since { pieces.append(ReportPiece(phase: .credits, from: since, to: nil)) }
+        if let since { pieces.append(ReportPiece(phase: .credits, from: since, to: nil, environment: environment)) }
         return pieces
     }
 

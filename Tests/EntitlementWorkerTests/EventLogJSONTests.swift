@@ -1,8 +1,9 @@
-import EntitleCore
 import Entitlements
 import Foundation
 import Reporting
 import Testing
+
+@testable import EntitleCore
 
 /// The event log's hand-written JSON reads back as `JSONEncoder` would have written it: every
 /// field, every kind of text, dates to the millisecond.
@@ -223,7 +224,8 @@ import Testing
         ]
         let written = try EventLog.encode(ReportDelta(removed: [pieces[1]], added: pieces), customer: "ann@example.com")
         #expect(written.contains(#""e":"sandbox""#) && written.components(separatedBy: #""e":"#).count == 2, "production leaves it out")
-        // Foundation's decoder (the fallback, and older readers) reads the same pieces.
+        #expect(EventLogReader.delta(written)?.0.added == pieces, "the fast reader knows the environment")
+        // Foundation's decoder (the fallback) reads the same pieces.
         let slow = try JSONDecoder().decode(ReportDelta.self, from: Data(written.utf8))
         #expect(slow.added == pieces)
         guard case .delta(let delta, let customer) = EventLog.decode(field: "d", value: written, publisher: "demo") else {

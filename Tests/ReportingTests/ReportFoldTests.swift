@@ -73,6 +73,45 @@ import Testing
         #expect(PurchaseFact.milliunits(decimal: "-1") == nil && PurchaseFact.milliunits(decimal: "1e3") == nil)
     }
 
+    /// A customer's pieces take their transaction's environment, grace and billing retry
+    /// included; credits are the sandbox's only when every credit purchase was made there.
+    @Test func piecesTakeTheirTransactionsEnvironment() throws {
+        let catalog = try EntitlementCatalog(
+            json: Data(
+                #"""
+                {"publishers":[{"id":"demo","apps":[{"bundleId":"b","appAppleId":1234567890,"environments":["Sandbox","Production"]}],
+                "offers":[{"offerId":"premium","productIds":["monthly"],"price":9.99,"currency":"USD","entitlements":["premium"]},
+                {"offerId":"credits","productIds":["credits.100"],"price":0.99,"currency":"USD","credits":100}]}]}
+                """#.utf8))
+        let publisher = try #require(catalog.publisher("demo"))
+        let engine = EntitlementEngine(publisher: publisher)
+        func pieces(_ environments: [String], credits: Bool = false) -> [ReportPiece] {
+            var state = CustomerEntitlements(publisher: "demo", customer: "c")
+            for (index, environment) in environments.enumerated() {
+                let bought = Self.start.addingTimeInterval(Double(index) * 86_400)
+                let fact = PurchaseFact(
+                    transactionId: "\(index)", originalTransactionId: credits ? "\(index)" : "0",
+                    productId: credits ? "credits.100" : "monthly",
+                    bundleId: "b", kind: credits ? .consumable : .autoRenewable, environment: environment, purchaseDate: bought,
+                    expiresDate: credits ? nil : bought.addingTimeInterval(86_400), signedDate: bought, price: "9.99", currency: "USD")
+                _ = engine.apply(fact, to: &state, now: bought)
+            }
+            if !credits {
+                state.billingRetries.append(
+                    .init(
+                        originalTransactionId: "0", transactionId: "\(environments.count - 1)",
+                        from: Self.start.addingTimeInterval(9 * 86_400)))
+            }
+            return ReportTimeline.pieces(of: state, publisher: publisher)
+        }
+        let tester = pieces(["Sandbox", "Sandbox"])
+        #expect(Set(tester.map(\.phase)).isSuperset(of: [.paying, .billingRetry]) && tester.allSatisfy { $0.environment == .sandbox })
+        #expect(pieces(["Production"]).allSatisfy { $0.environment == .production })
+        #expect(pieces(["Sandbox"], credits: true).map(\.environment) == [.sandbox], "a tester's credits")
+        #expect(pieces(["Sandbox", "Production"], credits: true).map(\.environment) == [.production], "a customer who also paid")
+        #expect(pieces(["Xcode", "Sandbox"], credits: true).map(\.environment) == [.sandbox], "a tester's, in Xcode and TestFlight")
+    }
+
     /// Random pieces added and taken away in random order: the running totals a query gives
     /// equal the pieces still there counted at each midnight, production's and the sandbox's
     /// each of their own.

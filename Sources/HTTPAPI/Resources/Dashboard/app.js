@@ -513,7 +513,7 @@ async function loadReports() {
     message.className = "error"; message.textContent = errors.join("; ");
   } else {
     const r = answers[0].report;
-    message.className = "muted"; message.textContent = `${publisher}: ${r.from} to ${r.to}, by ${r.by}, ${r.environment} purchases`;
+    message.className = "muted"; message.textContent = `${publisher}: ${r.from} to ${r.to}, by ${r.by}` + (r.environment ? `, ${r.environment} purchases` : "");
   }
 }
 
