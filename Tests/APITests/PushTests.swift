@@ -232,7 +232,11 @@ import Testing
             let failed = try await Self.outcome(api, refused)
             #expect(failed["status"] as? String == "failed")
             #expect((failed["error"] as? String)?.contains("InvalidProviderToken") == true)
-            let dead = try await api.jobQueue.stats(queue: "default").counters["dead:push-batch"] ?? 0
+            // The batch job's outcome is recorded after the push's (acknowledgements are batched).
+            try await eventually("the push batch job recorded dead") {
+                try await api.jobQueue.stats(queue: "default").counters["dead:push-batch"] ?? 0 > 0
+            }
+            let dead = try await api.jobQueue.stats(queue: "default").counters["dead:push-batch"]
             #expect(dead == 1, "refused once, not retried")
         }
     }
