@@ -106,14 +106,33 @@ for i = 1, jobs do
     if idem ~= '' then redis.call('SET', idemKey, id, 'PX', idemTTL) end
     if unique ~= '' then redis.call('SET', uniqueKey, id, 'PX', idemTTL) end
     -- Times are stored as the digits the producer sent (checked above), not reformatted as Lua numbers.
-    local status, enqueuedAt = 'queued', ARGV[1]
-    if runAt > now then status, enqueuedAt = 'scheduled', ARGV[a + 5] end
-    redis.call('HSET', jobKey, 'id', id, 'type', jtype, 'queue', queue, 'payload', payload,
-      'status', status, 'attempt', 0, 'maxAttempts', maxAttempts, 'idempotencyKey', idem,
-      'createdAt', ARGV[1], 'enqueuedAt', enqueuedAt)
-    if idem ~= '' then redis.call('HSET', jobKey, 'digest', redis.sha1hex(payload)) end
-    if label ~= '' then redis.call('HSET', jobKey, 'label', label) end
-    if traceparent ~= '' then redis.call('HSET', jobKey, 'traceparent', traceparent) end
+    -- What the key or a default says is left out (format 2): the id, the queue, attempt 0,
+    -- maxAttempts 0, no idempotency key, enqueuedAt equal to createdAt.
+    local record = {'type', jtype, 'payload', payload, 'status', 'queued', 'createdAt', ARGV[1]}
+    if runAt > now then
+      record[6] = 'scheduled'
+      record[#record + 1] = 'enqueuedAt'
+      record[#record + 1] = ARGV[a + 5]
+    end
+    if tonumber(maxAttempts) ~= 0 then
+      record[#record + 1] = 'maxAttempts'
+      record[#record + 1] = maxAttempts
+    end
+    if idem ~= '' then
+      record[#record + 1] = 'idempotencyKey'
+      record[#record + 1] = idem
+      record[#record + 1] = 'digest'
+      record[#record + 1] = redis.sha1hex(payload)
+    end
+    if label ~= '' then
+      record[#record + 1] = 'label'
+      record[#record + 1] = label
+    end
+    if traceparent ~= '' then
+      record[#record + 1] = 'traceparent'
+      record[#record + 1] = traceparent
+    end
+    redis.call('HSET', jobKey, unpack(record))
     if runAt > now then
       redis.call('ZADD', KEYS[2], runAt, id)
     else

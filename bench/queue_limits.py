@@ -11,6 +11,9 @@ that the shared peers harness does not print):
    concurrency 64: claim, start, ack), over M; and the processing step by command (`INFO
    commandstats`, commands inside scripts counted too), in microseconds per job.
 
+With BEFORE_BIN (another build's `entitle`), that build runs each step too, in turns: the
+figures before and after a change, beside Sidekiq's, from one run.
+
 Usage: bench/queue_limits.py [N] [M] [ROUNDS]   (bench/queue.sh runs it with the harness's figures;
 needs redis-server, ruby-sidekiq and ~/.peers-venv with redis-py)
 """
@@ -26,6 +29,8 @@ import redis
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
 PEERS = os.path.abspath(os.path.join(ROOT, '..', 'shared', 'bench', 'peers'))
 BIN = os.environ.get('ENTITLE_BIN', os.path.join(ROOT, '.build', 'release', 'entitle'))
+BEFORE = os.environ.get('BEFORE_BIN', '')
+SIDES = ['sidekiq'] + (['before'] if BEFORE else []) + ['entitle']
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
 M = int(sys.argv[2]) if len(sys.argv) > 2 else 20_000
 ROUNDS = int(sys.argv[3]) if len(sys.argv) > 3 else 3
@@ -49,15 +54,16 @@ def enqueue(side, n):
         out = subprocess.run(['ruby', os.path.join(ROOT, 'bench', 'queue_sidekiq.rb'), str(PORT), str(n)],
                              capture_output=True, text=True, check=True)
         return float(out.stdout.strip().splitlines()[-1])
-    out = subprocess.run([BIN, 'enqueue', 'noop', '--payload', '{}', '--count', str(n), '--quiet', '--redis', URL],
+    binary = BEFORE if side == 'before' else BIN
+    out = subprocess.run([binary, 'enqueue', 'noop', '--payload', '{}', '--count', str(n), '--quiet', '--redis', URL],
                          capture_output=True, text=True, check=True)
     return float(out.stderr.split(' in ')[1].split(' s')[0])
 
 
 def bulk():
-    rows = {'sidekiq': [], 'entitle': []}
+    rows = {side: [] for side in SIDES}
     for _ in range(ROUNDS):
-        for side in ('sidekiq', 'entitle'):
+        for side in SIDES:
             r.flushall()
             time.sleep(0.2)
             before = used()
@@ -71,7 +77,8 @@ def worker(side):
     if side == 'sidekiq':
         return subprocess.Popen(['sidekiq', '-r', './sidekiq_jobs.rb', '-c', '10', '-q', 'default'], cwd=PEERS, env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return subprocess.Popen([BIN, 'worker', '--queues', 'default=64', '--redis', URL, '--log-level', 'warning'], env=env,
+    binary = BEFORE if side == 'before' else BIN
+    return subprocess.Popen([binary, 'worker', '--queues', 'default=64', '--redis', URL, '--log-level', 'warning'], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -121,11 +128,17 @@ def main():
         version = r.info('server')['redis_version']
         figures = bulk()
         print(f'redis-server {version}, private, no persistence; {ROUNDS} rounds in turns, medians')
-        (s_rate, s_mem), (e_rate, e_mem) = figures['sidekiq'], figures['entitle']
-        print(f'bulk enqueue of {N:,} no-op jobs: Sidekiq push_bulk {s_rate:,.0f} jobs/s, Entitle {e_rate:,.0f} jobs/s '
-              f'({e_rate / s_rate:.2f}x)')
-        print(f'Redis memory per pending job: Sidekiq {s_mem:,.0f} B, Entitle {e_mem:,.0f} B')
-        life = {side: [lifecycle(side) for _ in range(ROUNDS)] for side in ('sidekiq', 'entitle')}
+        s_rate, s_mem = figures['sidekiq']
+        for side in SIDES[1:]:
+            e_rate, e_mem = figures[side]
+            name = 'Entitle (before)' if side == 'before' else 'Entitle'
+            print(f'bulk enqueue of {N:,} no-op jobs: Sidekiq push_bulk {s_rate:,.0f} jobs/s, {name} {e_rate:,.0f} jobs/s '
+                  f'({e_rate / s_rate:.2f}x)')
+            print(f'Redis memory per pending job: Sidekiq {s_mem:,.0f} B, {name} {e_mem:,.0f} B')
+        life = {side: [] for side in SIDES}
+        for _ in range(ROUNDS):
+            for side in SIDES:
+                life[side].append(lifecycle(side))
         for side, runs in life.items():
             enq = statistics.median(x['enqueue'] for x in runs)
             proc = statistics.median(x['process'] for x in runs)

@@ -237,7 +237,7 @@ public final class JobQueue: Sendable {
         if let queue { queues = [queue] } else { queues = try await knownQueues() }
         guard !queues.isEmpty else { return nil }
         let replies = try await redis.pipeline(queues.map { ["HGETALL", configuration.keys($0).job(id)] })
-        return replies.lazy.compactMap { JobRecord(fields: $0.fieldValues) }.first
+        return zip(queues, replies).lazy.compactMap { JobRecord(fields: $1.fieldValues, id: id, queue: $0) }.first
     }
 
     /// What became of a job: its status, result and last error.
@@ -273,7 +273,14 @@ public final class JobQueue: Sendable {
         let keys = configuration.keys(queue)
         let ids = try await redis.send(["LRANGE", keys.recent, "0", String(max(0, limit - 1))]).array?.compactMap(\.string) ?? []
         guard !ids.isEmpty else { return [] }
-        return try await redis.pipeline(ids.map { ["HGETALL", keys.job($0)] }).compactMap { JobRecord(fields: $0.fieldValues) }
+        return try await records(ids, queue: queue)
+    }
+
+    /// The records of jobs of `queue`, in order, those gone left out.
+    func records(_ ids: [String], queue: String) async throws -> [JobRecord] {
+        let keys = configuration.keys(queue)
+        let replies = try await redis.pipeline(ids.map { ["HGETALL", keys.job($0)] })
+        return zip(ids, replies).compactMap { JobRecord(fields: $1.fieldValues, id: $0, queue: queue) }
     }
 
     public func knownQueues() async throws -> [String] {
@@ -292,11 +299,14 @@ public final class JobQueue: Sendable {
         ])
         let consumers = (first[5].array ?? []).compactMap(\.string)
         var second = consumers.map { ["LLEN", keys.active($0)] }
-        if let oldest = first[3].string { second.append(["HGET", keys.job(oldest), "enqueuedAt"]) }
+        // enqueuedAt, or createdAt where it is left out (the same time).
+        if let oldest = first[3].string { second.append(["HMGET", keys.job(oldest), "enqueuedAt", "createdAt"]) }
         let more = second.isEmpty ? [] : try await redis.pipeline(second)
         let active = more.prefix(consumers.count).reduce(0) { $0 + ($1.int ?? 0) }
         var oldestAge: Double = 0
-        if first[3].string != nil, let enqueuedAt = more.last?.int {
+        if first[3].string != nil, let times = more.last?.array,
+            let enqueuedAt = times.lazy.compactMap({ $0.string.flatMap(Int64.init) }).first
+        {
             oldestAge = max(0, Double(Self.nowMilliseconds() - Int64(enqueuedAt)) / 1000)
         }
         let stats = QueueStats(
@@ -316,7 +326,7 @@ public final class JobQueue: Sendable {
         let keys = configuration.keys(queue)
         let ids = try await redis.send(["ZREVRANGE", keys.dead, "0", String(max(0, limit - 1))]).array?.compactMap(\.string) ?? []
         guard !ids.isEmpty else { return [] }
-        return try await redis.pipeline(ids.map { ["HGETALL", keys.job($0)] }).compactMap { JobRecord(fields: $0.fieldValues) }
+        return try await records(ids, queue: queue)
     }
 
     /// Sends dead jobs (all of them when `ids` is `nil`) back to pending with fresh attempts.
@@ -438,14 +448,21 @@ public final class JobQueue: Sendable {
 
     static func nowMilliseconds() -> Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded(.down)) }
 
-    /// A random job id: 32 lowercase hex digits.
+    /// A random job id: 22 characters of the URL-safe base64 alphabet, about 132 random bits
+    /// (a UUID has 122), the first a letter or digit. Shorter than 32 hex digits for more
+    /// bits: an id is in its job's key, a queue's list and the recent list, so bytes count.
     static func makeID() -> String {
         var generator = SystemRandomNumberGenerator()
-        return pad(generator.next()) + pad(generator.next())
+        var bits: (UInt64, UInt64, UInt64) = (generator.next(), generator.next(), generator.next())
+        var id = [UInt8](repeating: 0, count: 22)
+        for index in id.indices {
+            // Never a leading "-" or "_": an id is given to command lines (`entitle jobs show ID`).
+            id[index] = alphabet[index == 0 ? Int(bits.0 & 63) % 62 : Int(bits.0 & 63)]
+            // Take the next six bits from the three words as one.
+            bits = (bits.0 >> 6 | bits.1 << 58, bits.1 >> 6 | bits.2 << 58, bits.2 >> 6)
+        }
+        return String(decoding: id, as: UTF8.self)
     }
 
-    private static func pad(_ value: UInt64) -> String {
-        let hex = String(value, radix: 16)
-        return String(repeating: "0", count: 16 - hex.count) + hex
-    }
+    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 }

@@ -49,14 +49,16 @@ public struct JobRecord: Sendable, Codable, Hashable {
         self.traceparent = traceparent
     }
 
-    /// Reads a job hash (HGETALL); `nil` when a field the envelope needs is missing.
-    package init?(fields: [String: String]) {
-        guard let id = fields["id"], let type = fields["type"], let queue = fields["queue"],
-            let status = fields["status"].flatMap(JobStatus.init(rawValue:)),
-            let createdAt = fields["createdAt"].flatMap(Int64.init), let enqueuedAt = fields["enqueuedAt"].flatMap(Int64.init)
+    /// Reads a job hash (HGETALL) of job `id` in `queue` (its key's); `nil` when a field the
+    /// envelope needs is missing. A field left out holds its default (the hash's second
+    /// format): attempt and maxAttempts 0, no idempotency key, enqueuedAt the creation time.
+    package init?(fields: [String: String], id: String, queue: String) {
+        guard let type = fields["type"], let status = fields["status"].flatMap(JobStatus.init(rawValue:)),
+            let createdAt = fields["createdAt"].flatMap(Int64.init)
         else { return nil }
+        let enqueuedAt = fields["enqueuedAt"].flatMap(Int64.init) ?? createdAt
         self.init(
-            id: id, type: type, queue: queue, payload: fields["payload"] ?? "", status: status,
+            id: fields["id"] ?? id, type: type, queue: fields["queue"] ?? queue, payload: fields["payload"] ?? "", status: status,
             attempt: fields["attempt"].flatMap(Int.init) ?? 0, maxAttempts: fields["maxAttempts"].flatMap(Int.init) ?? 0,
             idempotencyKey: fields["idempotencyKey"].flatMap { $0.isEmpty ? nil : $0 },
             createdAt: createdAt, enqueuedAt: enqueuedAt,

@@ -143,14 +143,33 @@ package enum QueueScripts {
                 if idem ~= '' then redis.call('SET', idemKey, id, 'PX', idemTTL) end
                 if unique ~= '' then redis.call('SET', uniqueKey, id, 'PX', idemTTL) end
                 -- Times are stored as the digits the producer sent (checked above), not reformatted as Lua numbers.
-                local status, enqueuedAt = 'queued', ARGV[1]
-                if runAt > now then status, enqueuedAt = 'scheduled', ARGV[a + 5] end
-                redis.call('HSET', jobKey, 'id', id, 'type', jtype, 'queue', queue, 'payload', payload,
-                  'status', status, 'attempt', 0, 'maxAttempts', maxAttempts, 'idempotencyKey', idem,
-                  'createdAt', ARGV[1], 'enqueuedAt', enqueuedAt)
-                if idem ~= '' then redis.call('HSET', jobKey, 'digest', redis.sha1hex(payload)) end
-                if label ~= '' then redis.call('HSET', jobKey, 'label', label) end
-                if traceparent ~= '' then redis.call('HSET', jobKey, 'traceparent', traceparent) end
+                -- What the key or a default says is left out (format 2): the id, the queue, attempt 0,
+                -- maxAttempts 0, no idempotency key, enqueuedAt equal to createdAt.
+                local record = {'type', jtype, 'payload', payload, 'status', 'queued', 'createdAt', ARGV[1]}
+                if runAt > now then
+                  record[6] = 'scheduled'
+                  record[#record + 1] = 'enqueuedAt'
+                  record[#record + 1] = ARGV[a + 5]
+                end
+                if tonumber(maxAttempts) ~= 0 then
+                  record[#record + 1] = 'maxAttempts'
+                  record[#record + 1] = maxAttempts
+                end
+                if idem ~= '' then
+                  record[#record + 1] = 'idempotencyKey'
+                  record[#record + 1] = idem
+                  record[#record + 1] = 'digest'
+                  record[#record + 1] = redis.sha1hex(payload)
+                end
+                if label ~= '' then
+                  record[#record + 1] = 'label'
+                  record[#record + 1] = label
+                end
+                if traceparent ~= '' then
+                  record[#record + 1] = 'traceparent'
+                  record[#record + 1] = traceparent
+                end
+                redis.call('HSET', jobKey, unpack(record))
                 if runAt > now then
                   redis.call('ZADD', KEYS[2], runAt, id)
                 else
@@ -204,13 +223,15 @@ package enum QueueScripts {
             for i = 6, #ARGV do
               local id, key = ARGV[i], KEYS[i - 2]
               if redis.call('LPOS', KEYS[1], id) then
-                local f = redis.call(
-                  'HMGET', key, 'type', 'payload', 'attempt', 'maxAttempts', 'enqueuedAt', 'status', 'traceparent', 'retryAt', 'waiter')
+                local f = redis.call('HMGET', key, 'type', 'payload', 'attempt', 'maxAttempts', 'enqueuedAt', 'status',
+                  'traceparent', 'retryAt', 'waiter', 'createdAt')
                 if (not f[1]) or f[6] == 'succeeded' or f[6] == 'failed' then
                   redis.call('LREM', KEYS[1], -1, id)
                 else
-                  local attempt = tonumber(f[3]) + 1
-                  local max = tonumber(f[4])
+                  -- A field left out holds its default (Jobs/README.md, "The job's hash").
+                  local attempt = tonumber(f[3] or '0') + 1
+                  local max = tonumber(f[4] or '0')
+                  local enqueuedAt = f[5] or f[10]
                   if max == 0 then max = defaultMax end
                   if attempt > max then
                     redis.call('LREM', KEYS[1], -1, id)
@@ -228,10 +249,10 @@ package enum QueueScripts {
                     out[#out + 1] = f[1]
                     out[#out + 1] = f[2]
                     out[#out + 1] = attempt
-                    out[#out + 1] = f[4]
-                    out[#out + 1] = f[5]
+                    out[#out + 1] = f[4] or '0'
+                    out[#out + 1] = enqueuedAt
                     out[#out + 1] = f[7] or ''
-                    out[#out + 1] = f[8] or f[5]
+                    out[#out + 1] = f[8] or enqueuedAt
                   end
                 end
               end
@@ -275,11 +296,25 @@ package enum QueueScripts {
                   redis.call('HDEL', key, 'lease', 'retryAt', 'payload')
                   -- A long input made the hash a hashtable, which Redis never turns back into
                   -- a listpack (half the bytes): written afresh, the record takes one where
-                  -- every value left fits the server's hash-max-listpack-value.
+                  -- every value left fits the server's hash-max-listpack-value. A record of
+                  -- the first format loses what its key or a default says, as the second has it.
                   if input > 64 and redis.call('OBJECT', 'ENCODING', key) == 'hashtable' then
                     local kept = redis.call('HGETALL', key)
+                    local created
+                    for i = 1, #kept, 2 do
+                      if kept[i] == 'createdAt' then created = kept[i + 1] end
+                    end
+                    local fields = {}
+                    for i = 1, #kept, 2 do
+                      local name, value = kept[i], kept[i + 1]
+                      if not (name == 'id' or name == 'queue' or (name == 'maxAttempts' and tonumber(value) == 0)
+                          or (name == 'idempotencyKey' and value == '') or (name == 'enqueuedAt' and value == created)) then
+                        fields[#fields + 1] = name
+                        fields[#fields + 1] = value
+                      end
+                    end
                     redis.call('DEL', key)
-                    redis.call('HSET', key, unpack(kept))
+                    redis.call('HSET', key, unpack(fields))
                   end
                   redis.call('PEXPIRE', key, resultTTL)
                   counter = 'succeeded:'

@@ -17,12 +17,15 @@ import Testing
         try JSONSchemaChecker(contentsOf: Self.jobsFolder.appendingPathComponent(name))
     }
 
+    /// The job `examples/noop.json` is the stored hash of (Jobs/README.md says so).
+    static let exampleJob = (queue: "default", id: "0d9f6c1e2b3a4f5e8d7c6b5a49382716")
+
     /// `examples/noop.json` is a stored hash (HGETALL, every value a string);
     /// `examples/receipt.json` is what `entitle jobs show --json` prints for a finished job.
     @Test func theExamplesAreTrueOfTheirSchemasAndTheSwiftTypes() throws {
         let hash = try #require(try json("examples/noop.json") as? [String: String])
         #expect(try schema("job-hash.schema.json").problems(hash) == [])
-        let job = try #require(JobRecord(fields: hash))
+        let job = try #require(JobRecord(fields: hash, id: Self.exampleJob.id, queue: Self.exampleJob.queue))
         #expect(job.type == "noop")
         #expect(job.status == .queued)
         try EnqueueRequest(
@@ -138,7 +141,7 @@ import Testing
         let redis = RedisConnection(configuration: try await TestRedis.configuration(), logger: TestRedis.logger)
         let source = String(decoding: try read("enqueue.lua"), as: UTF8.self)
         let example = try #require(try json("examples/noop.json") as? [String: String])
-        let (q, id, idempotencyKey) = (example["queue"] ?? "", example["id"] ?? "", example["idempotencyKey"] ?? "")
+        let (q, id, idempotencyKey) = (Self.exampleJob.queue, Self.exampleJob.id, example["idempotencyKey"] ?? "")
         let keys = [
             "\(prefix):{\(q)}:pending", "\(prefix):{\(q)}:scheduled", "\(prefix):{\(q)}:stats", "\(prefix):{\(q)}:recent",
             "\(prefix):{\(q)}:job:\(id)", "\(prefix):{\(q)}:idem:\(idempotencyKey)", "\(prefix):{\(q)}:job:\(id)",
@@ -157,7 +160,8 @@ import Testing
         let queue = JobQueue(
             redis: try await TestRedis.pool(), configuration: JobQueueConfiguration(prefix: prefix), logger: TestRedis.logger)
         let stored = try #require(try await queue.job(id: id))
-        #expect(stored == JobRecord(fields: example))
+        #expect(stored == JobRecord(fields: example, id: id, queue: q))
+        #expect(stored.attempt == 0 && stored.enqueuedAt == stored.createdAt && stored.maxAttempts == 3)
         // The same idempotency key through the Swift producer finds the same job.
         let again = try await queue.enqueue(EnqueueRequest(type: "noop", queue: q, idempotencyKey: idempotencyKey))
         #expect(again == EnqueueResult(id: id, created: false))
