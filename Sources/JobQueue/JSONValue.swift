@@ -28,8 +28,7 @@ package enum JSONValue: Codable, Sendable, Hashable {
             switch String(cString: number.objCType) {
             case "c", "B": self = .bool(number.boolValue)
             case "d", "f": self = .number(number.doubleValue)
-            case "Q", "L", "I", "S", "C":
-                self = number.uint64Value > UInt64(Int64.max) ? .unsigned(number.uint64Value) : .integer(number.int64Value)
+            case "Q", "L", "I", "S", "C": self = number.uint64Value > UInt64(Int64.max) ? .unsigned(number.uint64Value) : .integer(number.int64Value)
             default: self = .integer(number.int64Value)
             }
         default: self = .null

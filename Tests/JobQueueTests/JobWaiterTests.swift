@@ -1,11 +1,10 @@
 import Foundation
+@testable import JobQueue
 import LocalProcesses
 import RedisClient
 import RedisTestSupport
 import Synchronization
 import Testing
-
-@testable import JobQueue
 
 /// Long-polls wake when their job ends (`JobWaiter`): not by reading the record on a timer.
 @Suite struct JobWaiterTests {
@@ -102,8 +101,7 @@ import Testing
     @Test(.timeLimit(.minutes(3))) func aThousandHeldLongPollsCostRedisAlmostNothingWhileWaiting() async throws {
         let server = try await LocalRedisServer(logger: TestRedis.logger)
         do {
-            let pool = RedisConnectionPool(
-                configuration: try RedisConfiguration(url: server.url), maximumConnections: 8, logger: TestRedis.logger)
+            let pool = RedisConnectionPool(configuration: try RedisConfiguration(url: server.url), maximumConnections: 8, logger: TestRedis.logger)
             let queue = JobQueue(redis: pool, configuration: JobQueueConfiguration(prefix: "waiters"), logger: TestRedis.logger)
             let waiter = JobWaiter(jobQueue: queue, sweepInterval: Self.noSweep, logger: TestRedis.logger)
             defer { waiter.close() }
@@ -200,8 +198,7 @@ import Testing
                         (try? await cluster.primary(forKey: keys.pending).port) == replica.port
                     }
                 }
-                let worker = WorkerService(
-                    configuration: workerConfiguration, jobQueue: queue, registry: .builtIn(), logger: TestRedis.logger)
+                let worker = WorkerService(configuration: workerConfiguration, jobQueue: queue, registry: .builtIn(), logger: TestRedis.logger)
                 let clock = ContinuousClock()
                 let working = clock.now
                 let running = Task { try await worker.run() }
@@ -242,9 +239,7 @@ import Testing
             }
             let primary = try await group.primary()
             await primary.kill()
-            try await eventually("a new primary", timeout: .seconds(60)) {
-                (try? await group.primary().port).map { $0 != primary.port } ?? false
-            }
+            try await eventually("a new primary", timeout: .seconds(60)) { (try? await group.primary().port).map { $0 != primary.port } ?? false }
             var settings = QueueConsumer.Settings(concurrency: 4)
             settings.blockTimeout = .milliseconds(200)
             let worker = WorkerService(

@@ -32,7 +32,6 @@ import Testing
         #expect(try await h.job(claimed)?.attempt == 2, "never started: nothing to give back")
         #expect(try await h.job(started)?.attempt == 2, "started: its attempt is given back")
         #expect(try await h.job(started)?.status == .queued)
-        #expect(
-            Set(try await h.redis.send(["LRANGE", h.keys.pending, "0", "-1"]).array?.compactMap(\.string) ?? []) == [claimed, started])
+        #expect(Set(try await h.redis.send(["LRANGE", h.keys.pending, "0", "-1"]).array?.compactMap(\.string) ?? []) == [claimed, started])
     }
 }

@@ -1,10 +1,9 @@
 import Foundation
 import JobQueue
+@testable import RedisClient
 import RedisTestSupport
 import Synchronization
 import Testing
-
-@testable import RedisClient
 
 /// The queue on real topologies while they change under it: a 3-primary, 3-replica Redis
 /// Cluster whose slots move and whose primaries fail over or die, and a Sentinel group
@@ -26,8 +25,7 @@ import Testing
             configuration.reconnectTimeout = .seconds(30)
             configuration.connectTimeout = .milliseconds(300)
             let pool = RedisConnectionPool(configuration: configuration, maximumConnections: 8, logger: TestRedis.logger)
-            queue = JobQueue(
-                redis: pool, configuration: JobQueueConfiguration(prefix: TestRedis.uniquePrefix("topo")), logger: TestRedis.logger)
+            queue = JobQueue(redis: pool, configuration: JobQueueConfiguration(prefix: TestRedis.uniquePrefix("topo")), logger: TestRedis.logger)
             self.queues = queues
         }
 
