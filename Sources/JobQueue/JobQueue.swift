@@ -154,7 +154,8 @@ public final class JobQueue: Sendable {
                     }
                 }
                 try await register(seenQueues)
-                let replies = try await redis.runPipelined(QueueScripts.enqueue, calls: calls)
+                let script = configuration.hashFormat == .first ? QueueScripts.enqueueFirstFormat : QueueScripts.enqueue
+                let replies = try await redis.runPipelined(script, calls: calls)
                 for (chunk, reply) in zip(chunks, replies) {
                     let values: [RedisReply]
                     switch reply {

@@ -48,6 +48,21 @@ struct RedisOptions: ParsableArguments {
         guard !prefix.isEmpty, !prefix.contains("{"), !prefix.contains("}") else {
             throw ValidationError("a key prefix must be non-empty and hold no braces")
         }
+        _ = try jobQueueConfiguration()
+    }
+
+    /// The queue's settings: the prefix, and the format new jobs' hashes are written in
+    /// (`ENTITLE_JOB_FORMAT`: `2` unless set; `1` only while a version before 2026-11-26 runs
+    /// beside this one; Jobs/README.md, "Formats").
+    func jobQueueConfiguration() throws -> JobQueueConfiguration {
+        var configuration = JobQueueConfiguration(prefix: keyPrefix)
+        if let name = ProcessInfo.processInfo.environment["ENTITLE_JOB_FORMAT"], !name.isEmpty {
+            guard let format = JobHashFormat(rawValue: name) else {
+                throw ValidationError("ENTITLE_JOB_FORMAT must be 1 or 2, not '\(name.prefix(64))'")
+            }
+            configuration.hashFormat = format
+        }
+        return configuration
     }
 
     var keyPrefix: String { prefix ?? ProcessInfo.processInfo.environment["ENTITLE_PREFIX"] ?? "entitle" }
@@ -57,7 +72,7 @@ struct RedisOptions: ParsableArguments {
     func makeJobQueue(logger: Logger, connections: Int = 4) throws -> JobQueue {
         let pool = RedisConnectionPool(
             configuration: try RedisConfiguration(url: redisURL), maximumConnections: connections, logger: logger)
-        return JobQueue(redis: pool, configuration: JobQueueConfiguration(prefix: keyPrefix), logger: logger)
+        return JobQueue(redis: pool, configuration: try jobQueueConfiguration(), logger: logger)
     }
 }
 

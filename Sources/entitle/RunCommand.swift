@@ -136,7 +136,7 @@ struct RunCommand: AsyncParsableCommand {
             throw CommandFailure("entitle run: \(error.message)")
         }
         let pool = RedisConnectionPool(configuration: try RedisConfiguration(url: redisURL), maximumConnections: 16, logger: logger)
-        let jobQueue = JobQueue(redis: pool, configuration: JobQueueConfiguration(prefix: options.keyPrefix), logger: logger)
+        let jobQueue = JobQueue(redis: pool, configuration: try options.jobQueueConfiguration(), logger: logger)
 
         var handlers = JobHandlerRegistry.builtIn()
         let entitlementServices = WorkerCommand.addEntitlementJobs(

@@ -117,6 +117,26 @@ import Testing
         #expect(try await cli.redis.send(["EXISTS", cli.key("default", "pending")]).int == 0)
     }
 
+    /// `ENTITLE_JOB_FORMAT`: the job hash's first format for a rolling upgrade, the second
+    /// unless set, anything else refused before anything is queued.
+    @Test func theJobFormatIsChosenByTheEnvironment() async throws {
+        let cli = try await CLI("job-format")
+        func enqueue(_ format: String) async throws -> (status: Int32, output: String, errors: String) {
+            try await ChildProcess.run(
+                ChildProcess.entitleExecutable, ["enqueue", "noop"] + cli.common, environment: ["ENTITLE_JOB_FORMAT": format])
+        }
+        let refused = try await enqueue("3")
+        #expect(refused.status == 64 && refused.errors.contains("ENTITLE_JOB_FORMAT must be 1 or 2, not '3'"), "\(refused.errors)")
+        #expect(try await cli.redis.send(["EXISTS", cli.key("default", "pending")]).int == 0)
+        for (format, hasQueueField) in [("1", true), ("2", false), ("", false)] {
+            let made = try await enqueue(format)
+            let id = made.output.trimmingCharacters(in: .whitespacesAndNewlines)
+            #expect(made.status == 0 && !id.isEmpty, "\(made.errors)")
+            let stored = try await cli.redis.send(["HGETALL", cli.key("default", "job:\(id)")]).fieldValues
+            #expect((stored["queue"] != nil) == hasQueueField && stored["status"] == "queued", "format '\(format)': \(stored)")
+        }
+    }
+
     @Test func aWorkerProcessServesPrometheusMetrics() async throws {
         let cli = try await CLI("metrics")
         let port = try LocalRedisServer.freePort()

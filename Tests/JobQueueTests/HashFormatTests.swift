@@ -95,4 +95,32 @@ import Testing
             #expect(Set(ids.map { Array($0)[position] }).count == 64, "position \(position)")
         }
     }
+
+    /// During a rolling upgrade from a version that reads only the first format, new
+    /// processes write it (`JobHashFormat.first`, `ENTITLE_JOB_FORMAT=1`): the older script,
+    /// byte for byte, every field there.
+    @Test func aQueueSetToTheFirstFormatWritesEveryField() async throws {
+        #expect(QueueScripts.enqueueFirstFormat.source == Self.firstFormatScript)
+        var configuration = JobQueueConfiguration()
+        configuration.hashFormat = .first
+        let h = try await QueueHarness("hash-format-first", configuration: configuration)
+        let id = try await h.enqueue(payload: "{}")
+        let stored = try await h.redis.send(["HGETALL", h.keys.job(id)]).fieldValues
+        #expect(
+            Set(stored.keys) == [
+                "id", "type", "queue", "payload", "status", "attempt", "maxAttempts", "idempotencyKey", "createdAt", "enqueuedAt",
+            ],
+            "\(stored)")
+        #expect(stored["id"] == id && stored["queue"] == h.name && stored["attempt"] == "0" && stored["enqueuedAt"] == stored["createdAt"])
+    }
+
+    /// The queue's oldest pending age reads `createdAt` where `enqueuedAt` is left out.
+    @Test func theOldestPendingAgeOfASecondFormatJobIsItsWait() async throws {
+        let h = try await QueueHarness("hash-format-age")
+        let created = Date()
+        _ = try await h.enqueue(payload: "{}")
+        try await Task.sleep(for: .milliseconds(300))
+        let age = try await h.queue.stats(queue: h.name).oldestPendingAgeSeconds
+        #expect(age >= 0.25 && age <= Date().timeIntervalSince(created) + 1, "\(age)")
+    }
 }
