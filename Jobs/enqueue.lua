@@ -5,6 +5,10 @@ local function refuse(job, rule)
 end
 local NAME, QUEUE, DIGITS = '^[A-Za-z0-9_.:%-]+$', '^[A-Za-z0-9_.%-]+$', '^%d+$'
 local function ms(value) return #value <= 15 and string.find(value, DIGITS) end
+local function put(record, field, value)
+  record[#record + 1] = field
+  record[#record + 1] = value
+end
 local queue = ARGV[3]
 if #KEYS < 4 or #KEYS % 4 ~= 0 then return refuse(nil, 'KEYS are pending, scheduled, stats, recent, then 4 per job') end
 -- Nine values per job, or ten with a W3C traceparent (producers before it send nine).
@@ -111,27 +115,15 @@ for i = 1, jobs do
     local record = {'type', jtype, 'payload', payload, 'status', 'queued', 'createdAt', ARGV[1]}
     if runAt > now then
       record[6] = 'scheduled'
-      record[#record + 1] = 'enqueuedAt'
-      record[#record + 1] = ARGV[a + 5]
+      put(record, 'enqueuedAt', ARGV[a + 5])
     end
-    if tonumber(maxAttempts) ~= 0 then
-      record[#record + 1] = 'maxAttempts'
-      record[#record + 1] = maxAttempts
-    end
+    if tonumber(maxAttempts) ~= 0 then put(record, 'maxAttempts', maxAttempts) end
     if idem ~= '' then
-      record[#record + 1] = 'idempotencyKey'
-      record[#record + 1] = idem
-      record[#record + 1] = 'digest'
-      record[#record + 1] = redis.sha1hex(payload)
+      put(record, 'idempotencyKey', idem)
+      put(record, 'digest', redis.sha1hex(payload))
     end
-    if label ~= '' then
-      record[#record + 1] = 'label'
-      record[#record + 1] = label
-    end
-    if traceparent ~= '' then
-      record[#record + 1] = 'traceparent'
-      record[#record + 1] = traceparent
-    end
+    if label ~= '' then put(record, 'label', label) end
+    if traceparent ~= '' then put(record, 'traceparent', traceparent) end
     redis.call('HSET', jobKey, unpack(record))
     if runAt > now then
       redis.call('ZADD', KEYS[2], runAt, id)
