@@ -34,12 +34,13 @@ extension EnqueueRequest {
     /// The request for an entitlement job: its type from the payload's, the payload encoded,
     /// labelled with whom it is for (`JobPayloads.label`).
     package init<Payload: EntitlementJobPayload>(
-        _ payload: Payload, queue: String, idempotencyKey: String? = nil, uniqueKey: String? = nil, delay: Duration? = nil
+        _ payload: Payload, queue: String, idempotencyKey: String? = nil, uniqueKey: String? = nil, delay: Duration? = nil,
+        id: String? = nil
     ) throws {
         let encoded = try JobPayloads.encode(payload)
         self.init(
             type: Payload.jobType.rawValue, payload: encoded, queue: queue, idempotencyKey: idempotencyKey, delay: delay,
-            uniqueKey: uniqueKey)
+            id: id, uniqueKey: uniqueKey)
         label = JobPayloads.label(of: encoded)
     }
 }

@@ -150,6 +150,22 @@ package enum JobPayloads {
             self.signedPayload = signedPayload
             self.v1 = v1
         }
+
+        /// The id of the job that applies the notification Apple identifies as `key` (a V2
+        /// notification's UUID, a V1 body's digest): `notification:KEY`, or the key's SHA-256
+        /// where it is not a job id's form. Apple's retries and the reconciliation of one
+        /// notification find the same job by its id, which lives as long as an idempotency key
+        /// would (its result TTL), without a key of its own; once it is gone the notification's
+        /// marker makes a replay change nothing.
+        package static func jobId(_ key: String) -> String {
+            let plain =
+                !key.isEmpty && key.utf8.count <= 100
+                && key.utf8.allSatisfy { byte in
+                    byte == UInt8(ascii: "-") || (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte)
+                        || (UInt8(ascii: "A")...UInt8(ascii: "Z")).contains(byte) || (UInt8(ascii: "a")...UInt8(ascii: "z")).contains(byte)
+                }
+            return "notification:" + (plain ? key : SHA256Hex.of(key, bytes: 16))
+        }
     }
 
     /// `webhook`: one event to post to the publisher.

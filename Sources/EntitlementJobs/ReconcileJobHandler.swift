@@ -146,7 +146,7 @@ package struct ReconcileJobHandler: EntitlementJobHandler {
                 let queued = try await service.jobQueue.enqueue(
                     try EnqueueRequest(
                         JobPayloads.Notification(publisher: publisher.id, signedPayload: signed), queue: job.queue,
-                        idempotencyKey: "notification:" + uuid))
+                        id: JobPayloads.Notification.jobId(uuid)))
                 stretch.queued += 1
                 if jobIds.count < Self.listedJobs { jobIds.append(queued.id) }
             }

@@ -25,9 +25,9 @@ extension EntitleAPI {
             }
             do {
                 let (payload, key) = try await admitNotification(request, publisher: publisher)
-                // Apple's retries of one notification find the same job.
+                // Apple's retries of one notification find the same job: its id names the notification.
                 let result = try await enqueue(
-                    try EnqueueRequest(payload, queue: configuration.queue, idempotencyKey: key))
+                    try EnqueueRequest(payload, queue: configuration.queue, id: JobPayloads.Notification.jobId(key)))
                 return JSONBody.jobId(result.id, status: .ok)
             } catch let error as APIError where error.status == .badRequest || error.status == .contentTooLarge {
                 throw failedAuthentication(context, error)
@@ -35,7 +35,8 @@ extension EntitleAPI {
         }
     }
 
-    /// Reads and verifies a notification: the job payload to queue and its idempotency key.
+    /// Reads and verifies a notification: the job payload to queue and what identifies it (a V2
+    /// notification's UUID, a V1 body's digest).
     func admitNotification(_ request: Request, publisher: Publisher) async throws -> (JobPayloads.Notification, String) {
         let body = try await RequestInput.body(request, limit: Self.notificationBodyLimit)
         guard let object = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] else {
@@ -66,7 +67,7 @@ extension EntitleAPI {
             else {
                 throw APIError.badRequest("signedPayload is Apple-signed but not a notification (no notificationType and notificationUUID)")
             }
-            return (JobPayloads.Notification(publisher: publisher.id, signedPayload: signedPayload), "notification:" + uuid)
+            return (JobPayloads.Notification(publisher: publisher.id, signedPayload: signedPayload), uuid)
         }
         guard object["notification_type"] is String else {
             throw APIError.badRequest("expected a V2 notification {\"signedPayload\"} or a V1 one with notification_type")
@@ -89,6 +90,6 @@ extension EntitleAPI {
             throw APIError.badRequest("the V1 notification cannot be read")
         }
         let payload = JobPayloads.Notification(publisher: publisher.id, v1: String(decoding: text, as: UTF8.self))
-        return (payload, "notification:" + Self.digest(payload.v1 ?? ""))
+        return (payload, Self.digest(payload.v1 ?? ""))
     }
 }

@@ -1,3 +1,4 @@
+import AppStore
 import Foundation
 import RedisTestSupport
 import Testing
@@ -20,6 +21,19 @@ import Testing
             let job = try await api.call(.GET, "/v1/jobs/\(jobId)?wait=20", route: "GET /v1/jobs/{id}")
             #expect(job.json["status"] as? String == "succeeded", "\(job.text)")
             #expect(job.json["type"] as? String == "notification")
+            // The job's id names the notification: no idempotency key of its own to keep for a day.
+            let signedText = try #require(
+                (try JSONSerialization.jsonObject(with: Data(v2.body)) as? [String: Any])?["signedPayload"] as? String)
+            let claims = try #require(
+                signedText.split(separator: ".").dropFirst().first.flatMap { AppleBase64.decode($0) }.flatMap {
+                    try? JSONSerialization.jsonObject(with: Data($0)) as? [String: Any]
+                })
+            let uuid = try #require(claims["notificationUUID"] as? String)
+            #expect(jobId == "notification:" + uuid)
+            let keys = api.jobQueue.configuration.keys("default")
+            #expect(try await api.jobQueue.redis.send(["EXISTS", keys.idempotency(jobId)]).int == 0)
+            let stored = try await api.jobQueue.redis.send(["HGETALL", keys.job(jobId)]).fieldValues
+            #expect(stored["idempotencyKey"] == nil && stored["digest"] == nil && stored["status"] == "succeeded", "\(stored)")
 
             let v1 = try #require(await api.inbox.wait(for: "/v1", count: 1).first)
             let legacy = try await api.call(
