@@ -154,9 +154,9 @@ package enum JobPayloads {
         /// The id of the job that applies the notification Apple identifies as `key` (a V2
         /// notification's UUID, a V1 body's digest): `notification:KEY`, or the key's SHA-256
         /// where it is not a job id's form. Apple's retries and the reconciliation of one
-        /// notification find the same job by its id, which lives as long as an idempotency key
-        /// would (its result TTL), without a key of its own; once it is gone the notification's
-        /// marker makes a replay change nothing.
+        /// notification find the same job by its id while its record lives (the result TTL once
+        /// it succeeds, the dead set's when it failed), without a key of its own; once it is gone
+        /// the notification's marker makes a replay change nothing.
         package static func jobId(_ key: String) -> String {
             let plain =
                 !key.isEmpty && key.utf8.count <= 100

@@ -9,10 +9,10 @@ import JobQueue
 /// apps with an App Store Server API key, in each environment it sells in, this pages
 /// through the history from where the last reconcile ended (an hour of overlap; Apple keeps
 /// 180 days, 30 in the sandbox) and queues every notification not already applied as the
-/// notification route would (same job, same idempotency key: one arriving meanwhile is the
-/// same job). Each page is verified (Apple's signature) and its position saved, so a job
+/// notification route would (the same job id, `notification:UUID`: one arriving meanwhile is
+/// the same job). Each page is verified (Apple's signature) and its position saved, so a job
 /// killed midway resumes with the same request and token; nothing is applied twice (the
-/// notification's applied marker and key).
+/// notification's applied marker and its job's id).
 package struct ReconcileJobHandler: EntitlementJobHandler {
     let service: EntitlementService
 
@@ -37,6 +37,9 @@ package struct ReconcileJobHandler: EntitlementJobHandler {
             package var seen = 0
             package var alreadyApplied = 0
             package var queued = 0
+            /// Not applied yet, but its job exists already: queued or running (the route got it
+            /// meanwhile), or dead (`entitle dead retry` sends it again).
+            package var alreadyQueued = 0
             /// Entries whose signature did not verify (not queued).
             package var invalid = 0
         }
@@ -147,6 +150,10 @@ package struct ReconcileJobHandler: EntitlementJobHandler {
                     try EnqueueRequest(
                         JobPayloads.Notification(publisher: publisher.id, signedPayload: signed), queue: job.queue,
                         id: JobPayloads.Notification.jobId(uuid)))
+                guard queued.created else {
+                    stretch.alreadyQueued += 1
+                    continue
+                }
                 stretch.queued += 1
                 if jobIds.count < Self.listedJobs { jobIds.append(queued.id) }
             }

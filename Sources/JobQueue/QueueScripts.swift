@@ -481,7 +481,9 @@ package enum QueueScripts {
             """
     )
 
-    /// Sends dead jobs back to pending with their attempts reset.
+    /// Sends dead jobs back to pending with their attempts reset; an id whose record is no
+    /// longer failed (the dead one expired, and a job was enqueued again with its id) only
+    /// leaves the dead set.
     ///
     /// KEYS: dead, pending, then each id's hash key. ARGV: the ids. Returns how many were requeued.
     package static let retryDead = RedisScript(
@@ -490,7 +492,9 @@ package enum QueueScripts {
             local n = 0
             for i = 1, #ARGV do
               local id, key = ARGV[i], KEYS[i + 2]
-              if redis.call('ZREM', KEYS[1], id) == 1 and redis.call('EXISTS', key) == 1 then
+              -- Only a record that is still the dead job's: once it expired, a job enqueued
+              -- again with the same id (a notification's, a renewal check's) is not this one.
+              if redis.call('ZREM', KEYS[1], id) == 1 and redis.call('HGET', key, 'status') == 'failed' then
                 redis.call('PERSIST', key)
                 redis.call('HSET', key, 'status', 'queued', 'attempt', 0)
                 redis.call('HDEL', key, 'finishedAt', 'retryAt')
@@ -502,8 +506,9 @@ package enum QueueScripts {
             """
     )
 
-    /// Deletes dead jobs and their records; an id not in the dead set keeps its record.
-    /// Trimming the dead set uses it too, with the ids it read.
+    /// Deletes dead jobs and their records; an id not in the dead set keeps its record, and so
+    /// does a record that is not failed (the dead one expired and a job was enqueued again
+    /// with its id). Trimming the dead set uses it too, with the ids it read.
     ///
     /// KEYS: dead, then each id's hash key. ARGV: the ids. Returns how many were removed.
     package static let purgeDead = RedisScript(
@@ -512,7 +517,7 @@ package enum QueueScripts {
             local n = 0
             for i = 1, #ARGV do
               if redis.call('ZREM', KEYS[1], ARGV[i]) == 1 then
-                redis.call('DEL', KEYS[i + 1])
+                if redis.call('HGET', KEYS[i + 1], 'status') == 'failed' then redis.call('DEL', KEYS[i + 1]) end
                 n = n + 1
               end
             end

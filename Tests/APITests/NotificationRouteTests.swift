@@ -39,6 +39,9 @@ import Testing
             let legacy = try await api.call(
                 .POST, "/v1/notifications/apple/demo", token: nil, body: String(decoding: v1.body, as: UTF8.self), route: route)
             #expect(legacy.status == 200)
+            // A V1 body's job is named by its digest.
+            let legacyId = try #require(legacy.json["jobId"] as? String)
+            #expect(legacyId.hasPrefix("notification:") && legacyId.utf8.count == 45, "\(legacyId)")
             let legacyJob = try await api.call(
                 .GET, "/v1/jobs/\(legacy.json["jobId"] as? String ?? "")?wait=20", route: "GET /v1/jobs/{id}")
             #expect(legacyJob.json["status"] as? String == "succeeded", "\(legacyJob.text)")
