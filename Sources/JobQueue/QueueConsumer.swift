@@ -8,11 +8,14 @@ import Tracing
 
 /// Consumes one queue for one worker process with up to `concurrency` jobs at a time.
 ///
-/// It claims with BLMOVE (or, with a backlog, the `claim` script, as many jobs as there are
-/// free slots) into its own active list, so a crash loses nothing: the reaper puts the list
-/// back. Then it starts the claimed jobs with a lease, runs them as child tasks and records
-/// outcomes through an `AckBatcher`. Its two connections are its own and follow the
-/// queue's slot to whichever Redis server holds it.
+/// It claims with BLMOVE (or, with a backlog, the `claim` script, as many jobs as it has room
+/// for) into its own active list, so a crash loses nothing: the reaper puts the list back.
+/// Then it starts the claimed jobs with a lease, runs them as child tasks and records
+/// outcomes through an `AckBatcher`. With a backlog it claims up to `prefetch` jobs more
+/// than it has handler slots: they wait in claim order for a slot (`RunSlots`), so a
+/// finished job's slot goes to the next at once rather than after a claim's round trips.
+/// Its two connections are its own and follow the queue's slot to whichever Redis server
+/// holds it.
 public final class QueueConsumer: Sendable {
     public struct Settings: Sendable, Hashable {
         public var concurrency: Int
@@ -24,8 +27,15 @@ public final class QueueConsumer: Sendable {
         public var heartbeatTTL: Duration = .seconds(5)
         /// The most jobs one `start` call claims.
         public var maxClaim = 64
+        /// How many started jobs may wait for a handler slot while every slot is busy. Only a
+        /// backlog fills them (a worker with no free slot never blocks to claim), and they
+        /// wait at most for a slot of this process: a quarter of `concurrency`, at most 16.
+        public var prefetch: Int
 
-        public init(concurrency: Int) { self.concurrency = max(1, concurrency) }
+        public init(concurrency: Int) {
+            self.concurrency = max(1, concurrency)
+            self.prefetch = min(16, (self.concurrency + 3) / 4)
+        }
     }
 
     public let queue: String
@@ -36,7 +46,10 @@ public final class QueueConsumer: Sendable {
     let registry: JobHandlerRegistry
     let keys: QueueKeys
     let logger: Logger
+    /// Room for claimed jobs not yet done: `concurrency + prefetch`. The fetch loop waits here.
     let gate: SlotGate
+    /// Handler slots: `concurrency`. A claimed job waits here for its turn to run.
+    let slots: RunSlots
     private let fetchConnection: RedisDedicatedConnection
     private let acks: AckBatcher
     /// The start script's limit for jobs lost by crashed workers when the job names none:
@@ -58,7 +71,8 @@ public final class QueueConsumer: Sendable {
         var logger = logger
         logger[metadataKey: "queue"] = "\(queue)"
         self.logger = logger
-        self.gate = SlotGate(capacity: settings.concurrency)
+        self.gate = SlotGate(capacity: settings.concurrency + max(0, settings.prefetch))
+        self.slots = RunSlots(capacity: settings.concurrency)
         self.mostAttempts = registry.registrations.values.map(\.retryPolicy.maxAttempts)
             .reduce(jobQueue.configuration.defaultMaxAttempts, max)
         self.fetchConnection = jobQueue.redis.makeDedicatedConnection(name: "fetch-\(queue)")
@@ -72,7 +86,12 @@ public final class QueueConsumer: Sendable {
     public var runningJobs: Int { running.load(ordering: .relaxed) }
 
     /// Stops claiming; `run` then waits for in-flight jobs up to its deadline.
-    public func stopClaiming() { gate.stop() }
+    public func stopClaiming() {
+        gate.stop()
+        // Jobs claimed ahead and still waiting for a slot stay in the active list: the
+        // give-back at the end requeues them with their attempt refunded.
+        slots.stop()
+    }
 
     /// Runs until `stopClaiming`, then drains for at most `shutdownTimeout` and gives back
     /// (requeues, attempt refunded) whatever is still running.
@@ -83,19 +102,27 @@ public final class QueueConsumer: Sendable {
         let heartbeats = Task { await self.heartbeatLoop() }
         await withDiscardingTaskGroup { group in
             while true {
-                let slots = await gate.take(upTo: settings.maxClaim)
-                if slots == 0 { break }
-                let jobs = await claim(upTo: slots)
-                gate.give(slots - jobs.count)
+                let room = await gate.take(upTo: settings.maxClaim)
+                if room == 0 { break }
+                let jobs = await claim(upTo: room)
+                gate.give(room - jobs.count)
                 inFlight.withLock { ids in for job in jobs { ids.insert(job.id) } }
                 for job in jobs {
                     group.addTask {
+                        defer { _ = self.inFlight.withLock { $0.remove(job.id) } }
+                        guard await self.slots.take() else {
+                            // Stopped before its turn: it never ran, and the give-back requeues it.
+                            self.gate.give()
+                            return
+                        }
                         // The slot is free once the handler is done; recording the outcome
                         // (a round trip, batched) need not hold it. The id stays in the active
                         // list and in `inFlight` until it is recorded, and the group waits for
                         // the recording before a drained consumer gives anything back.
-                        await self.execute(job) { self.gate.give() }
-                        _ = self.inFlight.withLock { $0.remove(job.id) }
+                        await self.execute(job) {
+                            self.slots.give()
+                            self.gate.give()
+                        }
                     }
                 }
             }
@@ -165,8 +192,10 @@ public final class QueueConsumer: Sendable {
         var dueAt: Int64 = 0
     }
 
-    /// Claims up to `limit` jobs: at once when there is a backlog, else blocks in BLMOVE for
-    /// up to `blockTimeout`. Returns no jobs on a timeout or a Redis failure.
+    /// Claims up to `limit` jobs: at once when there is a backlog, else, when a handler slot
+    /// is free, blocks in BLMOVE for up to `blockTimeout`; with every slot busy it waits for
+    /// one instead (a job claimed then would only wait here while another worker is idle).
+    /// Returns no jobs on a timeout or a Redis failure.
     private func claim(upTo limit: Int) async -> [ClaimedJob] {
         do {
             let claimed =
@@ -175,6 +204,10 @@ public final class QueueConsumer: Sendable {
                 ).array?.compactMap(\.string) ?? []
             if !claimed.isEmpty { return try await start(claimed) }
             if gate.isStopped { return [] }
+            if !slots.hasFree {
+                await slots.waitUntilFree()
+                return []
+            }
             let reply = try await fetchConnection.send(
                 ["BLMOVE", keys.pending, keys.active(consumerID), "RIGHT", "LEFT", String(settings.blockTimeout.seconds)],
                 timeout: settings.blockTimeout + jobQueue.redis.configuration.commandTimeout

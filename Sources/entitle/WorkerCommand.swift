@@ -36,6 +36,13 @@ struct WorkerCommand: AsyncParsableCommand {
     @Option(help: "Seconds one blocking claim (BLMOVE) waits on the server before the worker looks around again.")
     var blockTimeout: Double = 1
 
+    @Option(
+        help: """
+            Jobs each queue may claim ahead of a free handler slot when it has a backlog, so a finished job's slot \
+            goes to the next at once (default: a quarter of the queue's concurrency, at most 16; 0: claim only for free slots).
+            """)
+    var prefetch: Int?
+
     @Option(help: "Redis connections this process opens (blocking claims use their own).")
     var connections: Int = 8
 
@@ -66,6 +73,7 @@ struct WorkerCommand: AsyncParsableCommand {
         _ = try Self.parseQueues(queues)
         if let metricsPort, !(1...65535).contains(metricsPort) { throw ValidationError("--metrics-port must be 1-65535") }
         guard (0...3600).contains(shutdownTimeout) else { throw ValidationError("--shutdown-timeout must be 0 to 3600 seconds") }
+        if let prefetch, !(0...1000).contains(prefetch) { throw ValidationError("--prefetch must be 0 to 1000") }
         guard (1...256).contains(connections) else { throw ValidationError("--connections must be 1-256") }
         guard (1...3600).contains(heartbeatTTL) else { throw ValidationError("--heartbeat-ttl must be 1 to 3600 seconds") }
         guard (0.1...60).contains(blockTimeout) else { throw ValidationError("--block-timeout must be 0.1-60 seconds") }
@@ -151,6 +159,7 @@ struct WorkerCommand: AsyncParsableCommand {
             configuration.queues[name]?.heartbeatTTL = .milliseconds(Int64(heartbeatTTL * 1000))
             configuration.queues[name]?.heartbeatInterval = .milliseconds(Int64(heartbeatTTL * 1000 / 5))
             configuration.queues[name]?.blockTimeout = .milliseconds(Int64(blockTimeout * 1000))
+            if let prefetch { configuration.queues[name]?.prefetch = prefetch }
         }
         var handlers = JobHandlerRegistry.builtIn()
         var services: [any Service] = []

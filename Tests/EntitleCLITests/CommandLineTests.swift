@@ -102,6 +102,7 @@ import Testing
         (["enqueue", "noop", "--delay=-1"], "--delay must be 0 to"),
         (["worker", "--shutdown-timeout", "1e300"], "--shutdown-timeout must be 0 to 3600"),
         (["worker", "--heartbeat-ttl", "inf"], "--heartbeat-ttl must be 1 to 3600"),
+        (["worker", "--prefetch=-1"], "--prefetch must be 0 to 1000"),
         (["api", "--idle-timeout", "1e300"], "--idle-timeout must be 1 to 3600"),
     ])
     func badArgumentsGiveAMessageAndANonZeroExit(_ arguments: [String], _ message: String) async throws {
@@ -167,7 +168,9 @@ import Testing
         let worker = try cli.start(["worker", "--queues", "default=2", "--shutdown-timeout", "0.5"])
         let ids = try await cli.run(["enqueue", "noop", "--payload", #"{"sleepMs":60000}"#, "--count", "3"]).output.split(separator: "\n")
             .map(String.init)
-        try await eventually("two jobs to run") { try await cli.queueStats()["active"] as? Int == 2 }
+        // Two run; the third is claimed ahead of a free slot (the default prefetch, a quarter
+        // of the concurrency rounded up) and waits in the worker.
+        try await eventually("two jobs to run and one to wait") { try await cli.queueStats()["active"] as? Int == 3 }
         worker.signal(SIGTERM)
         #expect(try await worker.wait(timeout: .seconds(10)) == 0)
         let stats = try await cli.queueStats()

@@ -1,0 +1,146 @@
+import Foundation
+import JobQueue
+import RedisClient
+import RedisTestSupport
+import Testing
+
+/// Jobs claimed ahead of a free handler slot (`QueueConsumer.Settings.prefetch`).
+@Suite struct PrefetchTests {
+    /// A registry whose `work` jobs count themselves and wait for `gate`.
+    static func blockingRegistry(_ gate: ReliabilityTests.Gate, running: Box<Int>, ran: Box<Int>) -> JobHandlerRegistry {
+        var registry = JobHandlerRegistry()
+        registry.register(
+            "work",
+            JobRegistration(
+                handler: ClosureHandler { _ in
+                    running.update { $0 += 1 }
+                    await gate.wait()
+                    running.update { $0 -= 1 }
+                    ran.update { $0 += 1 }
+                    return nil
+                }))
+        return registry
+    }
+
+    static func worker(_ h: QueueHarness, concurrency: Int, prefetch: Int, registry: JobHandlerRegistry) -> WorkerService {
+        var settings = QueueConsumer.Settings(concurrency: concurrency)
+        settings.prefetch = prefetch
+        settings.heartbeatInterval = .milliseconds(200)
+        settings.heartbeatTTL = .seconds(10)
+        settings.blockTimeout = .milliseconds(200)
+        var configuration = WorkerService.Configuration(queues: [h.name: settings])
+        configuration.shutdownTimeout = .milliseconds(300)
+        configuration.promoteInterval = .milliseconds(20)
+        return WorkerService(configuration: configuration, jobQueue: h.queue, registry: registry, logger: TestRedis.logger)
+    }
+
+    @Test func aBusyWorkerClaimsAheadNoMoreThanItsPrefetchAndRunsNoMoreThanItsSlots() async throws {
+        let h = try await QueueHarness("prefetch-ahead")
+        let gate = ReliabilityTests.Gate()
+        let running = Box(0)
+        let ran = Box(0)
+        let peak = Box(0)
+        var registry = JobHandlerRegistry()
+        registry.register(
+            "work",
+            JobRegistration(
+                handler: ClosureHandler { _ in
+                    let now = running.update { value -> Int in
+                        value += 1
+                        return value
+                    }
+                    peak.update { $0 = max($0, now) }
+                    await gate.wait()
+                    running.update { $0 -= 1 }
+                    ran.update { $0 += 1 }
+                    return nil
+                }))
+        _ = try await h.queue.enqueue(batch: (0..<7).map { _ in h.request("work") })
+        let worker = Self.worker(h, concurrency: 2, prefetch: 3, registry: registry)
+        let consumer = worker.consumers[0].consumerID
+        try await h.whileRunning(worker) {
+            // Let the handlers go before the worker stops, whatever fails: it waits for them.
+            defer { gate.release() }
+            try await eventually("2 jobs to run and 3 to wait in the worker") {
+                let active = try await h.redis.send(["LLEN", h.keys.active(consumer)]).int
+                let pending = try await h.redis.send(["LLEN", h.keys.pending]).int
+                return running.current == 2 && active == 5 && pending == 2
+            }
+            // Claimed ahead means started: leased and counted as an attempt, in this
+            // consumer's active list, so a crash loses none of them.
+            let ahead = try await h.redis.send(["LRANGE", h.keys.active(consumer), "0", "-1"]).array?.compactMap(\.string) ?? []
+            for id in ahead { #expect(try await h.job(id)?.status == .processing) }
+            gate.release()
+            try await eventually("every job to run") { ran.current == 7 }
+        }
+        #expect(peak.current == 2)
+        let stats = try await h.queue.stats(queue: h.name)
+        #expect(stats.counters["succeeded:work"] == 7)
+    }
+
+    @Test func aStoppedWorkerGivesBackWhatItClaimedAheadWithTheAttemptRefunded() async throws {
+        let h = try await QueueHarness("prefetch-stop")
+        let running = Box(0)
+        let ran = Box(0)
+        var registry = JobHandlerRegistry()
+        registry.register(
+            "work",
+            JobRegistration(
+                handler: ClosureHandler { _ in
+                    running.update { $0 += 1 }
+                    // Cancelled at the shutdown deadline.
+                    try await Task.sleep(for: .seconds(60))
+                    ran.update { $0 += 1 }
+                    return nil
+                }))
+        let ids = try await h.queue.enqueue(batch: (0..<5).map { _ in h.request("work") }).map(\.id)
+        let worker = Self.worker(h, concurrency: 1, prefetch: 2, registry: registry)
+        let consumer = worker.consumers[0].consumerID
+        try await h.whileRunning(worker) {
+            try await eventually("1 job to run and 2 to wait") {
+                let active = try await h.redis.send(["LLEN", h.keys.active(consumer)]).int
+                return running.current == 1 && active == 3
+            }
+        }
+        // The running job outlived the shutdown deadline and the two waiting never began:
+        // all three went back with their attempt, as had the two never claimed.
+        #expect(ran.current == 0)
+        #expect(try await h.redis.send(["LLEN", h.keys.pending]).int == 5)
+        #expect(try await h.redis.send(["EXISTS", h.keys.active(consumer)]).int == 0)
+        for id in ids {
+            let job = try #require(try await h.job(id))
+            #expect(job.status == .queued && job.attempt == 0)
+        }
+    }
+
+    /// A worker with every slot busy does not wait on the server for new jobs: one claimed then
+    /// would wait behind its running jobs while another worker sat idle.
+    @Test func aNewJobGoesToAnIdleWorkerNotToOneWhoseSlotsAreBusy() async throws {
+        let h = try await QueueHarness("prefetch-idle")
+        let gate = ReliabilityTests.Gate()
+        let running = Box(0)
+        let ran = Box(0)
+        let blocked = try await h.enqueue("work")
+        let busy = Self.worker(h, concurrency: 1, prefetch: 4, registry: Self.blockingRegistry(gate, running: running, ran: ran))
+        var idleRegistry = JobHandlerRegistry()
+        idleRegistry.register("work", JobRegistration(handler: ClosureHandler { _ in #""idle""# }))
+        let idle = Self.worker(h, concurrency: 1, prefetch: 4, registry: idleRegistry)
+        try await h.whileRunning(busy) {
+            defer { gate.release() }
+            try await eventually("the busy worker's slot to be taken") { running.current == 1 }
+            try await h.whileRunning(idle) {
+                // The idle worker waits on the server before the job exists.
+                try await eventually("the idle worker to wait for jobs") {
+                    let clients = try await h.redis.send(["CLIENT", "LIST"]).string ?? ""
+                    return clients.split(separator: "\n").contains { $0.contains("cmd=blmove") && $0.contains("name=fetch-\(h.name)") }
+                }
+                let id = try await h.enqueue("work")
+                let job = try await h.waitForStatus(id, .succeeded, timeout: .seconds(10))
+                #expect(job.result == #""idle""#)
+            }
+            #expect(try await h.job(blocked)?.status == .processing)
+            gate.release()
+            _ = try await h.waitForStatus(blocked, .succeeded)
+        }
+    }
+}
