@@ -29,13 +29,13 @@ public final class QueueConsumer: Sendable {
         public var maxClaim = 64
         /// How many started jobs may wait for a handler slot while every slot is busy. Only a
         /// backlog fills them (a worker with no free slot never blocks to claim), and they
-        /// wait at most for a slot of this process: a quarter of `concurrency`, at most 16.
-        public var prefetch: Int
+        /// wait at most for a slot of this process. `nil`: a quarter of `concurrency`, at most 16.
+        public var prefetch: Int?
 
-        public init(concurrency: Int) {
-            self.concurrency = max(1, concurrency)
-            self.prefetch = min(16, (self.concurrency + 3) / 4)
-        }
+        public init(concurrency: Int) { self.concurrency = max(1, concurrency) }
+
+        /// `prefetch`, or its default for `concurrency`.
+        public var jobsAhead: Int { max(0, prefetch ?? min(16, (concurrency + 3) / 4)) }
     }
 
     public let queue: String
@@ -57,6 +57,8 @@ public final class QueueConsumer: Sendable {
     private let mostAttempts: Int
     private let leaseCounter = Atomic<Int>(0)
     private let running = Atomic<Int>(0)
+    /// A claim failed and the orphan check after it has not yet run to the end.
+    private let orphansSuspected = Atomic<Bool>(false)
     /// Ids this consumer claimed and has not finished recording.
     private let inFlight = Mutex<Set<String>>([])
 
@@ -71,11 +73,13 @@ public final class QueueConsumer: Sendable {
         var logger = logger
         logger[metadataKey: "queue"] = "\(queue)"
         self.logger = logger
-        self.gate = SlotGate(capacity: settings.concurrency + max(0, settings.prefetch))
+        self.gate = SlotGate(capacity: settings.concurrency + settings.jobsAhead)
         self.slots = RunSlots(capacity: settings.concurrency)
         self.mostAttempts = registry.registrations.values.map(\.retryPolicy.maxAttempts)
             .reduce(jobQueue.configuration.defaultMaxAttempts, max)
-        self.fetchConnection = jobQueue.redis.makeDedicatedConnection(name: "fetch-\(queue)")
+        // Named after the consumer (`fetch-QUEUE-` and its id's last part), to find it in CLIENT LIST.
+        self.fetchConnection = jobQueue.redis.makeDedicatedConnection(
+            name: "fetch-\(queue)-\(consumerID.split(separator: ":").last ?? "")")
         self.acks = AckBatcher(
             connection: jobQueue.redis.makeDedicatedConnection(name: "ack-\(queue)"), keys: keys, consumer: consumerID,
             configuration: jobQueue.configuration, logger: logger
@@ -108,9 +112,12 @@ public final class QueueConsumer: Sendable {
                 gate.give(room - jobs.count)
                 inFlight.withLock { ids in for job in jobs { ids.insert(job.id) } }
                 for job in jobs {
+                    // Its place is taken here, in claim order, before its task runs: the next
+                    // claim then knows whether a slot is free.
+                    let place = slots.reserve()
                     group.addTask {
                         defer { _ = self.inFlight.withLock { $0.remove(job.id) } }
-                        guard await self.slots.take() else {
+                        guard await self.slots.wait(place) else {
                             // Stopped before its turn: it never ran, and the give-back requeues it.
                             self.gate.give()
                             return
@@ -197,6 +204,10 @@ public final class QueueConsumer: Sendable {
     /// one instead (a job claimed then would only wait here while another worker is idle).
     /// Returns no jobs on a timeout or a Redis failure.
     private func claim(upTo limit: Int) async -> [ClaimedJob] {
+        // An orphan check that failed (Redis was down) is made again before the next claim:
+        // otherwise its orphans would wait for the next failure, in a live consumer's list
+        // that no reaper takes.
+        if orphansSuspected.load(ordering: .relaxed) { await requeueOrphans() }
         do {
             let claimed =
                 try await fetchConnection.run(
@@ -216,6 +227,7 @@ public final class QueueConsumer: Sendable {
             return try await start([id])
         } catch {
             logger.warning("claiming failed; backing off", metadata: ["error": "\(error)"])
+            orphansSuspected.store(true, ordering: .relaxed)
             try? await Task.sleep(for: .milliseconds(200))
             await requeueOrphans()
             return []
@@ -231,14 +243,17 @@ public final class QueueConsumer: Sendable {
             let listed = try await fetchConnection.send(["LRANGE", keys.active(consumerID), "0", "-1"]).array?.compactMap(\.string) ?? []
             let running = inFlight.withLock { $0 }
             let orphans = listed.filter { !running.contains($0) }
-            guard !orphans.isEmpty else { return }
-            let moved =
-                try await fetchConnection.run(
-                    QueueScripts.requeueOrphans, keys: [keys.active(consumerID), keys.pending] + orphans.map(keys.job), arguments: orphans
-                ).int ?? 0
-            logger.notice("requeued jobs whose claim reply was lost", metadata: ["jobs": "\(moved)"])
+            if !orphans.isEmpty {
+                let moved =
+                    try await fetchConnection.run(
+                        QueueScripts.requeueOrphans, keys: [keys.active(consumerID), keys.pending] + orphans.map(keys.job),
+                        arguments: orphans
+                    ).int ?? 0
+                logger.notice("requeued jobs whose claim reply was lost", metadata: ["jobs": "\(moved)"])
+            }
+            orphansSuspected.store(false, ordering: .relaxed)
         } catch {
-            logger.warning("could not check for lost claims; will on the next failure", metadata: ["error": "\(error)"])
+            logger.warning("could not check for lost claims; will before the next claim", metadata: ["error": "\(error)"])
         }
     }
 

@@ -1,14 +1,28 @@
 import Synchronization
 
-/// A consumer's handler slots, handed out first come, first served. Jobs claimed ahead of a
-/// free slot wait here in the order they were claimed; a finished job hands its slot straight
-/// to the longest waiter, so no Redis round trip sits between one job's end and the next's
-/// start.
+/// A consumer's handler slots, handed out in the order jobs were claimed. The fetch loop
+/// reserves a place for each claimed job before it starts the job's task (so what is free is
+/// known at once, whenever the tasks get to run); a job whose place is not yet a slot waits
+/// for one, and a finished job hands its slot straight to the longest waiting place. No Redis
+/// round trip sits between one job's end and the next's start.
 final class RunSlots: Sendable {
+    /// A job's place: a slot already, or a number in the line.
+    enum Place: Sendable, Equatable {
+        case slot
+        case line(Int)
+        /// The slots have stopped: the job must not run.
+        case refused
+    }
+
     private struct State {
         var free: Int
         var stopped = false
-        var waiters: [CheckedContinuation<Bool, Never>] = []
+        var nextNumber = 0
+        /// Numbers waiting for a slot, first first.
+        var line: [Int] = []
+        /// Numbers given a slot before their task asked.
+        var granted: Set<Int> = []
+        var waiters: [Int: CheckedContinuation<Bool, Never>] = [:]
         var freeWaiter: CheckedContinuation<Void, Never>?
     }
 
@@ -20,33 +34,53 @@ final class RunSlots: Sendable {
         self.state = Mutex(State(free: capacity))
     }
 
-    /// Waits for a slot. Returns false, holding none, once stopped.
-    func take() async -> Bool {
-        let now: Bool? = state.withLock { state in
-            if state.stopped { return false }
-            guard state.free > 0 else { return nil }
-            state.free -= 1
-            return true
-        }
-        if let now { return now }
-        return await withCheckedContinuation { continuation in
-            let resumeWith: Bool? = state.withLock { state in
-                if state.stopped { return false }
-                if state.free > 0 {
-                    state.free -= 1
-                    return true
-                }
-                state.waiters.append(continuation)
-                return nil
+    /// Takes a slot if one is free, else a place in the line. Does not wait.
+    func reserve() -> Place {
+        state.withLock { state in
+            if state.stopped { return .refused }
+            if state.free > 0 {
+                state.free -= 1
+                return .slot
             }
-            if let resumeWith { continuation.resume(returning: resumeWith) }
+            let number = state.nextNumber
+            state.nextNumber += 1
+            state.line.append(number)
+            return .line(number)
         }
     }
 
-    /// Gives a slot back: to the longest waiter if there is one, else to the free count.
+    /// Waits until `place` is a slot. Returns false, holding none, once stopped.
+    func wait(_ place: Place) async -> Bool {
+        switch place {
+        case .slot: return true
+        case .refused: return false
+        case .line(let number):
+            return await withCheckedContinuation { continuation in
+                let resumeWith: Bool? = state.withLock { state in
+                    if state.granted.remove(number) != nil {
+                        if !state.stopped { return true }
+                        // Stopped after its slot came: the slot goes back unused.
+                        state.free += 1
+                        return false
+                    }
+                    if state.stopped { return false }
+                    state.waiters[number] = continuation
+                    return nil
+                }
+                if let resumeWith { continuation.resume(returning: resumeWith) }
+            }
+        }
+    }
+
+    /// Gives a slot back: to the first place in line if there is one, else to the free count.
     func give() {
         let (next, freed) = state.withLock { state -> (CheckedContinuation<Bool, Never>?, CheckedContinuation<Void, Never>?) in
-            if !state.stopped, !state.waiters.isEmpty { return (state.waiters.removeFirst(), nil) }
+            if !state.stopped, !state.line.isEmpty {
+                let number = state.line.removeFirst()
+                if let waiter = state.waiters.removeValue(forKey: number) { return (waiter, nil) }
+                state.granted.insert(number)
+                return (nil, nil)
+            }
             state.free += 1
             defer { state.freeWaiter = nil }
             return (nil, state.freeWaiter)
@@ -55,7 +89,7 @@ final class RunSlots: Sendable {
         freed?.resume()
     }
 
-    /// Whether a slot is free now (and so nobody waits for one).
+    /// Whether a slot is free now (and so no claimed job waits for one).
     var hasFree: Bool { state.withLock { $0.free > 0 } }
 
     /// Returns once a slot is free or the slots stopped. One caller at a time (the fetch loop).
@@ -70,15 +104,16 @@ final class RunSlots: Sendable {
         }
     }
 
-    /// Stops handing out slots: every waiter, now and later, gets none.
+    /// Stops handing out slots: every place in line, now and later, gets none.
     func stop() {
         let (waiters, freeWaiter) = state.withLock { state in
             state.stopped = true
             defer {
-                state.waiters = []
+                state.line = []
+                state.waiters = [:]
                 state.freeWaiter = nil
             }
-            return (state.waiters, state.freeWaiter)
+            return (Array(state.waiters.values), state.freeWaiter)
         }
         for waiter in waiters { waiter.resume(returning: false) }
         freeWaiter?.resume()

@@ -5,7 +5,7 @@ import RedisTestSupport
 import Testing
 
 /// Several worker processes, SIGKILLed again and again (every 300 ms) while they run 20,000
-/// jobs of 8 ms each (over 3 s of work for 48 slots: 90% of it spans about 10 kills), whose
+/// jobs of 12 ms each (5 s of work for 48 slots: 90% of it spans about 10 kills), whose
 /// effect is applied once per job id. Nothing may be lost, no effect may happen twice, and
 /// a killed worker's claimed jobs must be back in pending within 15 s.
 /// On a cluster the same, and the primary holding the queue is killed -9 mid-run (its
@@ -55,7 +55,7 @@ import Testing
         let redis = cli.redis
         var ids: [String] = []
         for _ in 0..<(Self.jobs / 10_000) {
-            let result = try await cli.run(["enqueue", "noop", "--payload", #"{"effect":"crash","sleepMs":8}"#, "--count", "10000"])
+            let result = try await cli.run(["enqueue", "noop", "--payload", #"{"effect":"crash","sleepMs":12}"#, "--count", "10000"])
             ids += result.output.split(separator: "\n").map(String.init)
         }
         #expect(ids.count == Self.jobs)

@@ -25,7 +25,7 @@ import Testing
         // Both idle, blocked in BLMOVE for at most a second so far (`idle` counts from the call).
         try await eventually("both workers to block in BLMOVE") {
             let clients = try await cli.redis.send(["CLIENT", "LIST", "TYPE", "normal"]).string ?? ""
-            let blocked = clients.split(separator: "\n").filter { $0.contains("name=fetch-\(queue) ") && $0.contains("cmd=blmove") }
+            let blocked = clients.split(separator: "\n").filter { $0.contains("name=fetch-\(queue)-") && $0.contains("cmd=blmove") }
             return blocked.count == 2 && blocked.allSatisfy { $0.contains(" idle=0 ") || $0.contains(" idle=1 ") }
         }
         let consumers = try await cli.redis.send(["ZRANGE", cli.key(queue, "consumers"), "0", "-1"]).array?.compactMap(\.string) ?? []

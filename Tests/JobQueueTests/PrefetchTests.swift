@@ -22,14 +22,16 @@ import Testing
         return registry
     }
 
-    static func worker(_ h: QueueHarness, concurrency: Int, prefetch: Int, registry: JobHandlerRegistry) -> WorkerService {
+    static func worker(
+        _ h: QueueHarness, concurrency: Int, prefetch: Int, registry: JobHandlerRegistry, shutdownTimeout: Duration = .milliseconds(300)
+    ) -> WorkerService {
         var settings = QueueConsumer.Settings(concurrency: concurrency)
         settings.prefetch = prefetch
         settings.heartbeatInterval = .milliseconds(200)
         settings.heartbeatTTL = .seconds(10)
         settings.blockTimeout = .milliseconds(200)
         var configuration = WorkerService.Configuration(queues: [h.name: settings])
-        configuration.shutdownTimeout = .milliseconds(300)
+        configuration.shutdownTimeout = shutdownTimeout
         configuration.promoteInterval = .milliseconds(20)
         return WorkerService(configuration: configuration, jobQueue: h.queue, registry: registry, logger: TestRedis.logger)
     }
@@ -78,39 +80,42 @@ import Testing
         #expect(stats.counters["succeeded:work"] == 7)
     }
 
-    @Test func aStoppedWorkerGivesBackWhatItClaimedAheadWithTheAttemptRefunded() async throws {
+    /// Stopped with one job running and two waiting: the running one finishes within the
+    /// deadline (drained) or is given back at it; the waiting two never start, and go back
+    /// with their attempt.
+    @Test(arguments: [false, true])
+    func aStoppedWorkerGivesBackWhatItClaimedAheadWithTheAttemptRefunded(runningOutlivesTheDeadline: Bool) async throws {
         let h = try await QueueHarness("prefetch-stop")
-        let running = Box(0)
-        let ran = Box(0)
+        let entered = Box(0)
         var registry = JobHandlerRegistry()
         registry.register(
             "work",
             JobRegistration(
                 handler: ClosureHandler { _ in
-                    running.update { $0 += 1 }
-                    // Cancelled at the shutdown deadline.
-                    try await Task.sleep(for: .seconds(60))
-                    ran.update { $0 += 1 }
+                    entered.update { $0 += 1 }
+                    // Cancelled at the shutdown deadline when it outlives it.
+                    try await Task.sleep(for: runningOutlivesTheDeadline ? .seconds(60) : .milliseconds(400))
                     return nil
                 }))
         let ids = try await h.queue.enqueue(batch: (0..<5).map { _ in h.request("work") }).map(\.id)
-        let worker = Self.worker(h, concurrency: 1, prefetch: 2, registry: registry)
+        let worker = Self.worker(
+            h, concurrency: 1, prefetch: 2, registry: registry,
+            shutdownTimeout: runningOutlivesTheDeadline ? .milliseconds(300) : .seconds(10))
         let consumer = worker.consumers[0].consumerID
         try await h.whileRunning(worker) {
             try await eventually("1 job to run and 2 to wait") {
                 let active = try await h.redis.send(["LLEN", h.keys.active(consumer)]).int
-                return running.current == 1 && active == 3
+                return entered.current == 1 && active == 3
             }
         }
-        // The running job outlived the shutdown deadline and the two waiting never began:
-        // all three went back with their attempt, as had the two never claimed.
-        #expect(ran.current == 0)
-        #expect(try await h.redis.send(["LLEN", h.keys.pending]).int == 5)
+        #expect(entered.current == 1)
         #expect(try await h.redis.send(["EXISTS", h.keys.active(consumer)]).int == 0)
-        for id in ids {
-            let job = try #require(try await h.job(id))
-            #expect(job.status == .queued && job.attempt == 0)
-        }
+        var records: [JobRecord] = []
+        for id in ids { records.append(try #require(try await h.job(id))) }
+        let finished = records.filter { $0.status == .succeeded }
+        #expect(finished.count == (runningOutlivesTheDeadline ? 0 : 1))
+        #expect(try await h.redis.send(["LLEN", h.keys.pending]).int == 5 - finished.count)
+        for job in records where job.status != .succeeded { #expect(job.status == .queued && job.attempt == 0, "\(job)") }
     }
 
     /// A worker with every slot busy does not wait on the server for new jobs: one claimed then
@@ -129,10 +134,14 @@ import Testing
             defer { gate.release() }
             try await eventually("the busy worker's slot to be taken") { running.current == 1 }
             try await h.whileRunning(idle) {
-                // The idle worker waits on the server before the job exists.
-                try await eventually("the idle worker to wait for jobs") {
-                    let clients = try await h.redis.send(["CLIENT", "LIST"]).string ?? ""
-                    return clients.split(separator: "\n").contains { $0.contains("cmd=blmove") && $0.contains("name=fetch-\(h.name)") }
+                // The idle worker waits on the server before the job exists; the busy one never does.
+                func blocked(_ worker: WorkerService) -> @Sendable (Substring) -> Bool {
+                    let name = "name=fetch-\(h.name)-\(worker.consumers[0].consumerID.split(separator: ":").last ?? "") "
+                    return { $0.contains(name) && $0.contains("cmd=blmove") }
+                }
+                try await eventually("the idle worker, and only it, to wait for jobs") {
+                    let clients = (try await h.redis.send(["CLIENT", "LIST"]).string ?? "").split(separator: "\n")
+                    return clients.contains(where: blocked(idle)) && !clients.contains(where: blocked(busy))
                 }
                 let id = try await h.enqueue("work")
                 let job = try await h.waitForStatus(id, .succeeded, timeout: .seconds(10))
