@@ -93,7 +93,7 @@ for i = 1, jobs do
     if current and current ~= seen then
       stale = current
     elseif current then
-      local status = redis.call('HGET', holderKey, 'status')
+      local status = redis.call('HGET', holderKey, 'status') or (redis.call('EXISTS', holderKey) == 1 and 'queued')
       if status and status ~= 'succeeded' and status ~= 'failed' then holder = current end
     end
   end
@@ -110,11 +110,11 @@ for i = 1, jobs do
     if idem ~= '' then redis.call('SET', idemKey, id, 'PX', idemTTL) end
     if unique ~= '' then redis.call('SET', uniqueKey, id, 'PX', idemTTL) end
     -- Times are stored as the digits the producer sent (checked above), not reformatted as Lua numbers.
-    -- What the key or a default says is left out (format 2): the id, the queue, attempt 0,
-    -- maxAttempts 0, no idempotency key, enqueuedAt equal to createdAt.
-    local record = {'type', jtype, 'payload', payload, 'status', 'queued', 'createdAt', ARGV[1]}
+    -- What the key or a default says is left out (format 3): the id, the queue, the status
+    -- while queued, attempt 0, maxAttempts 0, no idempotency key, enqueuedAt equal to createdAt.
+    local record = {'type', jtype, 'payload', payload, 'createdAt', ARGV[1]}
     if runAt > now then
-      record[6] = 'scheduled'
+      put(record, 'status', 'scheduled')
       put(record, 'enqueuedAt', ARGV[a + 5])
     end
     if tonumber(maxAttempts) ~= 0 then put(record, 'maxAttempts', maxAttempts) end

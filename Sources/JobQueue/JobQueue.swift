@@ -154,7 +154,7 @@ public final class JobQueue: Sendable {
                     }
                 }
                 try await register(seenQueues)
-                let script = configuration.hashFormat == .first ? QueueScripts.enqueueFirstFormat : QueueScripts.enqueue
+                let script = QueueScripts.enqueueScript(for: configuration.hashFormat)
                 let replies = try await redis.runPipelined(script, calls: calls)
                 for (chunk, reply) in zip(chunks, replies) {
                     let values: [RedisReply]
@@ -257,9 +257,13 @@ public final class JobQueue: Sendable {
         var start = 0
         while start < ids.count {
             let chunk = ids[start..<min(ids.count, start + 1000)]
-            outcomes += try await redis.pipeline(chunk.map { ["HMGET", keys.job($0), "status", "result", "lastError"] }).map { reply in
+            outcomes += try await redis.pipeline(chunk.map { ["HMGET", keys.job($0), "status", "result", "lastError", "type"] }).map {
+                reply in
                 let values = reply.array ?? []
-                guard values.count == 3, let text = values[0].string, let status = JobStatus(rawValue: text) else { return nil }
+                // No status but a type: queued (the third format leaves it out until the job starts).
+                guard values.count == 4, values[3].string != nil,
+                    let status = JobStatus(rawValue: values[0].string ?? JobStatus.queued.rawValue)
+                else { return nil }
                 return Outcome(status: status, result: values[1].string, lastError: values[2].string)
             }
             start += chunk.count

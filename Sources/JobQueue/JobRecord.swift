@@ -50,10 +50,11 @@ public struct JobRecord: Sendable, Codable, Hashable {
     }
 
     /// Reads a job hash (HGETALL) of job `id` in `queue` (its key's); `nil` when a field the
-    /// envelope needs is missing. A field left out holds its default (the hash's second
-    /// format): attempt and maxAttempts 0, no idempotency key, enqueuedAt the creation time.
+    /// envelope needs is missing. A field left out holds its default (the hash's second and
+    /// third formats): attempt and maxAttempts 0, no idempotency key, enqueuedAt the creation
+    /// time, status `queued`.
     package init?(fields: [String: String], id: String, queue: String) {
-        guard let type = fields["type"], let status = fields["status"].flatMap(JobStatus.init(rawValue:)),
+        guard let type = fields["type"], let status = JobStatus(rawValue: fields["status"] ?? JobStatus.queued.rawValue),
             let createdAt = fields["createdAt"].flatMap(Int64.init)
         else { return nil }
         let enqueuedAt = fields["enqueuedAt"].flatMap(Int64.init) ?? createdAt

@@ -5,20 +5,26 @@ import Testing
 
 @testable import JobQueue
 
-/// The job's hash in its second format leaves out what its key or a default says; jobs
-/// written in the first format (by a producer that still runs the older `enqueue.lua`, or
-/// queued before an upgrade) run under today's workers and read the same.
+/// The job's hash in its second format leaves out what its key or a default says, and in its
+/// third the status while queued; jobs written in an older format (by a producer that still
+/// runs an older `enqueue.lua`, or queued before an upgrade) run under today's workers and
+/// read the same.
 @Suite struct HashFormatTests {
-    /// The enqueue script of the first format, byte for byte as it was.
-    static let firstFormatScript = String(
-        decoding: (try? Data(
-            contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("Fixtures/enqueue-format1.lua")))
-            ?? Data(),
-        as: UTF8.self)
+    /// An older format's enqueue script, byte for byte as it was.
+    static func script(_ format: JobHashFormat) -> String {
+        let file = "Fixtures/enqueue-format\(format.rawValue).lua"
+        return String(
+            decoding: (try? Data(contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(file)))
+                ?? Data(),
+            as: UTF8.self)
+    }
+    static let firstFormatScript = script(.first)
+    static let secondFormatScript = script(.second)
 
-    /// Enqueues one job as a first-format producer does (plain EVAL of its script).
-    func enqueueFirstFormat(
-        _ h: QueueHarness, payload: String, maxAttempts: Int = 0, runAt: Int64 = 0, idempotencyKey: String = ""
+    /// Enqueues one job as a producer of an older format does (plain EVAL of its script).
+    func enqueueOlder(
+        _ h: QueueHarness, format: JobHashFormat = .first, payload: String, maxAttempts: Int = 0, runAt: Int64 = 0,
+        idempotencyKey: String = ""
     ) async throws -> String {
         let id = UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
         let job = h.keys.job(id)
@@ -30,23 +36,31 @@ import Testing
         let arguments = [
             String(now), "86400000", h.name, "200", id, "noop", payload, String(maxAttempts), String(runAt), idempotencyKey, "", "", "",
         ]
-        let reply = try await h.redis.send(["EVAL", Self.firstFormatScript, String(keys.count)] + keys + arguments)
+        let reply = try await h.redis.send(["EVAL", Self.script(format), String(keys.count)] + keys + arguments)
         try #require(reply.array?.last == .integer(1), "\(reply)")
         return id
     }
 
-    @Test func jobsOfTheFirstFormatRunUnderTheSecondAndReadTheSame() async throws {
+    @Test(arguments: [JobHashFormat.first, .second])
+    func jobsOfAnOlderFormatRunUnderTodaysWorkersAndReadTheSame(_ format: JobHashFormat) async throws {
         try #require(Self.firstFormatScript.contains("'attempt', 0"), "the fixture is the first format's script")
+        try #require(Self.secondFormatScript.contains("'status', 'queued'"), "the fixture is the second format's script")
         let h = try await QueueHarness("hash-format")
         try await h.redis.send(["SADD", "\(h.keys.prefix):queues", h.name])
-        let retried = try await enqueueFirstFormat(h, payload: #"{"failTimes":1}"#, maxAttempts: 3, idempotencyKey: "first-\(UUID())")
-        let long = try await enqueueFirstFormat(h, payload: #"{"pad":"\#(String(repeating: "x", count: 2_000))"}"#)
-        let later = try await enqueueFirstFormat(h, payload: "{}", runAt: Int64(Date().timeIntervalSince1970 * 1000) + 300)
+        let retried = try await enqueueOlder(
+            h, format: format, payload: #"{"failTimes":1}"#, maxAttempts: 3, idempotencyKey: "older-\(UUID())")
+        let long = try await enqueueOlder(h, format: format, payload: #"{"pad":"\#(String(repeating: "x", count: 2_000))"}"#)
+        let later = try await enqueueOlder(
+            h, format: format, payload: "{}", runAt: Int64(Date().timeIntervalSince1970 * 1000) + 300)
         func fields(_ id: String) async throws -> [String: String] {
             try await h.redis.send(["HGETALL", h.keys.job(id)]).fieldValues
         }
         let whole = try await fields(retried)
-        #expect(whole["id"] == retried && whole["queue"] == h.name && whole["attempt"] == "0", "written whole")
+        if format == .first {
+            #expect(whole["id"] == retried && whole["queue"] == h.name && whole["attempt"] == "0", "written whole")
+        } else {
+            #expect(whole["id"] == nil && whole["attempt"] == nil && whole["status"] == "queued", "the second format")
+        }
         let before = try #require(try await h.job(later))
         #expect(before.status == .scheduled && before.enqueuedAt > before.createdAt)
 
@@ -66,20 +80,51 @@ import Testing
         #expect(second.id == long && second.enqueuedAt == second.createdAt)
     }
 
-    /// What the second format saves on a queued job: the hash of the same job, both formats,
-    /// measured by the server.
-    @Test func aQueuedJobOfTheSecondFormatIsSmaller() async throws {
+    /// What each format saves on a queued job: the hash of the same job in each, measured by
+    /// the server.
+    @Test func aQueuedJobOfEachLaterFormatIsSmaller() async throws {
         let h = try await QueueHarness("hash-format-size")
-        let old = try await enqueueFirstFormat(h, payload: "{}")
-        let new = try await h.enqueue(payload: "{}")
+        let first = try await enqueueOlder(h, format: .first, payload: "{}")
+        let second = try await enqueueOlder(h, format: .second, payload: "{}")
+        let third = try await h.enqueue(payload: "{}")
         func bytes(_ id: String) async throws -> Int {
             try #require(try await h.redis.send(["MEMORY", "USAGE", h.keys.job(id), "SAMPLES", "0"]).int)
         }
-        #expect(new.utf8.count == 22, "\(new)")
-        let stored = try await h.redis.send(["HGETALL", h.keys.job(new)]).fieldValues
-        #expect(Set(stored.keys) == ["type", "payload", "status", "createdAt"], "\(stored)")
-        let (before, after) = (try await bytes(old), try await bytes(new))
-        #expect(after + 64 <= before, "a queued no-op job: \(before) B in the first format, \(after) B in the second")
+        #expect(third.utf8.count == 22, "\(third)")
+        #expect(
+            Set(try await h.redis.send(["HGETALL", h.keys.job(second)]).fieldValues.keys) == ["type", "payload", "status", "createdAt"])
+        let stored = try await h.redis.send(["HGETALL", h.keys.job(third)]).fieldValues
+        #expect(Set(stored.keys) == ["type", "payload", "createdAt"], "\(stored)")
+        // The older scripts' ids are 32 hex digits: the same id length for the comparison.
+        let sameLength = try await h.queue.enqueue(h.request("noop")).id
+        #expect(sameLength.utf8.count == 22)
+        let (sizeFirst, sizeSecond, sizeThird) = (try await bytes(first), try await bytes(second), try await bytes(third))
+        #expect(sizeSecond + 64 <= sizeFirst, "a queued no-op job: \(sizeFirst) B in the first format, \(sizeSecond) B in the second")
+        #expect(sizeThird + 16 <= sizeSecond, "a queued no-op job: \(sizeSecond) B in the second format, \(sizeThird) B in the third")
+    }
+
+    /// A queued job of the third format has no status: every reader takes it for `queued`, and
+    /// tells it from a job that does not exist.
+    @Test func aQueuedJobWithoutItsStatusIsQueuedToEveryReader() async throws {
+        let h = try await QueueHarness("hash-format-third")
+        var request = h.request("noop")
+        request.uniqueKey = "third-\(UUID())"
+        let held = try await h.queue.enqueue(request)
+        #expect(held.outcome == .created)
+        #expect(try await h.redis.send(["HEXISTS", h.keys.job(held.id), "status"]).int == 0)
+        #expect(try await h.job(held.id)?.status == .queued)
+        let missing = JobQueue.makeID()
+        let outcomes = try await h.queue.outcomes(ids: [held.id, missing], queue: h.name)
+        #expect(outcomes.map { $0?.status } == [.queued, nil])
+        // The long-poll's mark: set on the queued job, nothing for one that does not exist.
+        #expect(try await h.redis.run(QueueScripts.watch, keys: [h.keys.job(held.id)], arguments: []).string == "queued")
+        #expect(try await h.redis.send(["HGET", h.keys.job(held.id), "waiter"]).string == "1")
+        #expect(try await h.redis.run(QueueScripts.watch, keys: [h.keys.job(missing)], arguments: []).isNull)
+        #expect(try await h.redis.send(["EXISTS", h.keys.job(missing)]).int == 0)
+        // Its unique key stays held: a second job is refused while the first is queued.
+        var again = h.request("noop")
+        again.uniqueKey = request.uniqueKey
+        #expect(try await h.queue.enqueue(again) == EnqueueResult(id: held.id, outcome: .conflict))
     }
 
     /// Entitle's own ids: 22 characters of A-Z a-z 0-9 - _, never one starting with "-" or "_"
@@ -94,6 +139,18 @@ import Testing
         for position in [1, 11, 21] {
             #expect(Set(ids.map { Array($0)[position] }).count == 64, "position \(position)")
         }
+    }
+
+    /// During a rolling upgrade from a version of the second format, new processes write it
+    /// (`ENTITLE_JOB_FORMAT=2`): that script, byte for byte, and the status of a queued job.
+    @Test func aQueueSetToTheSecondFormatWritesTheStatus() async throws {
+        #expect(QueueScripts.enqueueSecondFormat.source == Self.secondFormatScript)
+        var configuration = JobQueueConfiguration()
+        configuration.hashFormat = .second
+        let h = try await QueueHarness("hash-format-second", configuration: configuration)
+        let id = try await h.enqueue(payload: "{}")
+        let stored = try await h.redis.send(["HGETALL", h.keys.job(id)]).fieldValues
+        #expect(Set(stored.keys) == ["type", "payload", "status", "createdAt"] && stored["status"] == "queued", "\(stored)")
     }
 
     /// During a rolling upgrade from a version that reads only the first format, new
@@ -115,7 +172,7 @@ import Testing
     }
 
     /// The queue's oldest pending age reads `createdAt` where `enqueuedAt` is left out.
-    @Test func theOldestPendingAgeOfASecondFormatJobIsItsWait() async throws {
+    @Test func theOldestPendingAgeOfAJobWithoutEnqueuedAtIsItsWait() async throws {
         let h = try await QueueHarness("hash-format-age")
         let created = Date()
         _ = try await h.enqueue(payload: "{}")
