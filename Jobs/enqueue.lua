@@ -93,7 +93,7 @@ for i = 1, jobs do
     if current and current ~= seen then
       stale = current
     elseif current then
-      local status = redis.call('HGET', holderKey, 'status') or (redis.call('EXISTS', holderKey) == 1 and 'queued')
+      local status = redis.call('HGET', holderKey, 'status') or (redis.call('HEXISTS', holderKey, 'type') == 1 and 'queued')
       if status and status ~= 'succeeded' and status ~= 'failed' then holder = current end
     end
   end

@@ -61,7 +61,7 @@ package enum QueueScripts {
         // A holder in the third format has no status while it is queued.
         let holderStatus =
             format == .third
-            ? "local status = redis.call('HGET', holderKey, 'status') or (redis.call('EXISTS', holderKey) == 1 and 'queued')"
+            ? "local status = redis.call('HGET', holderKey, 'status') or (redis.call('HEXISTS', holderKey, 'type') == 1 and 'queued')"
             : "local status = redis.call('HGET', holderKey, 'status')"
         switch format {
         case .first:
