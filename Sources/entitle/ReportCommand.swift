@@ -67,7 +67,7 @@ struct ReportCommand: AsyncParsableCommand {
         @Flag(help: "Print JSON.")
         var json = false
 
-        @Flag(help: "Print CSV (metric,key,currency,value).")
+        @Flag(help: "Print CSV (metric,key,currency,value,environment).")
         var csv = false
 
         static let summary = ["activeSubscriptions", "mrr", "newTrials", "newPaidSubscriptions", "churned", "grossRevenue", "refunds"]
@@ -100,10 +100,13 @@ struct ReportCommand: AsyncParsableCommand {
             if json {
                 print(try JSONOutput.line(encoding: Document(publisher: publisher.id, request: request, results: results)))
             } else if csv {
-                print("metric,key,currency,value")
+                // Each row names its environment, so that files of both can be told apart.
+                print("metric,key,currency,value,environment")
                 for result in results {
                     for point in result.points {
-                        print("\(result.metric),\(point.key),\(point.currency ?? ""),\(Self.number(point.value))")
+                        print(
+                            "\(result.metric),\(point.key),\(point.currency ?? ""),\(Self.number(point.value)),\(request.environment.rawValue)"
+                        )
                     }
                 }
             } else {

@@ -67,7 +67,13 @@ import Testing
 
         let csv = try await cli.run(["report"] + common + ["--metric", "newPaidSubscriptions", "--by", "month", "--csv"])
         #expect(
-            csv.status == 0 && csv.output.contains("metric,key,currency,value") && csv.output.contains("newPaidSubscriptions,2026-03,,3"))
+            csv.status == 0 && csv.output.contains("metric,key,currency,value,environment\n")
+                && csv.output.contains("newPaidSubscriptions,2026-03,,3,production\n"), "\(csv.output)")
+        // A sandbox file says so on every row.
+        let sandboxCSV = try await cli.run(
+            ["report"] + common + ["--metric", "newPaidSubscriptions", "--by", "month", "--environment", "sandbox", "--csv"])
+        let rows = sandboxCSV.output.split(separator: "\n").dropFirst()
+        #expect(sandboxCSV.status == 0 && !rows.isEmpty && rows.allSatisfy { $0.hasSuffix(",sandbox") }, "\(sandboxCSV.output)")
         let table = try await cli.run(["report"] + common + ["--by", "offer"])
         #expect(table.status == 0 && table.output.contains("activeSubscriptions (count)") && table.output.contains("monthly  3"))
 
