@@ -85,15 +85,7 @@ package enum QueueScripts {
                       record[6] = 'scheduled'
                       put(record, 'enqueuedAt', ARGV[a + 5])
                     end
-                    if tonumber(maxAttempts) ~= 0 then put(record, 'maxAttempts', maxAttempts) end
-                    if idem ~= '' then
-                      put(record, 'idempotencyKey', idem)
-                      put(record, 'digest', redis.sha1hex(payload))
-                    end
-                    if label ~= '' then put(record, 'label', label) end
-                    if traceparent ~= '' then put(record, 'traceparent', traceparent) end
-                    redis.call('HSET', jobKey, unpack(record))
-                """
+                """ + "\n" + leanRecordTail
             helpers = putHelper
         case .third:
             write = """
@@ -104,19 +96,23 @@ package enum QueueScripts {
                       put(record, 'status', 'scheduled')
                       put(record, 'enqueuedAt', ARGV[a + 5])
                     end
-                    if tonumber(maxAttempts) ~= 0 then put(record, 'maxAttempts', maxAttempts) end
-                    if idem ~= '' then
-                      put(record, 'idempotencyKey', idem)
-                      put(record, 'digest', redis.sha1hex(payload))
-                    end
-                    if label ~= '' then put(record, 'label', label) end
-                    if traceparent ~= '' then put(record, 'traceparent', traceparent) end
-                    redis.call('HSET', jobKey, unpack(record))
-                """
+                """ + "\n" + leanRecordTail
             helpers = putHelper
         }
         return enqueueChecksAndLoop(write: write, helpers: helpers, holderStatus: holderStatus)
     }
+
+    /// The second and third formats' record write after its first fields: what is not a default.
+    private static let leanRecordTail = """
+            if tonumber(maxAttempts) ~= 0 then put(record, 'maxAttempts', maxAttempts) end
+            if idem ~= '' then
+              put(record, 'idempotencyKey', idem)
+              put(record, 'digest', redis.sha1hex(payload))
+            end
+            if label ~= '' then put(record, 'label', label) end
+            if traceparent ~= '' then put(record, 'traceparent', traceparent) end
+            redis.call('HSET', jobKey, unpack(record))
+        """
 
     private static let putHelper = """
         local function put(record, field, value)
