@@ -243,6 +243,10 @@ package struct NotificationJobHandler: EntitlementJobHandler {
             ?? latest?.originalTransactionId
         if let original { evidence.facts.removeAll { $0.originalTransactionId != original } }
         result.originalTransactionId = original
+        // CANCEL is how V1 tells a subscription's refund (and an upgrade's end).
+        if ["REFUND", "REVOKE", "CANCEL"].contains(notification.notificationType) {
+            try await signedViewsOfRefunds(in: &evidence, reader: reader)
+        }
         try await apply(evidence, to: &result, publisher: publisher, appAccountToken: nil, job: job)
         // The receipt is kept only where renewal checks need verifyReceipt (no API key).
         if let original, let newest = evidence.latestReceipt, result.customer != nil, !reader.gateway.hasServerAPI,
@@ -252,6 +256,25 @@ package struct NotificationJobHandler: EntitlementJobHandler {
         }
         try await service.store.markApplied(publisher: publisher.id, notification: result.notificationId)
         return result
+    }
+
+    /// A receipt tells a refund's date but not its kind or share (`revocationType`,
+    /// `revocationPercentage`): alone, a prorated refund would count as the whole price, and a
+    /// V2 notification applied after it only fills them in. Where the App Store Server API is
+    /// configured, each refunded transaction's signed view is read (Get Transaction Info) and
+    /// merged first, so the refund is right whichever notification comes first. A transaction
+    /// Apple does not find, or does not sign as refunded, keeps the receipt's view.
+    func signedViewsOfRefunds(in evidence: inout AppleEvidence, reader: AppleReader) async throws {
+        for fact in evidence.facts
+        where fact.revocationDate != nil && fact.revocationType == nil && reader.gateway.serverAPI(for: fact.environment) != nil {
+            do {
+                let signed = try await reader.transaction(id: fact.transactionId, environment: fact.environment)
+                // Only a refund Apple signs is taken: anything else stays as the receipt says.
+                if signed.revocationDate != nil { evidence.merge(AppleEvidence(facts: [signed])) }
+            } catch let error as AppStoreError where !error.isRetryable {
+                continue
+            }
+        }
     }
 
     /// A V1 REFUND or REVOKE whose purchase the receipt no longer holds. With an App Store

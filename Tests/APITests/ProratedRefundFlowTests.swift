@@ -1,5 +1,6 @@
 import Foundation
 import RedisTestSupport
+import Reporting
 import Testing
 
 /// Apple's prorated refunds (`revocationType`, `revocationPercentage` in milliunits of a
@@ -54,6 +55,42 @@ import Testing
             #expect(entries.map { $0["amount"] as? Int } == [300, -100])
             #expect(entries.last?["kind"] as? String == "clawback" && entries.last?["percentage"] as? Int == 33333)
             #expect(entries.last?["shortfall"] == nil)
+        }
+    }
+
+    /// Apple sends a refund's V1 notification and its V2 at once, and either job may take the
+    /// purchase first. V1's receipt tells the refund's date but not its share: applied alone it
+    /// would count a quarter refunded as the whole price. Its signed view is read first (Get
+    /// Transaction Info), so the refund counts its share whichever comes first.
+    @Test(.timeLimit(.minutes(3))) func aProratedRefundToldFirstByV1CountsItsShare() async throws {
+        try await APIStack.run("prorated-v1", worker: true) { api in
+            // Only V1 notifications, straight to the API: the V2 stays in the simulator's inbox.
+            try await api.simulator("/simulator/notifications/url", #"{"v1Url":"\#(api.url)/v1/notifications/apple/demo"}"#)
+            let start = try await api.simulatorNow()
+            let bought = try await api.buy("premium.monthly", extra: ["environment": "Production", "useIntroductoryOffer": false])
+            _ = try await api.claim([
+                "customer": "rio@example.com", "signedTransaction": try #require(bought["signedTransaction"] as? String),
+            ])
+            let id = try #require(bought["transactionId"] as? String)
+            try await api.simulator("/simulator/transactions/\(id)/refund", #"{"percentage":25000}"#)
+            let range = "from=\(ReportCalendar.utc.day(of: start))&to=\(ReportCalendar.utc.day(of: try await api.simulatorNow()))"
+            func total(_ metric: String) async throws -> Double {
+                let reply = try await api.call(.GET, "/v1/reports/\(metric)?\(range)&by=month", route: "GET /v1/reports/{metric}")
+                try #require(reply.status == 200, "\(metric): \(reply.text)")
+                return (reply.json["points"] as? [[String: Any]] ?? []).reduce(0) { $0 + ($1["value"] as? Double ?? 0) }
+            }
+            var refunded = 0.0
+            try await eventually("the V1 REFUND to be applied and folded", timeout: .seconds(30)) {
+                try await api.foldReports()
+                refunded = try await total("refundAmount")
+                return refunded > 0
+            }
+            let price = try await total("grossRevenue")
+            #expect(price > 0)
+            // A quarter of the price in the report's unit, rounded half up as Apple's share is.
+            let quarter = Double((Int(price) * 25 + 50) / 100)
+            #expect(refunded == quarter, "a quarter of \(price) refunded, counted \(refunded)")
+            #expect(try await total("netRevenue") == price - quarter)
         }
     }
 
