@@ -127,6 +127,7 @@ struct EventLogJSON {
         if !derived { add("originalTransactionId", event.originalTransactionId) }
         add("previousBalance", event.previousBalance)
         add("previousExpiresDate", event.previousExpiresDate)
+        add("previousRefundMilliunits", event.previousRefundMilliunits)
         add("priceMilliunits", event.priceMilliunits)
         add("priceSource", event.priceSource?.rawValue)
         add("productId", event.productId)
@@ -331,7 +332,8 @@ enum EventLogReader {
             "effective",
             "environment", "expiresDate", "familyShared", "from", "fromProductId", "gracePeriodExpiresDate", "id", "imported", "occurredAt",
             "offerId",
-            "offerIdentifier", "offerKind", "originalTransactionId", "previousBalance", "previousExpiresDate", "priceMilliunits",
+            "offerIdentifier", "offerKind", "originalTransactionId", "previousBalance", "previousExpiresDate", "previousRefundMilliunits",
+            "priceMilliunits",
             "priceSource", "productId", "provisional", "provisionalUntil", "publisher", "reason", "recordedAt", "reference",
             "refundMilliunits", "restored", "resubscribed",
             "revocationPercentage", "revocationType", "road", "shared", "shortfall", "storefront", "to", "toProductId", "transactionId",
@@ -364,6 +366,7 @@ enum EventLogReader {
         event.originalTransactionId = fields["originalTransactionId"]?.string
         event.previousBalance = int("previousBalance")
         event.previousExpiresDate = fields["previousExpiresDate"]?.date
+        event.previousRefundMilliunits = fields["previousRefundMilliunits"]?.integer
         event.priceMilliunits = fields["priceMilliunits"]?.integer
         if let source = fields["priceSource"]?.string {
             guard let known = PurchaseFact.PriceSource(rawValue: source) else { return nil }

@@ -245,7 +245,7 @@ package struct NotificationJobHandler: EntitlementJobHandler {
         result.originalTransactionId = original
         // CANCEL is how V1 tells a subscription's refund (and an upgrade's end).
         if ["REFUND", "REVOKE", "CANCEL"].contains(notification.notificationType) {
-            try await signedViewsOfRefunds(in: &evidence, reader: reader)
+            try await signedViewsOfRefunds(in: &evidence, reader: reader, job: job)
         }
         try await apply(evidence, to: &result, publisher: publisher, appAccountToken: nil, job: job)
         // The receipt is kept only where renewal checks need verifyReceipt (no API key).
@@ -263,15 +263,17 @@ package struct NotificationJobHandler: EntitlementJobHandler {
     /// V2 notification applied after it only fills them in. Where the App Store Server API is
     /// configured, each refunded transaction's signed view is read (Get Transaction Info) and
     /// merged first, so the refund is right whichever notification comes first. A transaction
-    /// Apple does not find, or does not sign as refunded, keeps the receipt's view.
-    func signedViewsOfRefunds(in evidence: inout AppleEvidence, reader: AppleReader) async throws {
+    /// Apple does not find, or does not sign as refunded, keeps the receipt's view, as does
+    /// the job's last attempt while Apple cannot answer: the V2 notification's signed view then
+    /// adjusts the refund's amount (`refund_adjusted`).
+    func signedViewsOfRefunds(in evidence: inout AppleEvidence, reader: AppleReader, job: JobContext) async throws {
         for fact in evidence.facts
         where fact.revocationDate != nil && fact.revocationType == nil && reader.gateway.serverAPI(for: fact.environment) != nil {
             do {
                 let signed = try await reader.transaction(id: fact.transactionId, environment: fact.environment)
                 // Only a refund Apple signs is taken: anything else stays as the receipt says.
                 if signed.revocationDate != nil { evidence.merge(AppleEvidence(facts: [signed])) }
-            } catch let error as AppStoreError where !error.isRetryable {
+            } catch let error as AppStoreError where !error.isRetryable || job.attempt >= job.maxAttempts {
                 continue
             }
         }

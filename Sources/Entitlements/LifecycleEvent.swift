@@ -31,6 +31,10 @@ public enum LifecycleEventType: String, Sendable, Hashable, Codable, CaseIterabl
     case refund
     /// Apple reversed a refund.
     case refundReversed = "refund_reversed"
+    /// A refund recorded from a receipt, which says a transaction was refunded but not how
+    /// much, told again by Apple's signed view with its kind and share: `refundMilliunits` is
+    /// what the refund took, `previousRefundMilliunits` what was recorded (the whole price).
+    case refundAdjusted = "refund_adjusted"
     /// Family Sharing access was revoked.
     case revoked
     /// The purchase moved to another customer.
@@ -131,6 +135,8 @@ public struct LifecycleEvent: Sendable, Hashable, Codable {
     public var revocationType: String?
     public var revocationPercentage: Int?
     public var refundMilliunits: Int64?
+    /// `refund_adjusted`: the amount the refund was recorded with before Apple told its share.
+    public var previousRefundMilliunits: Int64?
     /// Transfers: who held the purchase, who holds it now, who asked and why it was believed.
     public var from: String?
     public var to: String?

@@ -159,6 +159,8 @@ public struct LifecycleEvents: Sendable {
         var events: [LifecycleEvent] = []
         if let revoked = fact.revocationDate, old.revocationDate == nil {
             events += refund(fact, at: revoked, in: state)
+        } else if let was = old.revocationDate, fact.revocationDate != nil, old.revocationType == nil, fact.revocationType != nil {
+            events += refundAdjustment(from: old, to: fact, at: was, in: state)
         } else if fact.revocationDate == nil, let was = old.revocationDate {
             let at = fact.signedDate ?? now
             var reversed = event(
@@ -204,6 +206,31 @@ public struct LifecycleEvents: Sendable {
             refund.refundMilliunits = Self.share(of: price, milliunits: fact.refundedShare)
         }
         return [refund]
+    }
+
+    /// A refund first told by a receipt (a date, no kind or share: counted as the whole
+    /// price) and now by Apple's signed view: what the refund took, on the refund's own day, so
+    /// the reports add up to Apple's records whichever view came first. None when the amount
+    /// stands (a full refund) or either view is a family revocation, which carries no amount.
+    func refundAdjustment(
+        from old: PurchaseFact, to fact: PurchaseFact, at date: Date, in state: CustomerEntitlements
+    )
+        -> [LifecycleEvent]
+    {
+        func family(_ view: PurchaseFact) -> Bool {
+            view.revocationType == "FAMILY_REVOKE" || (view.revocationType == nil && view.isFamilyShared)
+        }
+        guard !family(old), !family(fact) else { return [] }
+        let counted = refund(old, at: date, in: state).first
+        var adjusted = event(.refundAdjusted, "\(fact.transactionId):\(Self.ms(date))", customer: state.customer, at: date, fact: fact)
+        adjusted.revocationType = fact.revocationType
+        adjusted.revocationPercentage = fact.revocationPercentage
+        guard let price = adjusted.priceMilliunits, let previous = counted?.refundMilliunits, counted?.currency == adjusted.currency else {
+            return []
+        }
+        adjusted.refundMilliunits = Self.share(of: price, milliunits: fact.refundedShare)
+        adjusted.previousRefundMilliunits = previous
+        return adjusted.refundMilliunits == previous ? [] : [adjusted]
     }
 
     /// `amount × milliunits / 100000`, rounded to the nearest, halves up.

@@ -147,6 +147,11 @@ public struct ReportFold: Sendable {
                 if let amount = event.refundMilliunits, event.currency != nil { count(.refundAmount, -amount) }
             }
             if event.restored == true { count(event.trial == true ? .trialExpirations : .churned, -1) }
+        case .refundAdjusted:
+            // On the refund's own day: what it took, less what was counted then.
+            if let amount = event.refundMilliunits, let counted = event.previousRefundMilliunits, event.currency != nil {
+                count(.refundAmount, amount - counted)
+            }
         case .creditsGranted: count(.creditsGranted, Int64(event.amount ?? 0))
         case .creditsSpent: count(.creditsSpent, Int64(event.amount ?? 0))
         case .creditsClawedBack: count(.creditsClawedBack, Int64(event.amount ?? 0))

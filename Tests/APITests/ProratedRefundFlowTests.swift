@@ -1,4 +1,5 @@
 import Foundation
+import JobQueue
 import RedisTestSupport
 import Reporting
 import Testing
@@ -32,6 +33,15 @@ import Testing
             route: "POST /v1/customers/{id}/credits/spend")
         try #require(reply.status == 202, "spend answered \(reply.status): \(reply.text)")
         return try await api.result(try #require(reply.json["jobId"] as? String))
+    }
+
+    /// A report's total from `start`'s day to the simulator's today, the reports folded first.
+    static func total(_ api: APIStack, _ metric: String, since start: Date) async throws -> Double {
+        try await api.foldReports()
+        let range = "from=\(ReportCalendar.utc.day(of: start))&to=\(ReportCalendar.utc.day(of: try await api.simulatorNow()))"
+        let reply = try await api.call(.GET, "/v1/reports/\(metric)?\(range)&by=month", route: "GET /v1/reports/{metric}")
+        try #require(reply.status == 200, "\(metric): \(reply.text)")
+        return (reply.json["points"] as? [[String: Any]] ?? []).reduce(0) { $0 + ($1["value"] as? Double ?? 0) }
     }
 
     @Test(.timeLimit(.minutes(3))) func aConsumableOfThreeItemsRefundedAt33333LosesAThird() async throws {
@@ -73,15 +83,9 @@ import Testing
             ])
             let id = try #require(bought["transactionId"] as? String)
             try await api.simulator("/simulator/transactions/\(id)/refund", #"{"percentage":25000}"#)
-            let range = "from=\(ReportCalendar.utc.day(of: start))&to=\(ReportCalendar.utc.day(of: try await api.simulatorNow()))"
-            func total(_ metric: String) async throws -> Double {
-                let reply = try await api.call(.GET, "/v1/reports/\(metric)?\(range)&by=month", route: "GET /v1/reports/{metric}")
-                try #require(reply.status == 200, "\(metric): \(reply.text)")
-                return (reply.json["points"] as? [[String: Any]] ?? []).reduce(0) { $0 + ($1["value"] as? Double ?? 0) }
-            }
+            func total(_ metric: String) async throws -> Double { try await Self.total(api, metric, since: start) }
             var refunded = 0.0
             try await eventually("the V1 REFUND to be applied and folded", timeout: .seconds(30)) {
-                try await api.foldReports()
                 refunded = try await total("refundAmount")
                 return refunded > 0
             }
@@ -90,6 +94,80 @@ import Testing
             // A quarter of the price in the report's unit, rounded half up as Apple's share is.
             let quarter = Double((Int(price) * 25 + 50) / 100)
             #expect(refunded == quarter, "a quarter of \(price) refunded, counted \(refunded)")
+            #expect(try await total("netRevenue") == price - quarter)
+        }
+    }
+
+    /// The app posts its receipt, refreshed after a prorated refund, before Apple's V2
+    /// notification arrives. The receipt says the transaction was refunded, not how much, so
+    /// the refund counts the whole price; the V2 notification's signed view then tells the
+    /// share, and a `refund_adjusted` event brings the report to what Apple refunded.
+    @Test(.timeLimit(.minutes(3))) func aProratedRefundLearntFromTheAppsReceiptIsAdjustedByV2() async throws {
+        try await APIStack.run("prorated-receipt", worker: true) { api in
+            let customer = "sol@example.com"
+            let start = try await api.simulatorNow()
+            let bought = try await api.buy("premium.monthly", extra: ["environment": "Production", "useIntroductoryOffer": false])
+            _ = try await api.claim(["customer": customer, "signedTransaction": try #require(bought["signedTransaction"] as? String)])
+            let id = try #require(bought["transactionId"] as? String)
+            let answer = try await api.simulator("/simulator/transactions/\(id)/refund", #"{"percentage":25000}"#)
+            let uuid = try #require((answer["notifications"] as? [String])?.first)
+            let receipt = try #require(try await api.simulator("/simulator/subscriptions/\(id)")["appReceipt"] as? String)
+            let claimed = try await api.claim(["customer": customer, "appReceipt": receipt])
+            #expect(claimed["accessGranted"] as? Bool == false, "\(claimed)")
+
+            func total(_ metric: String) async throws -> Double { try await Self.total(api, metric, since: start) }
+            let price = try await total("grossRevenue")
+            #expect(price > 0)
+            #expect(try await total("refundAmount") == price, "the receipt's word alone: the whole price")
+
+            let notification = try await api.forward(try await api.sentNotification(uuid))
+            let refund = try await api.result(try #require(notification["refundJobId"] as? String, "\(notification)"))
+            #expect(refund["revocationPercentage"] as? Int == 25_000, "\(refund)")
+            let quarter = Double((Int(price) * 25 + 50) / 100)
+            #expect(try await total("refundAmount") == quarter)
+            #expect(try await total("netRevenue") == price - quarter)
+            #expect(try await total("refunds") == 1, "one refund, its amount corrected")
+            let events = try await api.events(customer)
+            let adjusted = try #require(events.first { $0["type"] as? String == "refund_adjusted" }, "\(events)")
+            #expect(adjusted["refundMilliunits"] as? Int == Int(quarter) && adjusted["previousRefundMilliunits"] as? Int == Int(price))
+            #expect(adjusted["revocationType"] as? String == "REFUND_PRORATED" && adjusted["transactionId"] as? String == id)
+        }
+    }
+
+    /// A V1 refund reads the refunded transaction's signed view (Get Transaction Info) before
+    /// applying; while Apple's API fails, the job retries. On its last attempt it applies the
+    /// receipt's word (the whole price) rather than die, and the V2 notification adjusts it.
+    @Test(.timeLimit(.minutes(3))) func aV1RefundOnItsLastAttemptWhileAppleCannotAnswerIsAdjustedByV2() async throws {
+        try await APIStack.run("prorated-v1-last", worker: true) { api in
+            let customer = "tam@example.com"
+            let start = try await api.simulatorNow()
+            let bought = try await api.buy("premium.monthly", extra: ["environment": "Production", "useIntroductoryOffer": false])
+            _ = try await api.claim(["customer": customer, "signedTransaction": try #require(bought["signedTransaction"] as? String)])
+            let id = try #require(bought["transactionId"] as? String)
+            let answer = try await api.simulator("/simulator/transactions/\(id)/refund", #"{"percentage":25000}"#)
+            let uuid = try #require((answer["notifications"] as? [String])?.first)
+            var v1: String?
+            try await eventually("the V1 notification of the refund to reach the inbox") {
+                v1 = await api.inbox.entries.lazy.filter { $0.path.hasSuffix("/v1") }.map { String(decoding: $0.body, as: UTF8.self) }
+                    .first { $0.contains(id) && ($0.contains("CANCEL") || $0.contains("REFUND")) }
+                return v1 != nil
+            }
+            try await api.simulator(
+                "/simulator/faults", #"{"target":"serverAPI","status":500,"pathContains":"/transactions/","count":1000}"#)
+            let payload = String(
+                decoding: try JSONSerialization.data(withJSONObject: ["publisher": "demo", "v1": try #require(v1)]), as: UTF8.self)
+            let job = try await api.jobQueue.enqueue(EnqueueRequest(type: "notification", payload: payload, maxAttempts: 1))
+            let applied = try await api.result(job.id)
+            #expect(applied["notificationType"] as? String == "CANCEL" && applied["accessGranted"] as? Bool == false, "\(applied)")
+            func total(_ metric: String) async throws -> Double { try await Self.total(api, metric, since: start) }
+            let price = try await total("grossRevenue")
+            #expect(try await total("refundAmount") == price, "the receipt's word: the whole price")
+
+            try await api.simulator("/simulator/faults", method: .DELETE)
+            let notification = try await api.forward(try await api.sentNotification(uuid))
+            _ = try await api.result(try #require(notification["refundJobId"] as? String, "\(notification)"))
+            let quarter = Double((Int(price) * 25 + 50) / 100)
+            #expect(try await total("refundAmount") == quarter)
             #expect(try await total("netRevenue") == price - quarter)
         }
     }

@@ -49,7 +49,9 @@ import Testing
             text(), text(), text(), text(), text(), text()
         )
         (event.road, event.vouchedBy, event.offerIdentifier, event.reference) = (text(), text(), text(), text())
-        (event.priceMilliunits, event.refundMilliunits) = (number().map(Int64.init), number().map(Int64.init))
+        (event.priceMilliunits, event.refundMilliunits, event.previousRefundMilliunits) = (
+            number().map(Int64.init), number().map(Int64.init), number().map(Int64.init)
+        )
         (event.revocationPercentage, event.amount, event.balance, event.previousBalance, event.shortfall) = (
             number(), number(), number(), number(), number()
         )

@@ -182,6 +182,47 @@ import Testing
         #expect(revoked.first?.type == .revoked && revoked.first?.refundMilliunits == nil && revoked.first?.familyShared == true)
     }
 
+    /// A receipt tells a refund's date, not its kind or share: counted whole, then adjusted
+    /// once Apple's signed view says it was prorated. A full refund or a family revocation
+    /// told the same way needs no adjustment.
+    @Test func aRefundToldByAReceiptFirstIsAdjustedToTheShareAppleSigns() {
+        let when = start.addingTimeInterval(100 * day)
+        func told(
+            first receipt: (inout PurchaseFact) -> Void, then signed: (inout PurchaseFact) -> Void, family: Bool = false
+        )
+            -> (first: [LifecycleEvent], then: [LifecycleEvent])
+        {
+            var state = CustomerEntitlements(publisher: "demo", customer: "ann@example.com")
+            var bought = subscription("100", Self.annual, at: start, days: 365, price: "99.99")
+            bought.isFamilyShared = family
+            _ = engine.apply(bought, to: &state, now: start)
+            (bought.revocationDate, bought.signedDate) = (when, when)
+            receipt(&bought)
+            let first = events(&state, at: when) { _ = engine.apply(bought, to: &$0, now: when) }
+            let later = when.addingTimeInterval(day)
+            bought.signedDate = later
+            signed(&bought)
+            return (first, events(&state, at: later) { _ = engine.apply(bought, to: &$0, now: later) })
+        }
+        let prorated = told(first: { _ in }, then: { ($0.revocationType, $0.revocationPercentage) = ("REFUND_PRORATED", 25_000) })
+        #expect(types(prorated.first) == [.refund, .expiration] && prorated.first[0].refundMilliunits == 99_990)
+        #expect(types(prorated.then) == [.refundAdjusted])
+        #expect(prorated.then.first?.refundMilliunits == 24_998 && prorated.then.first?.previousRefundMilliunits == 99_990)
+        #expect(prorated.then.first?.occurredAt == when, "on the refund's day, where it was counted")
+
+        let full = told(first: { _ in }, then: { $0.revocationType = "REFUND_FULL" })
+        #expect(types(full.first) == [.refund, .expiration] && full.then.isEmpty)
+        let family = told(first: { _ in }, then: { $0.revocationType = "FAMILY_REVOKE" }, family: true)
+        #expect(family.first.first?.type == .revoked && family.then.isEmpty)
+        // Told by the signed view first: the receipt after it changes nothing.
+        let signedFirst = told(
+            first: { ($0.revocationType, $0.revocationPercentage) = ("REFUND_PRORATED", 25_000) },
+            then: {
+                ($0.revocationType, $0.revocationPercentage) = (nil, nil)
+            })
+        #expect(signedFirst.first[0].refundMilliunits == 24_998 && signedFirst.then.isEmpty)
+    }
+
     @Test func anExtensionAPriceIncreaseAndCreditsAreEvents() {
         var state = CustomerEntitlements(publisher: "demo", customer: "ann@example.com")
         var bought = subscription("100", at: start)

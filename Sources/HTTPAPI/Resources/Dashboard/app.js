@@ -596,7 +596,7 @@ const EVENT_LABELS = {
   initial_purchase: "Initial purchase", trial_started: "Trial started", trial_converted: "Trial converted", renewal: "Renewal",
   product_change: "Product change", cancellation: "Cancelled (auto-renew off)", uncancellation: "Auto-renew back on",
   billing_issue: "Billing issue", grace_period_started: "Grace period started", billing_recovered: "Billing recovered",
-  expiration: "Expired", refund: "Refunded", refund_reversed: "Refund reversed", revoked: "Revoked", transfer: "Transferred",
+  expiration: "Expired", refund: "Refunded", refund_reversed: "Refund reversed", refund_adjusted: "Refund amount corrected", revoked: "Revoked", transfer: "Transferred",
   non_renewing_purchase: "One-time purchase", extension: "Extended by Apple", offer_redeemed: "Offer redeemed",
   price_increase: "Price increase", credits_granted: "Credits granted", credits_spent: "Credits spent",
   credits_clawed_back: "Credits clawed back",
@@ -605,7 +605,7 @@ const EVENT_TONES = {
   initial_purchase: "good", trial_started: "good", trial_converted: "good", renewal: "good", billing_recovered: "good",
   uncancellation: "good", non_renewing_purchase: "good", extension: "good", offer_redeemed: "good", refund_reversed: "good",
   cancellation: "warn", billing_issue: "warn", grace_period_started: "warn", price_increase: "warn", product_change: "",
-  expiration: "bad", refund: "bad", revoked: "bad", transfer: "",
+  expiration: "bad", refund: "bad", revoked: "bad", transfer: "", refund_adjusted: "",
   credits_granted: "credit", credits_spent: "credit", credits_clawed_back: "bad",
 };
 // Why a subscription ended or was cancelled: Entitle's reason, then what it means.
@@ -645,7 +645,8 @@ function eventDetail(e, customer) {
   if (reason && e.type !== "transfer") parts.push(reason);
   const has = (v) => v !== undefined && v !== null;
   if (has(e.refundMilliunits)) {
-    parts.push("refunded " + money(e.refundMilliunits, e.currency) + (has(e.priceMilliunits) ? " of " + money(e.priceMilliunits, e.currency) : ""));
+    parts.push("refunded " + money(e.refundMilliunits, e.currency) + (has(e.priceMilliunits) ? " of " + money(e.priceMilliunits, e.currency) : "") +
+      (has(e.previousRefundMilliunits) ? ", not " + money(e.previousRefundMilliunits, e.currency) : ""));
   } else if (has(e.priceMilliunits)) {
     parts.push((e.type === "price_increase" ? "new price " : "") + money(e.priceMilliunits, e.currency) + (e.priceSource && e.priceSource !== "apple" ? ` (${e.priceSource} price)` : ""));
   }
