@@ -52,6 +52,7 @@ public final class QueueConsumer: Sendable {
     let slots: RunSlots
     private let fetchConnection: RedisDedicatedConnection
     private let acks: AckBatcher
+    private let timeouts = AttemptTimeouts()
     /// The start script's limit for jobs lost by crashed workers when the job names none:
     /// the most any registered type allows, so no type loses attempts it is owed.
     private let mostAttempts: Int
@@ -104,6 +105,7 @@ public final class QueueConsumer: Sendable {
         await heartbeat()
         // Heartbeats go on while running jobs drain, and end with them.
         let heartbeats = Task { await self.heartbeatLoop() }
+        let deadlines = Task { await self.timeouts.watch() }
         await withDiscardingTaskGroup { group in
             while true {
                 let room = await gate.take(upTo: settings.maxClaim)
@@ -152,6 +154,7 @@ public final class QueueConsumer: Sendable {
         }
         // Wait out a heartbeat in flight, or its ZADD could land after the deregistration.
         heartbeats.cancel()
+        deadlines.cancel()
         await heartbeats.value
         await giveBack()
         logger.info("consumer stopped", metadata: ["consumer": "\(consumerID)"])
@@ -342,7 +345,7 @@ public final class QueueConsumer: Sendable {
             outcome.data =
                 try await JobTracing.withSpan("job.handler \(job.type)", context: attemptSpan.context) { span in
                     if span.isRecording { span.attributes = JobTracing.attributes(type: job.type, queue: queue, id: job.id) }
-                    return try await Self.run(registration.handler, context, timeout: registration.timeout)
+                    return try await timeouts.run(timeout: registration.timeout) { try await registration.handler.handle(context) }
                 } ?? "null"
         } catch {
             let failure =
@@ -388,19 +391,6 @@ public final class QueueConsumer: Sendable {
         case .retry: metrics.retried.increment()
         case .deferred: metrics.deferred.increment()
         case .dead: metrics.dead.increment()
-        }
-    }
-
-    /// Runs the handler; at `timeout` it is cancelled and the attempt fails (retryable).
-    private static func run(_ handler: any JobHandler, _ context: JobContext, timeout: Duration) async throws -> String? {
-        try await withThrowingTaskGroup(of: String?.self) { group in
-            group.addTask { try await handler.handle(context) }
-            group.addTask {
-                try await Task.sleep(for: timeout)
-                throw JobFailure.retryable("timeout", "the attempt ran longer than \(timeout)")
-            }
-            defer { group.cancelAll() }
-            return try await group.next() ?? nil
         }
     }
 }
