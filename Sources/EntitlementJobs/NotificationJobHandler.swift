@@ -244,10 +244,17 @@ package struct NotificationJobHandler: EntitlementJobHandler {
         if let original { evidence.facts.removeAll { $0.originalTransactionId != original } }
         result.originalTransactionId = original
         // CANCEL is how V1 tells a subscription's refund (and an upgrade's end).
+        var unread: [PurchaseFact] = []
         if ["REFUND", "REVOKE", "CANCEL"].contains(notification.notificationType) {
-            try await signedViewsOfRefunds(in: &evidence, reader: reader, job: job)
+            unread = try await signedViewsOfRefunds(in: &evidence, reader: reader, job: job)
         }
         try await apply(evidence, to: &result, publisher: publisher, appAccountToken: nil, job: job)
+        if let first = unread.first {
+            result.refundJobId = try await readLater(unread, publisher: publisher, reader: reader, job: job)
+            job.logger.warning(
+                "applied a V1 refund without its share: Apple's API did not answer by the last attempt; a refund job reads it later",
+                metadata: ["transactionId": "\(first.transactionId)", "refundJobId": "\(result.refundJobId ?? "")"])
+        }
         // The receipt is kept only where renewal checks need verifyReceipt (no API key).
         if let original, let newest = evidence.latestReceipt, result.customer != nil, !reader.gateway.hasServerAPI,
             evidence.facts.contains(where: { $0.originalTransactionId == original && $0.kind == .autoRenewable })
@@ -266,17 +273,41 @@ package struct NotificationJobHandler: EntitlementJobHandler {
     /// Apple does not find, or does not sign as refunded, keeps the receipt's view, as does
     /// the job's last attempt while Apple cannot answer: the V2 notification's signed view then
     /// adjusts the refund's amount (`refund_adjusted`).
-    func signedViewsOfRefunds(in evidence: inout AppleEvidence, reader: AppleReader, job: JobContext) async throws {
+    /// Returns the refunds left unread on the last attempt.
+    func signedViewsOfRefunds(in evidence: inout AppleEvidence, reader: AppleReader, job: JobContext) async throws -> [PurchaseFact] {
+        var unread: [PurchaseFact] = []
         for fact in evidence.facts
         where fact.revocationDate != nil && fact.revocationType == nil && reader.gateway.serverAPI(for: fact.environment) != nil {
             do {
                 let signed = try await reader.transaction(id: fact.transactionId, environment: fact.environment)
                 // Only a refund Apple signs is taken: anything else stays as the receipt says.
                 if signed.revocationDate != nil { evidence.merge(AppleEvidence(facts: [signed])) }
-            } catch let error as AppStoreError where !error.isRetryable || job.attempt >= job.maxAttempts {
+            } catch let error as AppStoreError where !error.isRetryable {
                 continue
+            } catch is AppStoreError where job.attempt >= job.maxAttempts {
+                // Apple still cannot answer: the receipt's word now, the share later.
+                unread.append(fact)
             }
         }
+        return unread
+    }
+
+    /// A `refund` job for each refund applied without its share, ten minutes on: it reads the
+    /// transaction's signed view (Get Transaction Info), and its share adjusts the refund
+    /// (`refund_adjusted`) where no V2 notification did first. Returns the first job's id.
+    func readLater(_ refunds: [PurchaseFact], publisher: Publisher, reader: AppleReader, job: JobContext) async throws -> String? {
+        var first: String?
+        for fact in refunds {
+            let refund = JobPayloads.Refund(
+                publisher: publisher.id, transactionId: fact.transactionId, originalTransactionId: fact.originalTransactionId,
+                bundleId: reader.gateway.app.bundleId)
+            let refunded = Int64(((fact.revocationDate?.timeIntervalSince1970 ?? 0) * 1000).rounded(.down))
+            let key = "refund-share:\(publisher.id):\(fact.transactionId):\(refunded)"
+            let enqueued = try await service.jobQueue.enqueue(
+                try EnqueueRequest(refund, queue: job.queue, idempotencyKey: key, delay: .seconds(600)))
+            first = first ?? enqueued.id
+        }
+        return first
     }
 
     /// A V1 REFUND or REVOKE whose purchase the receipt no longer holds. With an App Store

@@ -80,6 +80,28 @@ public struct CreditLedger: Sendable, Hashable, Codable {
         return taken
     }
 
+    /// Brings a transaction's outstanding clawback to `share` when Apple's signed word on the
+    /// refund's share came after it was clawed back (a receipt or a V1 notification says a
+    /// refund, not how much, so the whole was taken): the entry is rewritten, giving back what
+    /// it took beyond the share, or taking what it left (as far as the balance holds, the
+    /// rest a shortfall). Returns the credits given back (negative: taken).
+    @discardableResult
+    mutating func settleClawback(transactionId: String, share: Int) -> Int {
+        let reinstated = entries.filter { $0.transactionId == transactionId && $0.kind == .reinstatement }.count
+        let clawbacks = entries.indices.filter { entries[$0].transactionId == transactionId && entries[$0].kind == .clawback }
+        let share = min(max(share, 0), 100_000)
+        guard clawbacks.count > reinstated, let index = clawbacks.last, entries[index].percentage != share,
+            let credited = entries.first(where: { $0.kind == .purchase && $0.transactionId == transactionId })
+        else { return 0 }
+        let due = max(0, Self.share(of: credited.amount, milliunits: share))
+        let taken = -entries[index].amount
+        let now = due <= taken ? due : taken + min(due - taken, max(0, balance))
+        entries[index].amount = -now
+        entries[index].percentage = share
+        entries[index].shortfall = due > now ? due - now : nil
+        return taken - now
+    }
+
     /// Gives back exactly what the last clawback of a transaction took, when Apple reverses
     /// the refund (a shortfall was never taken, so it is not given); a later refund can
     /// claw back again. Returns the amount given back.

@@ -91,6 +91,13 @@ public struct EntitlementEngine: Sendable {
         }
         if let revoked = current.revocationDate {
             endTransaction(current, at: revoked, reason: current.isFamilyShared ? .revoked : .refunded, in: &state)
+            // Clawed back whole while only a receipt or a V1 notification had told the refund:
+            // brought to the share Apple's signed view tells first (the first share stands).
+            if current.kind == .consumable, current.revocationType != nil, let was = before.transactions[current.transactionId],
+                was.revocationDate != nil, was.revocationType == nil
+            {
+                state.credits.settleClawback(transactionId: current.transactionId, share: current.refundedShare)
+            }
         }
 
         let subscription = current.kind == .autoRenewable ? state.subscriptions[current.originalTransactionId] : nil

@@ -208,10 +208,12 @@ public struct LifecycleEvents: Sendable {
         return [refund]
     }
 
-    /// A refund first told by a receipt (a date, no kind or share: counted as the whole
-    /// price) and now by Apple's signed view: what the refund took, on the refund's own day, so
-    /// the reports add up to Apple's records whichever view came first. None when the amount
-    /// stands (a full refund) or either view is a family revocation, which carries no amount.
+    /// A refund first told by a receipt, or by a V1 notification alone (a date, no kind or
+    /// share: counted as the whole price), now told by Apple's signed view: what the refund
+    /// took, on the day and in the product, storefront, price and currency the refund was
+    /// counted in, so the reports add up to Apple's records whichever view came first. None
+    /// when the amount stands (a full refund) or either view is a family revocation, which
+    /// carries no amount.
     func refundAdjustment(
         from old: PurchaseFact, to fact: PurchaseFact, at date: Date, in state: CustomerEntitlements
     )
@@ -221,16 +223,13 @@ public struct LifecycleEvents: Sendable {
             view.revocationType == "FAMILY_REVOKE" || (view.revocationType == nil && view.isFamilyShared)
         }
         guard !family(old), !family(fact) else { return [] }
-        let counted = refund(old, at: date, in: state).first
-        var adjusted = event(.refundAdjusted, "\(fact.transactionId):\(Self.ms(date))", customer: state.customer, at: date, fact: fact)
+        var adjusted = event(.refundAdjusted, "\(fact.transactionId):\(Self.ms(date))", customer: state.customer, at: date, fact: old)
+        guard let price = adjusted.priceMilliunits else { return [] }
         adjusted.revocationType = fact.revocationType
         adjusted.revocationPercentage = fact.revocationPercentage
-        guard let price = adjusted.priceMilliunits, let previous = counted?.refundMilliunits, counted?.currency == adjusted.currency else {
-            return []
-        }
         adjusted.refundMilliunits = Self.share(of: price, milliunits: fact.refundedShare)
-        adjusted.previousRefundMilliunits = previous
-        return adjusted.refundMilliunits == previous ? [] : [adjusted]
+        adjusted.previousRefundMilliunits = Self.share(of: price, milliunits: old.refundedShare)
+        return adjusted.refundMilliunits == adjusted.previousRefundMilliunits ? [] : [adjusted]
     }
 
     /// `amount × milliunits / 100000`, rounded to the nearest, halves up.
@@ -348,25 +347,16 @@ public struct LifecycleEvents: Sendable {
 
     func creditEvents(before: CustomerEntitlements, after: CustomerEntitlements) -> [LifecycleEvent] {
         let entries = after.credits.entries
-        guard entries.count > before.credits.entries.count else { return [] }
+        let known = before.credits.entries.count
         var events: [LifecycleEvent] = []
         var balance = before.credits.balance
-        for index in before.credits.entries.count..<entries.count {
-            let entry = entries[index]
+        func credit(_ type: LifecycleEventType, _ key: String, _ entry: CreditLedger.Entry, amount: Int) -> LifecycleEvent {
             let previous = balance
-            balance += entry.amount
+            balance += amount
             let fact = after.transactions[entry.transactionId]
-            let type: LifecycleEventType
-            let key: String
-            switch entry.kind {
-            case .purchase: (type, key) = (.creditsGranted, "\(entry.transactionId):purchase")
-            case .reinstatement: (type, key) = (.creditsGranted, "\(entry.transactionId):reinstatement:\(index)")
-            case .spend: (type, key) = (.creditsSpent, "spend:\(entry.reference ?? String(index))")
-            case .clawback: (type, key) = (.creditsClawedBack, "\(entry.transactionId):clawback:\(index)")
-            }
             var credit = event(type, key, customer: after.customer, at: entry.at, fact: fact)
             credit.offerId = entry.offerId.isEmpty ? credit.offerId : entry.offerId
-            credit.amount = abs(entry.amount)
+            credit.amount = abs(amount)
             credit.balance = balance
             credit.previousBalance = previous
             credit.revocationPercentage = entry.kind == .clawback ? entry.percentage : nil
@@ -379,7 +369,30 @@ public struct LifecycleEvents: Sendable {
             credit.priceMilliunits = nil
             credit.priceSource = nil
             credit.currency = nil
-            events.append(credit)
+            return credit
+        }
+        // A clawback brought to the share Apple told after it (`settleClawback`): what it gave
+        // back, or took besides.
+        for index in 0..<min(known, entries.count) where entries[index].kind == .clawback {
+            let (was, entry) = (before.credits.entries[index], entries[index])
+            guard was.kind == .clawback, was.amount != entry.amount || was.percentage != entry.percentage else { continue }
+            let change = entry.amount - was.amount
+            let key = "\(entry.transactionId):clawback:\(index):\(entry.percentage ?? 100_000)"
+            var settled = credit(change > 0 ? .creditsGranted : .creditsClawedBack, key, entry, amount: change)
+            settled.reason = "refundAdjusted"
+            events.append(settled)
+        }
+        for index in known..<max(known, entries.count) {
+            let entry = entries[index]
+            let type: LifecycleEventType
+            let key: String
+            switch entry.kind {
+            case .purchase: (type, key) = (.creditsGranted, "\(entry.transactionId):purchase")
+            case .reinstatement: (type, key) = (.creditsGranted, "\(entry.transactionId):reinstatement:\(index)")
+            case .spend: (type, key) = (.creditsSpent, "spend:\(entry.reference ?? String(index))")
+            case .clawback: (type, key) = (.creditsClawedBack, "\(entry.transactionId):clawback:\(index)")
+            }
+            events.append(credit(type, key, entry, amount: entry.amount))
         }
         return events
     }

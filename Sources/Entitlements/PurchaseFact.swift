@@ -146,8 +146,10 @@ public struct PurchaseFact: Sendable, Hashable, Codable {
             view.offerIdentifier = view.offerIdentifier ?? other.offerIdentifier
             view.offerDiscountType = view.offerDiscountType ?? other.offerDiscountType
         }
-        if view.revocationDate != nil, view.revocationDate == other.revocationDate, view.revocationType == nil {
-            // The same refund, told by a receipt without its kind and share.
+        if view.revocationDate != nil, other.revocationDate != nil, view.revocationType == nil, other.revocationType != nil {
+            // The same refund, told by a receipt (or recorded when only a V1 notification
+            // said it) without its kind and share: Apple's signed word on them stands. Its
+            // date stays: a period or an expiry already ended there.
             view.revocationType = other.revocationType
             view.revocationPercentage = other.revocationPercentage
         }

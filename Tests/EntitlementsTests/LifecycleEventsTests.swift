@@ -223,6 +223,89 @@ import Testing
         #expect(signedFirst.first[0].refundMilliunits == 24_998 && signedFirst.then.isEmpty)
     }
 
+    /// The receipt's refund date need not be the signed view's to the millisecond, and the two
+    /// kinds of view may come in any order and again: the refund is adjusted once, to Apple's
+    /// share, in the storefront and currency it was counted in.
+    @Test func aRefundIsAdjustedOnceWhateverOrderTheViewsComeIn() {
+        let refunded = start.addingTimeInterval(100 * day)
+        var state = CustomerEntitlements(publisher: "demo", customer: "ann@example.com")
+        // Known from an app's receipt only: no storefront, the catalog's price.
+        var receipt = subscription("100", at: start)
+        (receipt.price, receipt.currency, receipt.storefront, receipt.priceSource) = (nil, nil, nil, nil)
+        _ = engine.apply(receipt, to: &state, now: start)
+        var signed = receipt
+        (signed.price, signed.currency, signed.storefront, signed.priceSource) = ("89.99", "EUR", "FRA", .apple)
+        (signed.revocationDate, signed.revocationType, signed.revocationPercentage) = (refunded, "REFUND_PRORATED", 50_000)
+        receipt.revocationDate = refunded.addingTimeInterval(0.005)
+        var all: [LifecycleEvent] = []
+        for (index, view) in [receipt, signed, receipt, signed, receipt].enumerated() {
+            var view = view
+            let now = refunded.addingTimeInterval(Double(index + 1) * day)
+            view.signedDate = now
+            all += events(&state, at: now) { _ = engine.apply(view, to: &$0, now: now) }
+        }
+        let refund = all.filter { $0.type == .refund }
+        let adjusted = all.filter { $0.type == .refundAdjusted }
+        #expect(refund.count == 1 && adjusted.count == 1, "\(types(all))")
+        // Counted at the catalog's price (the offer's 9.99) in USD with no storefront: adjusted the same way.
+        #expect(refund.first?.refundMilliunits == 9_990 && refund.first?.currency == "USD" && refund.first?.storefront == nil)
+        #expect(adjusted.first?.previousRefundMilliunits == 9_990 && adjusted.first?.refundMilliunits == 4_995)
+        #expect(
+            adjusted.first?.currency == "USD" && adjusted.first?.storefront == nil && adjusted.first?.occurredAt == refund.first?.occurredAt
+        )
+        #expect(state.transactions["100"]?.revocationType == "REFUND_PRORATED", "a receipt after the signed view keeps Apple's share")
+
+        // The signed view first, then receipts: counted at the share, never adjusted.
+        var other = CustomerEntitlements(publisher: "demo", customer: "bo@example.com")
+        let bought = subscription("200", at: start, original: "200")
+        _ = engine.apply(bought, to: &other, now: start)
+        var told = bought
+        (told.revocationDate, told.revocationType, told.revocationPercentage) = (refunded, "REFUND_PRORATED", 50_000)
+        var later = bought
+        later.revocationDate = refunded.addingTimeInterval(0.005)
+        var seen: [LifecycleEvent] = []
+        for (index, view) in [told, later, told].enumerated() {
+            var view = view
+            let now = refunded.addingTimeInterval(Double(index + 1) * day)
+            view.signedDate = now
+            seen += events(&other, at: now) { _ = engine.apply(view, to: &$0, now: now) }
+        }
+        #expect(seen.filter { $0.type == .refund }.map(\.refundMilliunits) == [4_995] && !seen.contains { $0.type == .refundAdjusted })
+    }
+
+    /// A V1 REFUND of a finished consumable, without the App Store Server API, takes the
+    /// whole back as of when the job ran; Apple's signed view (a V2 notification, signed
+    /// before that) then tells the share: the refund and the clawback are brought to it, and a
+    /// reversal after gives back what the clawback took in the end.
+    @Test func aConsumableClawedBackWholeIsSettledToTheShareAppleSigns() {
+        var caller = CustomerEntitlements(publisher: "demo", customer: "caller@example.com")
+        var credits = PurchaseFact(
+            transactionId: "300", originalTransactionId: "300", productId: "com.entitle.demo.credits.100", bundleId: "com.entitle.demo",
+            kind: .consumable, environment: "Production", purchaseDate: start, quantity: 3, signedDate: start, price: "2.97",
+            currency: "USD")
+        _ = engine.apply(credits, to: &caller, now: start)
+        let appleRefunded = start.addingTimeInterval(day)
+        let v1 = appleRefunded.addingTimeInterval(60)
+        let whole = events(&caller, at: v1) { _ = engine.refund(transactionId: "300", at: v1, in: &$0) }
+        #expect(types(whole) == [.refund, .creditsClawedBack] && whole[0].refundMilliunits == 2_970 && whole[1].amount == 300)
+        #expect(caller.credits.balance == 0)
+
+        (credits.revocationDate, credits.revocationType, credits.revocationPercentage, credits.signedDate) =
+            (appleRefunded, "REFUND_PRORATED", 33_333, appleRefunded)
+        let settled = events(&caller, at: v1) { _ = engine.apply(credits, to: &$0, now: v1) }
+        #expect(types(settled) == [.refundAdjusted, .creditsGranted], "\(types(settled))")
+        #expect(settled.first?.refundMilliunits == 990 && settled.first?.previousRefundMilliunits == 2_970)
+        #expect(settled.last?.amount == 200 && settled.last?.reason == "refundAdjusted" && settled.last?.balance == 200)
+        #expect(caller.credits.balance == 200)
+        #expect(caller.credits.entries.last?.amount == -100 && caller.credits.entries.last?.percentage == 33_333)
+
+        let reversedAt = v1.addingTimeInterval(day)
+        (credits.revocationDate, credits.revocationType, credits.revocationPercentage, credits.signedDate) = (nil, nil, nil, reversedAt)
+        let reversed = events(&caller, at: reversedAt) { _ = engine.apply(credits, to: &$0, now: reversedAt) }
+        #expect(reversed.first { $0.type == .refundReversed }?.refundMilliunits == 990)
+        #expect(caller.credits.balance == 300, "the 100 the clawback took in the end come back")
+    }
+
     @Test func anExtensionAPriceIncreaseAndCreditsAreEvents() {
         var state = CustomerEntitlements(publisher: "demo", customer: "ann@example.com")
         var bought = subscription("100", at: start)
