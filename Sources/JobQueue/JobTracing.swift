@@ -7,6 +7,9 @@ import Tracing
 /// Everything goes through the process's instrument (`InstrumentationSystem`): with tracing
 /// off (the default, a no-op instrument) nothing is written and nothing is read.
 package enum JobTracing {
+    /// Whether the process traces: a tracer other than the no-op one was bootstrapped.
+    package static var isOn: Bool { !(InstrumentationSystem.tracer is NoOpTracer) }
+
     /// The `traceparent` of the current span, or `nil` when there is none (or tracing is off).
     package static func currentTraceparent() -> String? {
         guard let context = InstrumentationContext.current else { return nil }

@@ -53,6 +53,9 @@ public final class QueueConsumer: Sendable {
     private let fetchConnection: RedisDedicatedConnection
     private let acks: AckBatcher
     private let timeouts = AttemptTimeouts()
+    /// Whether a tracer was bootstrapped, as `run` found it (a process bootstraps its tracer
+    /// before it runs its services, not always before it makes them).
+    private let tracing = Atomic<Bool>(false)
     /// The start script's limit for jobs lost by crashed workers when the job names none:
     /// the most any registered type allows, so no type loses attempts it is owed.
     private let mostAttempts: Int
@@ -102,6 +105,7 @@ public final class QueueConsumer: Sendable {
     /// (requeues, attempt refunded) whatever is still running.
     public func run(shutdownTimeout: Duration) async {
         logger.info("consumer started", metadata: ["consumer": "\(consumerID)", "concurrency": "\(settings.concurrency)"])
+        tracing.store(JobTracing.isOn, ordering: .relaxed)
         await heartbeat()
         // Heartbeats go on while running jobs drain, and end with them.
         let heartbeats = Task { await self.heartbeatLoop() }
@@ -309,10 +313,13 @@ public final class QueueConsumer: Sendable {
         // whichever process that was: this attempt's wait from when it became due (enqueued,
         // or the retry's time) to this pickup, then the attempt, with the handler inside. A
         // job enqueued outside any trace starts one.
-        let parent = JobTracing.parentContext(traceparent: job.traceparent)
+        // With tracing off (no tracer bootstrapped) no span is made at all: a no-op span
+        // still costs its name, its context and a task-local, a few percent of a no-op job.
+        let tracing = self.tracing.load(ordering: .relaxed)
+        let parent = tracing ? JobTracing.parentContext(traceparent: job.traceparent) : .topLevel
         // Between 1970 and now: a record's time cannot make a span's arithmetic overflow.
         let dueAt = min(max(job.dueAt, 0), startedAt)
-        if !job.traceparent.isEmpty {
+        if tracing, !job.traceparent.isEmpty {
             let waitSpan = startSpan(
                 "job.wait \(job.type)", at: JobTracing.instant(millisecondsSinceEpoch: dueAt), context: parent, ofKind: .internal)
             if waitSpan.isRecording {
@@ -320,14 +327,14 @@ public final class QueueConsumer: Sendable {
             }
             waitSpan.end(at: JobTracing.instant(millisecondsSinceEpoch: startedAt))
         }
-        let attemptSpan = startSpan("job.attempt \(job.type)", context: parent, ofKind: .consumer)
-        if attemptSpan.isRecording {
+        let attemptSpan = tracing ? startSpan("job.attempt \(job.type)", context: parent, ofKind: .consumer) : nil
+        if let attemptSpan, attemptSpan.isRecording {
             var attributes = JobTracing.attributes(type: job.type, queue: queue, id: job.id, attempt: job.attempt)
             attributes["messaging.operation.type"] = "process"
             attributes["entitle.job.wait_ms"] = startedAt - dueAt
             attemptSpan.attributes = attributes
         }
-        defer { attemptSpan.end() }
+        defer { attemptSpan?.end() }
 
         var outcome = AckBatcher.Outcome(id: job.id, lease: job.lease, type: job.type, kind: .ok, data: "null")
         let policy = registration?.retryPolicy ?? RetryPolicy(maxAttempts: jobQueue.configuration.defaultMaxAttempts)
@@ -342,11 +349,16 @@ public final class QueueConsumer: Sendable {
                 id: job.id, type: job.type, queue: queue, payload: job.payload, attempt: job.attempt,
                 maxAttempts: maxAttempts, redis: jobQueue.redis, keys: keys, baseLogger: logger
             )
-            outcome.data =
-                try await JobTracing.withSpan("job.handler \(job.type)", context: attemptSpan.context) { span in
-                    if span.isRecording { span.attributes = JobTracing.attributes(type: job.type, queue: queue, id: job.id) }
-                    return try await timeouts.run(timeout: registration.timeout) { try await registration.handler.handle(context) }
-                } ?? "null"
+            let handle = { try await self.timeouts.run(timeout: registration.timeout) { try await registration.handler.handle(context) } }
+            if let attemptSpan {
+                outcome.data =
+                    try await JobTracing.withSpan("job.handler \(job.type)", context: attemptSpan.context) { span in
+                        if span.isRecording { span.attributes = JobTracing.attributes(type: job.type, queue: queue, id: job.id) }
+                        return try await handle()
+                    } ?? "null"
+            } else {
+                outcome.data = try await handle() ?? "null"
+            }
         } catch {
             let failure =
                 (error as? JobFailure)
@@ -374,12 +386,12 @@ public final class QueueConsumer: Sendable {
         metrics.runTime.record(duration: clock.now - began)
         handlerDone()
         let recorded = await acks.record(outcome)
-        attemptSpan.attributes["entitle.job.outcome"] = recorded ? outcome.kind.spanValue : "fenced"
-        attemptSpan.attributes["entitle.job.max_attempts"] = maxAttempts
+        attemptSpan?.attributes["entitle.job.outcome"] = recorded ? outcome.kind.spanValue : "fenced"
+        attemptSpan?.attributes["entitle.job.max_attempts"] = maxAttempts
         if outcome.kind != .ok {
             // The failure's code only: its message can carry URLs and other text no span should.
-            attemptSpan.attributes["error.type"] = failureCode
-            if outcome.kind == .retry || outcome.kind == .dead { attemptSpan.setStatus(SpanStatus(code: .error)) }
+            attemptSpan?.attributes["error.type"] = failureCode
+            if outcome.kind == .retry || outcome.kind == .dead { attemptSpan?.setStatus(SpanStatus(code: .error)) }
         }
         guard recorded else {
             metrics.fenced.increment()

@@ -162,10 +162,17 @@ import Testing
         receipt.revocationDate = start.addingTimeInterval(30)
         view = receipt.filled(from: signed)
         #expect(view.revocationType == "REFUND_PRORATED" && view.revocationPercentage == 25_000 && view.refundedShare == 25_000)
-        // A refund at another date is not that one: nothing of its kind is taken.
+        // A receipt's date for the refund need not be Apple's to the millisecond (or a V1
+        // notification's refund was recorded when its job ran): Apple's kind and share are
+        // taken, the view's own date kept.
         receipt.revocationDate = start.addingTimeInterval(90)
         view = receipt.filled(from: signed)
-        #expect(view.revocationType == nil && view.refundedShare == 100_000)
+        #expect(view.revocationType == "REFUND_PRORATED" && view.refundedShare == 25_000)
+        #expect(view.revocationDate == start.addingTimeInterval(90))
+        // A view that says its own kind keeps it.
+        var full = receipt
+        full.revocationType = "REFUND_FULL"
+        #expect(full.filled(from: signed).revocationType == "REFUND_FULL")
         // A newer view without the refund (Apple reversed it) says so: nothing of it comes back.
         receipt.revocationDate = nil
         view = receipt.filled(from: signed)
