@@ -14,7 +14,7 @@ final class AttemptTimeouts: Sendable {
     private struct State: Sendable {
         var lastTicket = 0
         var watched: [Int: Watched] = [:]
-        /// Attempts cancelled for their deadline, until their `run` has seen it.
+        /// Attempts cancelled for their deadline, until their `run` has returned.
         var expired: Set<Int> = []
     }
 
@@ -25,28 +25,37 @@ final class AttemptTimeouts: Sendable {
     init(tick: Duration = .milliseconds(50)) { self.tick = tick }
 
     /// Runs `operation` in a task of its own, cancelled when it runs past `timeout` or when
-    /// the caller is cancelled. An attempt that ran past its deadline throws the retryable
-    /// `timeout` failure once it has stopped, whatever it returned.
+    /// the caller is cancelled. An attempt that ended after its deadline throws the retryable
+    /// `timeout` failure, whatever it returned; one that ended before it keeps its answer,
+    /// however late its caller resumes.
     func run<Value: Sendable>(timeout: Duration, _ operation: @escaping @Sendable () async throws -> Value) async throws -> Value {
-        let task = Task { try await operation() }
         let deadline = clock.now.advanced(by: timeout)
+        let task = Task { () async -> (Result<Value, any Error>, ContinuousClock.Instant) in
+            let result: Result<Value, any Error>
+            do { result = .success(try await operation()) } catch { result = .failure(error) }
+            return (result, ContinuousClock.now)
+        }
         let ticket = state.withLock { state in
             state.lastTicket &+= 1
             state.watched[state.lastTicket] = Watched(deadline: deadline, cancel: { task.cancel() })
             return state.lastTicket
         }
-        let result = await withTaskCancellationHandler {
-            await task.result
+        let (result, ended) = await withTaskCancellationHandler {
+            await task.value
         } onCancel: {
             task.cancel()
         }
-        let timedOut = state.withLock { state in
+        state.withLock { state in
             state.watched[ticket] = nil
-            return state.expired.remove(ticket) != nil
+            state.expired.remove(ticket)
         }
-        if timedOut { throw JobFailure.retryable("timeout", "the attempt ran longer than \(timeout)") }
+        if ended > deadline { throw JobFailure.retryable("timeout", "the attempt ran longer than \(timeout)") }
         return try result.get()
     }
+
+    /// Attempts watched or marked expired and not yet seen by their `run` (none once every
+    /// `run` has returned).
+    var unsettled: Int { state.withLock { $0.watched.count + $0.expired.count } }
 
     /// Cancels the attempts past their deadline every `tick`, until the calling task is
     /// cancelled.
