@@ -35,8 +35,14 @@ public struct EntitlementDecision: Sendable, Hashable, Codable {
             creditsAdded: 0, creditBalance: state.credits.balance, changed: false)
     }
 
-    /// Records what the refund entries this application added to the ledger moved.
+    /// Records what the refund entries this application added to the ledger moved, and what
+    /// a clawback brought to Apple's share gave back (negative) or took besides.
     mutating func noteRefundCredits(before: CreditLedger, after: CreditLedger, transactionId: String) {
+        for (was, entry) in zip(before.entries, after.entries)
+        where entry.transactionId == transactionId && entry.kind == .clawback && was.kind == .clawback {
+            creditsClawedBack -= entry.amount - was.amount
+            creditShortfall += (entry.shortfall ?? 0) - (was.shortfall ?? 0)
+        }
         for entry in after.entries.dropFirst(before.entries.count) where entry.transactionId == transactionId {
             switch entry.kind {
             case .clawback:

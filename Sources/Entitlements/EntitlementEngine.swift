@@ -70,7 +70,10 @@ public struct EntitlementEngine: Sendable {
             state.transactions[fact.transactionId] = known.filled(from: fact)
         }
         let current = state.transactions[fact.transactionId] ?? fact
-        if wasRevoked, current.revocationDate == nil { reinstate(current, in: &state) }
+        if wasRevoked, current.revocationDate == nil {
+            reinstate(current, in: &state)
+            state.transactions[current.transactionId]?.reversedAt = current.signedDate ?? now
+        }
 
         var creditsAdded = 0
         switch current.kind {
@@ -166,6 +169,9 @@ public struct EntitlementEngine: Sendable {
                 state.periods[index].endedAt = nil
                 state.periods[index].endReason = nil
             }
+        }
+        if known.revocationDate != nil, newer.revocationDate == nil {
+            state.transactions[fact.transactionId]?.reversedAt = newer.signedDate
         }
         return state != before
     }

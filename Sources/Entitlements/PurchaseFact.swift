@@ -50,6 +50,10 @@ public struct PurchaseFact: Sendable, Hashable, Codable {
     /// The expiry this transaction had before Apple extended its renewal date (the period
     /// it was bought for); `nil` when it was never extended.
     public var expiresBeforeExtension: Date?
+    /// When a refund of this transaction was last seen reversed (the reversing view's
+    /// signed date): a view of a refund from before it tells of an earlier refund, not of
+    /// the one the transaction may have now.
+    public var reversedAt: Date?
 
     /// Where a price comes from: events and reports say so beside every amount.
     public enum PriceSource: String, Sendable, Hashable, Codable {
@@ -146,10 +150,14 @@ public struct PurchaseFact: Sendable, Hashable, Codable {
             view.offerIdentifier = view.offerIdentifier ?? other.offerIdentifier
             view.offerDiscountType = view.offerDiscountType ?? other.offerDiscountType
         }
-        if view.revocationDate != nil, other.revocationDate != nil, view.revocationType == nil, other.revocationType != nil {
-            // The same refund, told by a receipt (or recorded when only a V1 notification
-            // said it) without its kind and share: Apple's signed word on them stands. Its
-            // date stays: a period or an expiry already ended there.
+        view.reversedAt = [view.reversedAt, other.reversedAt].compactMap { $0 }.max()
+        if let told = view.revocationDate, let signed = other.revocationDate, view.revocationType == nil, other.revocationType != nil,
+            signed <= told.addingTimeInterval(1), signed > view.reversedAt ?? .distantPast
+        {
+            // The same refund, told by a receipt or recorded when a V1 notification said it
+            // (at the job's time, after Apple's) without its kind and share: Apple's signed
+            // word on them stands. Not a refund from before a reversal: that one was another.
+            // The view's date stays: a period or an expiry already ended there.
             view.revocationType = other.revocationType
             view.revocationPercentage = other.revocationPercentage
         }

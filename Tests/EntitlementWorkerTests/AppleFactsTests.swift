@@ -169,6 +169,15 @@ import Testing
         view = receipt.filled(from: signed)
         #expect(view.revocationType == "REFUND_PRORATED" && view.refundedShare == 25_000)
         #expect(view.revocationDate == start.addingTimeInterval(90))
+        // Apple's refund after the view's is not the one the view tells; nor is one from
+        // before a reversal the transaction has seen since: that refund was another.
+        #expect(receipt.filled(from: signed).revocationType == "REFUND_PRORATED")
+        var later = signed
+        later.revocationDate = start.addingTimeInterval(120)
+        #expect(receipt.filled(from: later).revocationType == nil)
+        var reversed = receipt
+        reversed.reversedAt = start.addingTimeInterval(60)
+        #expect(reversed.filled(from: signed).revocationType == nil && reversed.filled(from: signed).reversedAt == reversed.reversedAt)
         // A view that says its own kind keeps it.
         var full = receipt
         full.revocationType = "REFUND_FULL"

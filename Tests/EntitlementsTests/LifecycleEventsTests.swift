@@ -292,7 +292,12 @@ import Testing
 
         (credits.revocationDate, credits.revocationType, credits.revocationPercentage, credits.signedDate) =
             (appleRefunded, "REFUND_PRORATED", 33_333, appleRefunded)
-        let settled = events(&caller, at: v1) { _ = engine.apply(credits, to: &$0, now: v1) }
+        var decision: EntitlementDecision?
+        let settled = events(&caller, at: v1) {
+            let applied = engine.apply(credits, to: &$0, now: v1)
+            decision = decision ?? applied  // the first application's, not the rerun's
+        }
+        #expect(decision?.creditsClawedBack == -200, "what the refund job's result says it moved")
         #expect(types(settled) == [.refundAdjusted, .creditsGranted], "\(types(settled))")
         #expect(settled.first?.refundMilliunits == 990 && settled.first?.previousRefundMilliunits == 2_970)
         #expect(settled.last?.amount == 200 && settled.last?.reason == "refundAdjusted" && settled.last?.balance == 200)
@@ -304,6 +309,23 @@ import Testing
         let reversed = events(&caller, at: reversedAt) { _ = engine.apply(credits, to: &$0, now: reversedAt) }
         #expect(reversed.first { $0.type == .refundReversed }?.refundMilliunits == 990)
         #expect(caller.credits.balance == 300, "the 100 the clawback took in the end come back")
+
+        // Refunded again, told by a V1 notification alone: the whole is taken. The first
+        // refund's signed view, replayed (an app may post it again), tells of that refund,
+        // from before the reversal: nothing of its share is given back.
+        let again = reversedAt.addingTimeInterval(day)
+        let second = events(&caller, at: again) { _ = engine.refund(transactionId: "300", at: again, in: &$0) }
+        #expect(types(second) == [.refund, .creditsClawedBack] && second[1].amount == 300 && caller.credits.balance == 0)
+        (credits.revocationDate, credits.revocationType, credits.revocationPercentage, credits.signedDate) =
+            (appleRefunded, "REFUND_PRORATED", 33_333, appleRefunded)
+        let replayed = events(&caller, at: again) { _ = engine.apply(credits, to: &$0, now: again) }
+        #expect(replayed.isEmpty && caller.credits.balance == 0, "\(types(replayed))")
+        #expect(caller.transactions["300"]?.revocationType == nil)
+        // Apple's own view of the second refund: a full one, so nothing moves.
+        (credits.revocationDate, credits.revocationType, credits.revocationPercentage, credits.signedDate) =
+            (again.addingTimeInterval(-30), "REFUND_FULL", nil, again.addingTimeInterval(-30))
+        let full = events(&caller, at: again) { _ = engine.apply(credits, to: &$0, now: again) }
+        #expect(full.isEmpty && caller.credits.balance == 0 && caller.transactions["300"]?.revocationType == "REFUND_FULL")
     }
 
     @Test func anExtensionAPriceIncreaseAndCreditsAreEvents() {
