@@ -95,11 +95,11 @@ public struct CreditLedger: Sendable, Hashable, Codable {
         else { return 0 }
         let due = max(0, Self.share(of: credited.amount, milliunits: share))
         let taken = -entries[index].amount
-        let now = due <= taken ? due : taken + min(due - taken, max(0, balance))
-        entries[index].amount = -now
+        let settled = due <= taken ? due : taken + min(due - taken, max(0, balance))
+        entries[index].amount = -settled
         entries[index].percentage = share
-        entries[index].shortfall = due > now ? due - now : nil
-        return taken - now
+        entries[index].shortfall = due > settled ? due - settled : nil
+        return taken - settled
     }
 
     /// Gives back exactly what the last clawback of a transaction took, when Apple reverses

@@ -170,8 +170,8 @@ public struct EntitlementEngine: Sendable {
                 state.periods[index].endReason = nil
             }
         }
-        if known.revocationDate != nil, newer.revocationDate == nil {
-            state.transactions[fact.transactionId]?.reversedAt = newer.signedDate
+        if known.revocationDate != nil, newer.revocationDate == nil, let signed = newer.signedDate {
+            state.transactions[fact.transactionId]?.reversedAt = signed
         }
         return state != before
     }

@@ -31,9 +31,10 @@ public enum LifecycleEventType: String, Sendable, Hashable, Codable, CaseIterabl
     case refund
     /// Apple reversed a refund.
     case refundReversed = "refund_reversed"
-    /// A refund recorded from a receipt, which says a transaction was refunded but not how
-    /// much, told again by Apple's signed view with its kind and share: `refundMilliunits` is
-    /// what the refund took, `previousRefundMilliunits` what was recorded (the whole price).
+    /// A refund recorded without its kind and share (a receipt, or a V1 notification alone,
+    /// says a transaction was refunded but not how much), told again by Apple's signed view:
+    /// `refundMilliunits` is what the refund took, `previousRefundMilliunits` what was
+    /// recorded (the whole price).
     case refundAdjusted = "refund_adjusted"
     /// Family Sharing access was revoked.
     case revoked

@@ -14,8 +14,6 @@ final class AttemptTimeouts: Sendable {
     private struct State: Sendable {
         var lastTicket = 0
         var watched: [Int: Watched] = [:]
-        /// Attempts cancelled for their deadline, until their `run` has returned.
-        var expired: Set<Int> = []
     }
 
     private let state = Mutex(State())
@@ -45,17 +43,13 @@ final class AttemptTimeouts: Sendable {
         } onCancel: {
             task.cancel()
         }
-        state.withLock { state in
-            state.watched[ticket] = nil
-            state.expired.remove(ticket)
-        }
+        _ = state.withLock { $0.watched.removeValue(forKey: ticket) }
         if ended > deadline { throw JobFailure.retryable("timeout", "the attempt ran longer than \(timeout)") }
         return try result.get()
     }
 
-    /// Attempts watched or marked expired and not yet seen by their `run` (none once every
-    /// `run` has returned).
-    var unsettled: Int { state.withLock { $0.watched.count + $0.expired.count } }
+    /// Attempts watched (none once every `run` has returned).
+    var unsettled: Int { state.withLock { $0.watched.count } }
 
     /// Cancels the attempts past their deadline every `tick`, until the calling task is
     /// cancelled.
@@ -64,10 +58,7 @@ final class AttemptTimeouts: Sendable {
             let now = clock.now
             let due = state.withLock { state in
                 let due = state.watched.filter { $0.value.deadline <= now }
-                for ticket in due.keys {
-                    state.watched[ticket] = nil
-                    state.expired.insert(ticket)
-                }
+                for ticket in due.keys { state.watched[ticket] = nil }
                 return due.values.map(\.cancel)
             }
             // Outside the lock: a cancelled task runs its cancellation handlers here.

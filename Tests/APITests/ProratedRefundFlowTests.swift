@@ -35,6 +35,18 @@ import Testing
         return try await api.result(try #require(reply.json["jobId"] as? String))
     }
 
+    /// A paid monthly subscription in production, claimed by `customer` and refunded a
+    /// quarter at the simulator: the simulator's time before the purchase, the transaction
+    /// and the refund's V2 notification (left in the inbox).
+    static func quarterRefunded(_ api: APIStack, _ customer: String) async throws -> (start: Date, id: String, uuid: String) {
+        let start = try await api.simulatorNow()
+        let bought = try await api.buy("premium.monthly", extra: ["environment": "Production", "useIntroductoryOffer": false])
+        _ = try await api.claim(["customer": customer, "signedTransaction": try #require(bought["signedTransaction"] as? String)])
+        let id = try #require(bought["transactionId"] as? String)
+        let answer = try await api.simulator("/simulator/transactions/\(id)/refund", #"{"percentage":25000}"#)
+        return (start, id, try #require((answer["notifications"] as? [String])?.first))
+    }
+
     /// A report's total from `start`'s day to the simulator's today, the reports folded first.
     static func total(_ api: APIStack, _ metric: String, since start: Date) async throws -> Double {
         try await api.foldReports()
@@ -105,12 +117,7 @@ import Testing
     @Test(.timeLimit(.minutes(3))) func aProratedRefundLearntFromTheAppsReceiptIsAdjustedByV2() async throws {
         try await APIStack.run("prorated-receipt", worker: true) { api in
             let customer = "sol@example.com"
-            let start = try await api.simulatorNow()
-            let bought = try await api.buy("premium.monthly", extra: ["environment": "Production", "useIntroductoryOffer": false])
-            _ = try await api.claim(["customer": customer, "signedTransaction": try #require(bought["signedTransaction"] as? String)])
-            let id = try #require(bought["transactionId"] as? String)
-            let answer = try await api.simulator("/simulator/transactions/\(id)/refund", #"{"percentage":25000}"#)
-            let uuid = try #require((answer["notifications"] as? [String])?.first)
+            let (start, id, uuid) = try await Self.quarterRefunded(api, customer)
             let receipt = try #require(try await api.simulator("/simulator/subscriptions/\(id)")["appReceipt"] as? String)
             let claimed = try await api.claim(["customer": customer, "appReceipt": receipt])
             #expect(claimed["accessGranted"] as? Bool == false, "\(claimed)")
@@ -142,11 +149,7 @@ import Testing
     @Test(.timeLimit(.minutes(3))) func aV1RefundOnItsLastAttemptWhileAppleCannotAnswerIsAdjustedLater() async throws {
         try await APIStack.run("prorated-v1-last", worker: true) { api in
             let customer = "tam@example.com"
-            let start = try await api.simulatorNow()
-            let bought = try await api.buy("premium.monthly", extra: ["environment": "Production", "useIntroductoryOffer": false])
-            _ = try await api.claim(["customer": customer, "signedTransaction": try #require(bought["signedTransaction"] as? String)])
-            let id = try #require(bought["transactionId"] as? String)
-            try await api.simulator("/simulator/transactions/\(id)/refund", #"{"percentage":25000}"#)
+            let (start, id, _) = try await Self.quarterRefunded(api, customer)
             var v1: String?
             try await eventually("the V1 notification of the refund to reach the inbox") {
                 v1 = await api.inbox.entries.lazy.filter { $0.path.hasSuffix("/v1") }.map { String(decoding: $0.body, as: UTF8.self) }
