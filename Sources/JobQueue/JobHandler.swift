@@ -133,7 +133,9 @@ public struct RetryPolicy: Sendable, Hashable {
 public struct JobRegistration: Sendable {
     public var handler: any JobHandler
     public var retryPolicy: RetryPolicy
-    /// The longest one attempt may run before it is cancelled and retried.
+    /// The longest one attempt may run before it is cancelled and retried (up to 50 ms
+    /// after it: one watcher per queue's consumer looks over the deadlines). An attempt that
+    /// ends after it fails with `timeout`, whatever it returned.
     public var timeout: Duration
 
     public init(handler: any JobHandler, retryPolicy: RetryPolicy = .init(), timeout: Duration = .seconds(60)) {
