@@ -248,13 +248,15 @@ package struct NotificationJobHandler: EntitlementJobHandler {
         if ["REFUND", "REVOKE", "CANCEL"].contains(notification.notificationType) {
             unread = try await signedViewsOfRefunds(in: &evidence, reader: reader, job: job)
         }
-        try await apply(evidence, to: &result, publisher: publisher, appAccountToken: nil, job: job)
         if let first = unread.first {
+            // Queued before the apply: should the apply fail on this last attempt, the refund
+            // job still applies Apple's view (the refund with its share) in ten minutes.
             result.refundJobId = try await readLater(unread, publisher: publisher, reader: reader, job: job)
             job.logger.warning(
-                "applied a V1 refund without its share: Apple's API did not answer by the last attempt; a refund job reads it later",
+                "applying a V1 refund without its share: Apple's API did not answer by the last attempt; a refund job reads it later",
                 metadata: ["transactionId": "\(first.transactionId)", "refundJobId": "\(result.refundJobId ?? "")"])
         }
+        try await apply(evidence, to: &result, publisher: publisher, appAccountToken: nil, job: job)
         // The receipt is kept only where renewal checks need verifyReceipt (no API key).
         if let original, let newest = evidence.latestReceipt, result.customer != nil, !reader.gateway.hasServerAPI,
             evidence.facts.contains(where: { $0.originalTransactionId == original && $0.kind == .autoRenewable })
