@@ -147,15 +147,21 @@ import Testing
         }
     }
 
+    /// A no-op job enqueued on a queue set to write `format`: the queue, its id and the hash
+    /// stored.
+    static func enqueued(in format: JobHashFormat, _ name: String) async throws -> (QueueHarness, String, [String: String]) {
+        var configuration = JobQueueConfiguration()
+        configuration.hashFormat = format
+        let h = try await QueueHarness(name, configuration: configuration)
+        let id = try await h.enqueue(payload: "{}")
+        return (h, id, try await h.redis.send(["HGETALL", h.keys.job(id)]).fieldValues)
+    }
+
     /// During a rolling upgrade from a version of the second format, new processes write it
     /// (`ENTITLE_JOB_FORMAT=2`): that script, byte for byte, and the status of a queued job.
     @Test func aQueueSetToTheSecondFormatWritesTheStatus() async throws {
         #expect(QueueScripts.enqueueSecondFormat.source == Self.secondFormatScript)
-        var configuration = JobQueueConfiguration()
-        configuration.hashFormat = .second
-        let h = try await QueueHarness("hash-format-second", configuration: configuration)
-        let id = try await h.enqueue(payload: "{}")
-        let stored = try await h.redis.send(["HGETALL", h.keys.job(id)]).fieldValues
+        let (_, _, stored) = try await Self.enqueued(in: .second, "hash-format-second")
         #expect(Set(stored.keys) == ["type", "payload", "status", "createdAt"] && stored["status"] == "queued", "\(stored)")
     }
 
@@ -164,11 +170,7 @@ import Testing
     /// byte for byte, every field there.
     @Test func aQueueSetToTheFirstFormatWritesEveryField() async throws {
         #expect(QueueScripts.enqueueFirstFormat.source == Self.firstFormatScript)
-        var configuration = JobQueueConfiguration()
-        configuration.hashFormat = .first
-        let h = try await QueueHarness("hash-format-first", configuration: configuration)
-        let id = try await h.enqueue(payload: "{}")
-        let stored = try await h.redis.send(["HGETALL", h.keys.job(id)]).fieldValues
+        let (h, id, stored) = try await Self.enqueued(in: .first, "hash-format-first")
         #expect(
             Set(stored.keys) == [
                 "id", "type", "queue", "payload", "status", "attempt", "maxAttempts", "idempotencyKey", "createdAt", "enqueuedAt",
