@@ -76,6 +76,22 @@ local idemTTL = tonumber(ARGV[2])
 local recentCap = tonumber(ARGV[4])
 local out = {}
 local counts = {}
+-- One EXISTS for the whole call: a call of new ids (nearly every call) asks none per job.
+-- An id twice in the call, or one that exists, is asked job by job, in order.
+local fresh = true
+do
+  local ids, jobKeys = {}, {}
+  for i = 1, jobs do
+    local id = ARGV[4 + (i - 1) * per + 1]
+    if ids[id] then fresh = false end
+    ids[id] = true
+    jobKeys[i] = KEYS[1 + 4 * i]
+  end
+  for s = 1, fresh and jobs or 0, 1000 do
+    if redis.call('EXISTS', unpack(jobKeys, s, math.min(s + 999, jobs))) ~= 0 then fresh = false end
+  end
+end
+local pending, scheduled, recent = {}, {}, {}
 for i = 1, jobs do
   local jobKey, idemKey, uniqueKey, holderKey = KEYS[1 + 4 * i], KEYS[2 + 4 * i], KEYS[3 + 4 * i], KEYS[4 + 4 * i]
   local a = 4 + (i - 1) * per
@@ -85,7 +101,7 @@ for i = 1, jobs do
   if per == 10 then traceparent = ARGV[a + 10] end
   local existing, holder, stale = false, false, false
   -- The same id again (a repeated call whose reply was lost) enqueues nothing twice.
-  if redis.call('EXISTS', jobKey) == 1 then existing = id end
+  if not fresh and redis.call('EXISTS', jobKey) == 1 then existing = id end
   if not existing and idem ~= '' then existing = redis.call('GET', idemKey) end
   if not existing and unique ~= '' then
     -- Held while the holder is unfinished; a finished or expired holder lets go.
@@ -126,16 +142,26 @@ for i = 1, jobs do
     if traceparent ~= '' then put(record, 'traceparent', traceparent) end
     redis.call('HSET', jobKey, unpack(record))
     if runAt > now then
-      redis.call('ZADD', KEYS[2], runAt, id)
+      scheduled[#scheduled + 1] = runAt
+      scheduled[#scheduled + 1] = id
     else
-      redis.call('LPUSH', KEYS[1], id)
+      pending[#pending + 1] = id
     end
-    if recentCap > 0 then redis.call('LPUSH', KEYS[4], id) end
+    recent[#recent + 1] = id
     counts[jtype] = (counts[jtype] or 0) + 1
     out[#out + 1] = id
     out[#out + 1] = 1
   end
 end
-if recentCap > 0 then redis.call('LTRIM', KEYS[4], 0, recentCap - 1) end
+-- LPUSH a b is LPUSH a, then LPUSH b: the lists end as if pushed job by job.
+for s = 1, #pending, 1000 do redis.call('LPUSH', KEYS[1], unpack(pending, s, math.min(s + 999, #pending))) end
+for s = 1, #scheduled, 1000 do redis.call('ZADD', KEYS[2], unpack(scheduled, s, math.min(s + 999, #scheduled))) end
+if recentCap > 0 then
+  -- Only the newest recentCap ids outlive the trim.
+  for s = math.max(1, #recent - recentCap + 1), #recent, 1000 do
+    redis.call('LPUSH', KEYS[4], unpack(recent, s, math.min(s + 999, #recent)))
+  end
+  redis.call('LTRIM', KEYS[4], 0, recentCap - 1)
+end
 for jtype, n in pairs(counts) do redis.call('HINCRBY', KEYS[3], 'enqueued:' .. jtype, n) end
 return out

@@ -106,7 +106,13 @@ public final class JobQueue: Sendable {
     func enqueueEach(validated requests: [EnqueueRequest]) async -> [Result<EnqueueResult, any Error>] {
         var outcomes = [Result<EnqueueResult, any Error>?](repeating: nil, count: requests.count)
         // Ids are fixed once, so that sending a call again cannot make a second job.
-        let ids = requests.map { $0.id ?? Self.makeID() }
+        let fresh = Self.makeIDs(requests.count { $0.id == nil })
+        var used = 0
+        let ids = requests.map { request in
+            if let id = request.id { return id }
+            used += 1
+            return fresh[used - 1]
+        }
         var todo = Array(requests.indices)
         // Unique keys' holders as last seen, by request index. None at first (most requests
         // are about a new transaction): a call that finds one returns its id (outcome 3) and
@@ -456,17 +462,27 @@ public final class JobQueue: Sendable {
     /// A random job id: 22 characters of the URL-safe base64 alphabet, about 132 random bits
     /// (a UUID has 122), the first a letter or digit. Shorter than 32 hex digits for more
     /// bits: an id is in its job's key, a queue's list and the recent list, so bytes count.
-    static func makeID() -> String {
-        var generator = SystemRandomNumberGenerator()
-        var bits: (UInt64, UInt64, UInt64) = (generator.next(), generator.next(), generator.next())
-        var id = [UInt8](repeating: 0, count: 22)
-        for index in id.indices {
-            // Never a leading "-" or "_": an id is given to command lines (`entitle jobs show ID`).
-            id[index] = alphabet[index == 0 ? Int(bits.0 & 63) % 62 : Int(bits.0 & 63)]
-            // Take the next six bits from the three words as one.
-            bits = (bits.0 >> 6 | bits.1 << 58, bits.1 >> 6 | bits.2 << 58, bits.2 >> 6)
+    static func makeID() -> String { makeIDs(1)[0] }
+
+    /// `count` ids as `makeID` makes them, from one read of the system's random source: a
+    /// bulk enqueue asked the kernel three times per id (a fifth of its CPU).
+    static func makeIDs(_ count: Int) -> [String] {
+        // 17 bytes hold an id's 22 six-bit characters (132 bits of 136).
+        var bytes = [UInt8](repeating: 0, count: 17 * count)
+        // glibc's arc4random_buf reads the kernel's getrandom, and never fails.
+        bytes.withUnsafeMutableBytes { if let base = $0.baseAddress { arc4random_buf(base, $0.count) } }
+        return (0..<count).map { index in
+            var id = [UInt8](repeating: 0, count: 22)
+            for position in id.indices {
+                let bit = position * 6
+                let low = Int(bytes[17 * index + bit / 8]) >> (bit % 8)
+                let high = bit % 8 > 2 ? Int(bytes[17 * index + bit / 8 + 1]) << (8 - bit % 8) : 0
+                let six = (low | high) & 63
+                // Never a leading "-" or "_": an id is given to command lines (`entitle jobs show ID`).
+                id[position] = alphabet[position == 0 ? six % 62 : six]
+            }
+            return String(decoding: id, as: UTF8.self)
         }
-        return String(decoding: id, as: UTF8.self)
     }
 
     private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)

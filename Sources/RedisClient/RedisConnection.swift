@@ -235,33 +235,40 @@ public actor RedisConnection {
         return context
     }
 
-    /// Appends one command with the argv API: arguments are binary-safe, never formatted.
+    /// Appends one command, formatted here as RESP (an array of bulk strings): arguments
+    /// are binary-safe, never interpreted, and hiredis copies the bytes once instead of
+    /// formatting each argument's header itself.
     private static func append(_ command: [String], to context: UnsafeMutablePointer<redisContext>) -> Int32 {
         var buffer: [UInt8] = []
-        var lengths: [Int] = []
-        lengths.reserveCapacity(command.count)
+        var size = 16
+        for argument in command { size += argument.utf8.count + 16 }
+        buffer.reserveCapacity(size)
+        appendHeader(UInt8(ascii: "*"), command.count, to: &buffer)
         for argument in command {
-            let start = buffer.count
+            appendHeader(UInt8(ascii: "$"), argument.utf8.count, to: &buffer)
             buffer.append(contentsOf: argument.utf8)
-            lengths.append(buffer.count - start)
+            buffer.append(13)
+            buffer.append(10)
         }
-        buffer.append(0)  // never empty, so the base address is never nil
         return buffer.withUnsafeBufferPointer { bytes in
             guard let start = bytes.baseAddress else { return REDIS_ERR }
-            let base = UnsafeRawPointer(start).assumingMemoryBound(to: CChar.self)
-            var argv: [UnsafePointer<CChar>?] = []
-            argv.reserveCapacity(command.count)
-            var offset = 0
-            for length in lengths {
-                argv.append(base + offset)
-                offset += length
-            }
-            return argv.withUnsafeMutableBufferPointer { argvPointer in
-                lengths.withUnsafeBufferPointer { lengthPointer in
-                    redisAppendCommandArgv(context, Int32(command.count), argvPointer.baseAddress, lengthPointer.baseAddress)
-                }
-            }
+            return redisAppendFormattedCommand(context, UnsafeRawPointer(start).assumingMemoryBound(to: CChar.self), bytes.count)
         }
+    }
+
+    /// `*count\r\n` or `$length\r\n`: the marker, the value's decimal digits and CRLF.
+    private static func appendHeader(_ marker: UInt8, _ value: Int, to buffer: inout [UInt8]) {
+        buffer.append(marker)
+        var divisor = 1
+        while divisor <= value / 10 { divisor *= 10 }
+        var rest = value
+        while divisor > 0 {
+            buffer.append(UInt8(ascii: "0") + UInt8(rest / divisor))
+            rest %= divisor
+            divisor /= 10
+        }
+        buffer.append(13)
+        buffer.append(10)
     }
 
     private static func convert(_ reply: UnsafeMutablePointer<redisReply>) -> RedisReply {

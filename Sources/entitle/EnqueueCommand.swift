@@ -49,6 +49,9 @@ struct EnqueueCommand: AsyncParsableCommand {
         }
     }
 
+    /// Jobs per `enqueue(batch:)` call (each is pipelined in script calls of 500).
+    static let batchSize = 10_000
+
     /// A year: a job scheduled further out is more likely a mistake than a plan.
     static let maximumDelay: Double = 366 * 86_400
 
@@ -68,27 +71,44 @@ struct EnqueueCommand: AsyncParsableCommand {
         defer { jobQueue.redis.close() }
         let clock = ContinuousClock()
         let began = clock.now
-        var remaining = count
-        while remaining > 0 {
-            let chunk = min(remaining, 10_000)
+        // Two batches in flight: the next one is built and sent while Redis runs the one
+        // before (on another connection), so the producer's work and the server's overlap.
+        // Batches may interleave in the queue; the ids print in the order of the batches.
+        var batches = stride(from: 0, to: count, by: Self.batchSize).map { min(Self.batchSize, count - $0) }.makeIterator()
+        let request = request
+        func send(_ size: Int) -> Task<[EnqueueResult], any Error> {
+            Task { try await jobQueue.enqueue(batch: Array(repeating: request, count: size)) }
+        }
+        var inFlight = batches.next().map(send)
+        var printed = 0
+        var failure: JobQueueError?
+        while let current = inFlight {
+            let next = failure == nil ? batches.next().map(send) : nil
             let results: [EnqueueResult]
             do {
-                results = try await jobQueue.enqueue(batch: Array(repeating: request, count: chunk))
+                results = try await current.value
             } catch let error as JobQueueError where error.code == .partiallyEnqueued {
                 // Print what did go in, so the caller knows exactly which jobs exist.
-                let enqueued = error.enqueued.compactMap { $0 }
-                if !quiet && !enqueued.isEmpty { print(enqueued.map(\.id).joined(separator: "\n")) }
-                throw CommandFailure(
-                    "entitle enqueue: \(count - remaining + enqueued.count) of \(count) jobs were enqueued (ids printed), then Redis failed: \(error.message)"
-                )
+                results = error.enqueued.compactMap { $0 }
+                failure = failure ?? error
+            } catch  where printed == 0 && next == nil {
+                throw error  // nothing enqueued at all: the error as it came
+            } catch {
+                results = []
+                failure = failure ?? JobQueueError(.partiallyEnqueued, "\(error)")
             }
             if let mismatch = results.first(where: { $0.outcome == .mismatch }) {
                 throw CommandFailure(
                     "entitle enqueue: idempotency key \(idempotencyKey ?? "") names job \(mismatch.id), whose payload is not this one; nothing was enqueued"
                 )
             }
-            if !quiet { print(results.map(\.id).joined(separator: "\n")) }
-            remaining -= chunk
+            if !quiet && !results.isEmpty { print(results.map(\.id).joined(separator: "\n")) }
+            printed += results.count
+            inFlight = next
+        }
+        if let failure {
+            throw CommandFailure(
+                "entitle enqueue: \(printed) of \(count) jobs were enqueued (ids printed), then Redis failed: \(failure.message)")
         }
         if quiet {
             let seconds = (clock.now - began).seconds

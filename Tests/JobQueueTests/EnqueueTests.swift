@@ -1,10 +1,11 @@
 import DurationUnits
 import Foundation
-import JobQueue
 import LocalProcesses
 import RedisClient
 import RedisTestSupport
 import Testing
+
+@testable import JobQueue
 
 @Suite struct EnqueueTests {
     @Test func enqueueWritesTheEnvelopeAndPendingList() async throws {
@@ -152,6 +153,69 @@ import Testing
         #expect(try await h.redis.send(["LLEN", h.keys.pending]).int == 1234)
         // FIFO: the first enqueued is the next to be taken (the right end).
         #expect(try await h.redis.send(["LINDEX", h.keys.pending, "-1"]).string == results[0].id)
+    }
+
+    /// Today's script asks whether a call's ids exist with one `EXISTS` and pushes its ids
+    /// onto the lists a thousand at a time. The reference is the second format's script
+    /// (frozen), which asks and pushes job by job: the same calls must leave the same lists,
+    /// counters and answers. The first call is all new ids (the one-`EXISTS` road, more jobs
+    /// than one push takes); the second repeats an id within the call and names one that exists.
+    @Test func aCallsBulkPushesLeaveWhatJobByJobPushesLeave() async throws {
+        let today = try await QueueHarness("bulk-push")
+        let reference = try await QueueHarness("bulk-push-reference")
+        let now = JobQueueNow.milliseconds
+        func jobs(_ ids: [String]) -> [(id: String, runAt: Int64)] {
+            ids.enumerated().map { n, id in (id, n % 7 == 3 ? now + 60_000 + Int64(n % 50) : 0) }
+        }
+        func call(_ h: QueueHarness, _ script: RedisScript, _ jobs: [(id: String, runAt: Int64)]) async throws -> [RedisReply] {
+            let keys =
+                [h.keys.pending, h.keys.scheduled, h.keys.stats, h.keys.recent]
+                + jobs.flatMap { Array(repeating: h.keys.job($0.id), count: 4) }
+            let arguments =
+                [String(now), "86400000", h.name, "50"]
+                + jobs.flatMap { [$0.id, "noop", "{}", "0", String($0.runAt), "", "", "", ""] }
+            return try #require(try await h.redis.run(script, keys: keys, arguments: arguments).array)
+        }
+        func state(_ h: QueueHarness) async throws -> [[String]] {
+            try await h.redis.pipeline([
+                ["LRANGE", h.keys.pending, "0", "-1"], ["ZRANGE", h.keys.scheduled, "0", "-1", "WITHSCORES"],
+                ["LRANGE", h.keys.recent, "0", "-1"], ["HGETALL", h.keys.stats],
+            ]).map { $0.array?.compactMap(\.string) ?? [] }
+        }
+        let first = jobs((0..<1_100).map { "job-\($0)" })
+        var second = jobs((1_100..<1_400).map { "job-\($0)" })
+        second.insert(("job-1150", 0), at: 200)  // twice in one call: the first makes it
+        second.insert(("job-7", 0), at: 20)  // made by the first call
+        for calls in [[first], [first, second]] {
+            var answers: [[RedisReply]] = []
+            for (h, script) in [(today, QueueScripts.enqueue), (reference, QueueScripts.enqueueSecondFormat)] {
+                try await h.redis.send(["DEL", h.keys.pending, h.keys.scheduled, h.keys.recent, h.keys.stats])
+                for job in calls.flatMap({ $0 }) { try await h.redis.send(["DEL", h.keys.job(job.id)]) }
+                var replies: [RedisReply] = []
+                for jobs in calls { replies += try await call(h, script, jobs) }
+                answers.append(replies)
+            }
+            #expect(answers[0] == answers[1])
+            let (made, expected) = (try await state(today), try await state(reference))
+            #expect(made == expected)
+            #expect(made[0].count == calls.flatMap { $0 }.filter { $0.runAt == 0 }.count - (calls.count - 1) * 2)
+            #expect(made[2].count == 50 && made[2].first == calls.last?.last?.id)
+        }
+    }
+
+    /// Ids come from one read of random bytes per call, cut into six-bit characters: every
+    /// position takes every character it may (all 64, the first never "-" or "_"), so no bit
+    /// is lost or stuck in the cutting, and 20,000 ids are all different.
+    @Test func idsUseEveryCharacterAtEveryPosition() {
+        let ids = JobQueue.makeIDs(20_000)
+        #expect(Set(ids).count == 20_000)
+        #expect(ids.allSatisfy { $0.utf8.count == 22 })
+        let alphabet = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+        for position in 0..<22 {
+            let seen = Set(ids.map { Array($0.utf8)[position] })
+            #expect(seen == (position == 0 ? alphabet.subtracting("-_".utf8) : alphabet), "position \(position)")
+        }
+        #expect(JobQueue.makeID().utf8.count == 22)
     }
 
     @Test func bulkWithARepeatedKeyReturnsTheFirstJob() async throws {

@@ -30,6 +30,47 @@ import Testing
         #expect(try await h.redis.run(QueueScripts.finish, keys: keys, arguments: other).array == [.integer(0)])
     }
 
+    /// The claim script reads, trims and pushes once per call; the reference is one LMOVE
+    /// per job from the right to the left, the way BLMOVE claims. The same claims (some,
+    /// none, more than are left) must return the same ids in the same order and leave both
+    /// lists alike. `start` then starts only ids still in the caller's active list, once.
+    @Test func aClaimMovesWhatOneLMOVEPerJobWouldAndStartTakesOnlyItsOwn() async throws {
+        let h = try await QueueHarness("claim-model")
+        let ids = (0..<300).map { "claim-\($0)" }
+        let (mine, model) = (h.keys.active("host:1:\(h.name):mine"), h.keys.active("host:1:\(h.name):model"))
+        let modelPending = h.keys.pending + ":model"
+        try await h.redis.send(["RPUSH", h.keys.pending] + ids)
+        try await h.redis.send(["RPUSH", modelPending] + ids)
+        for n in [120, 0, 1, 500] {
+            let claimed = try await h.redis.run(QueueScripts.claim, keys: [h.keys.pending, mine], arguments: [String(n)]).array ?? []
+            var moved: [RedisReply] = []
+            for _ in 0..<n {
+                let id = try await h.redis.send(["LMOVE", modelPending, model, "RIGHT", "LEFT"])
+                if id == .null { break }
+                moved.append(id)
+            }
+            #expect(claimed == moved, "n = \(n)")
+            let lists = try await h.redis.pipeline([
+                ["LRANGE", h.keys.pending, "0", "-1"], ["LRANGE", modelPending, "0", "-1"], ["LRANGE", mine, "0", "-1"],
+                ["LRANGE", model, "0", "-1"],
+            ])
+            #expect(lists[0] == lists[1] && lists[2] == lists[3], "n = \(n)")
+        }
+        #expect(try await h.redis.send(["LLEN", mine]).int == 300)
+
+        // Two ids of this queue's jobs: one claimed here, one in another consumer's list.
+        let (own, theirs) = (try await h.enqueue(), try await h.enqueue())
+        let other = h.keys.active("host:2:\(h.name):other")
+        try await h.redis.send(["LPUSH", mine, own])
+        try await h.redis.send(["LPUSH", other, theirs])
+        let started = try await h.redis.run(
+            QueueScripts.start, keys: [mine, h.keys.dead, h.keys.stats, h.keys.job(own), h.keys.job(theirs), h.keys.job(own)],
+            arguments: [String(JobQueueNow.milliseconds), "lease-1", "10", "60000", h.keys.finished, own, theirs, own])
+        #expect(started.array?.compactMap(\.string).first == own && started.array?.count == 8, "\(started)")
+        #expect(try await h.job(own)?.attempt == 1)
+        #expect(try await h.job(theirs)?.status == .queued)
+    }
+
     @Test func aBulkEnqueueThatFailsPartWaySaysWhichJobsWentIn() async throws {
         let h = try await QueueHarness("partial")
         // A second queue whose pending list is not a list: its script call fails.

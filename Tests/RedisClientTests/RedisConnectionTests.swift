@@ -30,6 +30,16 @@ import Testing
         #expect(try await redis.send(["STRLEN", key]).int == value.utf8.count)
         try await redis.send(["SET", key, ""])
         #expect(try await redis.send(["GET", key]) == .bulk([]))
+        // Lengths and counts across digit boundaries (the command is formatted here, as RESP).
+        for length in [9, 10, 99, 100, 1_000, 100_000] {
+            let long = String(repeating: "x", count: length - 1) + "é"
+            try await redis.send(["SET", key, long])
+            #expect(try await redis.send(["STRLEN", key]).int == length + 1)
+        }
+        let values = (0..<123).map { "v\($0)" }
+        try await redis.send(["DEL", key])
+        #expect(try await redis.send(["RPUSH", key] + values).int == 123)
+        #expect(try await redis.send(["LRANGE", key, "0", "-1"]).array?.compactMap(\.string) == values)
         try await redis.send(["DEL", key])
     }
 
