@@ -76,6 +76,12 @@ local idemTTL = tonumber(ARGV[2])
 local recentCap = tonumber(ARGV[4])
 local out = {}
 local counts = {}
+-- The lists are pushed after every job's record is written: a key of another type
+-- is refused first, or the records would stay with no id in any list.
+for k, kind in pairs({[1] = 'list', [2] = 'zset', [4] = 'list'}) do
+  local found = redis.call('TYPE', KEYS[k]).ok
+  if found ~= 'none' and found ~= kind then return refuse(nil, 'KEYS[' .. k .. '] holds a ' .. found .. ', not a ' .. kind) end
+end
 -- One EXISTS for the whole call: a call of new ids (nearly every call) asks none per job.
 -- An id twice in the call, or one that exists, is asked job by job, in order.
 local fresh = true

@@ -129,6 +129,12 @@ package enum QueueScripts {
         let beforeLoop =
             batched
             ? """
+            -- The lists are pushed after every job's record is written: a key of another type
+            -- is refused first, or the records would stay with no id in any list.
+            for k, kind in pairs({[1] = 'list', [2] = 'zset', [4] = 'list'}) do
+              local found = redis.call('TYPE', KEYS[k]).ok
+              if found ~= 'none' and found ~= kind then return refuse(nil, 'KEYS[' .. k .. '] holds a ' .. found .. ', not a ' .. kind) end
+            end
             -- One EXISTS for the whole call: a call of new ids (nearly every call) asks none per job.
             -- An id twice in the call, or one that exists, is asked job by job, in order.
             local fresh = true
@@ -317,10 +323,11 @@ package enum QueueScripts {
             if n < 1 then return {} end
             local oldest = redis.call('LRANGE', KEYS[1], -n, -1)
             if #oldest == 0 then return oldest end
-            redis.call('LTRIM', KEYS[1], 0, -#oldest - 1)
             local ids = {}
             for i = #oldest, 1, -1 do ids[#ids + 1] = oldest[i] end
+            -- Pushed before the trim: a push refused (a key of another type) takes nothing away.
             for s = 1, #ids, 1000 do redis.call('LPUSH', KEYS[2], unpack(ids, s, math.min(s + 999, #ids))) end
+            redis.call('LTRIM', KEYS[1], 0, -#oldest - 1)
             return ids
             """
     )

@@ -16,7 +16,7 @@ struct EnqueueCommand: AsyncParsableCommand {
     @Option(help: "The payload, JSON.")
     var payload: String = "{}"
 
-    @Option(help: "How many identical jobs to enqueue (in bulk).")
+    @Option(help: "How many identical jobs to enqueue (in bulk: batches of 10,000, two at a time, which may interleave in the queue).")
     var count: Int = 1
 
     @Option(help: "Idempotency key: a repeat returns the first job's id.")

@@ -138,6 +138,17 @@ import Testing
         }
     }
 
+    /// More jobs than one batch: two batches of 10,000 go at once, and every id is printed
+    /// once, one a line, each a job in the queue.
+    @Test func aBulkEnqueueOfMoreThanOneBatchPrintsEveryId() async throws {
+        let cli = try await CLI("cli-bulk")
+        let enqueued = try await cli.run(["enqueue", "noop", "--count", "25001"])
+        #expect(enqueued.status == 0, "\(enqueued.errors)")
+        let ids = enqueued.output.split(separator: "\n")
+        #expect(ids.count == 25_001 && Set(ids).count == 25_001)
+        #expect(try await cli.queueStats()["pending"] as? Int == 25_001)
+    }
+
     @Test func aWorkerProcessServesPrometheusMetrics() async throws {
         let cli = try await CLI("metrics")
         let port = try LocalRedisServer.freePort()

@@ -155,24 +155,25 @@ import Testing
         #expect(try await h.redis.send(["LINDEX", h.keys.pending, "-1"]).string == results[0].id)
     }
 
-    /// Today's script asks whether a call's ids exist with one `EXISTS` and pushes its ids
-    /// onto the lists a thousand at a time. The reference is the second format's script
-    /// (frozen), which asks and pushes job by job: the same calls must leave the same lists,
-    /// counters and answers. The first call is all new ids (the one-`EXISTS` road, more jobs
-    /// than one push takes); the second repeats an id within the call and names one that exists.
+    /// Today's script asks whether a call's ids exist with one `EXISTS` per thousand and
+    /// pushes its ids onto the lists a thousand at a time. The reference is the second
+    /// format's script (frozen), which asks and pushes job by job: the same calls must leave
+    /// the same lists, counters and answers. The calls: 2,500 new ids (every push and the
+    /// recent list's 1,500 over a thousand); 1,500 whose 1,500th exists already (found by the
+    /// second `EXISTS`); 302 with an id twice and one that exists (asked job by job).
     @Test func aCallsBulkPushesLeaveWhatJobByJobPushesLeave() async throws {
         let today = try await QueueHarness("bulk-push")
         let reference = try await QueueHarness("bulk-push-reference")
         let now = JobQueueNow.milliseconds
-        func jobs(_ ids: [String]) -> [(id: String, runAt: Int64)] {
-            ids.enumerated().map { n, id in (id, n % 7 == 3 ? now + 60_000 + Int64(n % 50) : 0) }
+        func jobs(_ range: Range<Int>) -> [(id: String, runAt: Int64)] {
+            range.map { n in ("job-\(n)", n % 3 == 1 ? now + 60_000 + Int64(n % 50) : 0) }
         }
         func call(_ h: QueueHarness, _ script: RedisScript, _ jobs: [(id: String, runAt: Int64)]) async throws -> [RedisReply] {
             let keys =
                 [h.keys.pending, h.keys.scheduled, h.keys.stats, h.keys.recent]
                 + jobs.flatMap { Array(repeating: h.keys.job($0.id), count: 4) }
             let arguments =
-                [String(now), "86400000", h.name, "50"]
+                [String(now), "86400000", h.name, "1500"]
                 + jobs.flatMap { [$0.id, "noop", "{}", "0", String($0.runAt), "", "", "", ""] }
             return try #require(try await h.redis.run(script, keys: keys, arguments: arguments).array)
         }
@@ -182,40 +183,62 @@ import Testing
                 ["LRANGE", h.keys.recent, "0", "-1"], ["HGETALL", h.keys.stats],
             ]).map { $0.array?.compactMap(\.string) ?? [] }
         }
-        let first = jobs((0..<1_100).map { "job-\($0)" })
-        var second = jobs((1_100..<1_400).map { "job-\($0)" })
-        second.insert(("job-1150", 0), at: 200)  // twice in one call: the first makes it
-        second.insert(("job-7", 0), at: 20)  // made by the first call
-        for calls in [[first], [first, second]] {
-            var answers: [[RedisReply]] = []
-            for (h, script) in [(today, QueueScripts.enqueue), (reference, QueueScripts.enqueueSecondFormat)] {
-                try await h.redis.send(["DEL", h.keys.pending, h.keys.scheduled, h.keys.recent, h.keys.stats])
-                for job in calls.flatMap({ $0 }) { try await h.redis.send(["DEL", h.keys.job(job.id)]) }
-                var replies: [RedisReply] = []
-                for jobs in calls { replies += try await call(h, script, jobs) }
-                answers.append(replies)
-            }
-            #expect(answers[0] == answers[1])
-            let (made, expected) = (try await state(today), try await state(reference))
-            #expect(made == expected)
-            #expect(made[0].count == calls.flatMap { $0 }.filter { $0.runAt == 0 }.count - (calls.count - 1) * 2)
-            #expect(made[2].count == 50 && made[2].first == calls.last?.last?.id)
+        var second = jobs(2_500..<3_999)
+        second.insert(("job-100", 0), at: 1_499)  // made by the first call
+        var third = jobs(4_000..<4_300)
+        third.insert(("job-4150", 0), at: 200)  // twice in one call: the first makes it
+        third.insert(("job-7", 0), at: 20)  // made by the first call
+        let calls = [jobs(0..<2_500), second, third]
+        var answers: [[RedisReply]] = []
+        for (h, script) in [(today, QueueScripts.enqueue), (reference, QueueScripts.enqueueSecondFormat)] {
+            var replies: [RedisReply] = []
+            for jobs in calls { replies += try await call(h, script, jobs) }
+            answers.append(replies)
         }
+        #expect(answers[0] == answers[1])
+        let made = try await state(today)
+        #expect(made == (try await state(reference)))
+        let created = stride(from: 1, to: answers[0].count, by: 2).filter { answers[0][$0] == .integer(1) }.count
+        #expect(created == 2_500 + 1_499 + 300)
+        #expect(made[0].count + made[1].count / 2 == created)
+        #expect(made[2].count == 1_500 && made[2].first == "job-4299")
     }
 
-    /// Ids come from one read of random bytes per call, cut into six-bit characters: every
-    /// position takes every character it may (all 64, the first never "-" or "_"), so no bit
-    /// is lost or stuck in the cutting, and 20,000 ids are all different.
-    @Test func idsUseEveryCharacterAtEveryPosition() {
-        let ids = JobQueue.makeIDs(20_000)
-        #expect(Set(ids).count == 20_000)
-        #expect(ids.allSatisfy { $0.utf8.count == 22 })
-        let alphabet = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
-        for position in 0..<22 {
-            let seen = Set(ids.map { Array($0.utf8)[position] })
-            #expect(seen == (position == 0 ? alphabet.subtracting("-_".utf8) : alphabet), "position \(position)")
+    /// An id's characters are its random bits six at a time: all zero bits make "A"s; each
+    /// one of the 132 bits set alone changes exactly its own character, by its own weight;
+    /// and 20,000 ids from the system's source are all different, 22 characters each.
+    @Test func anIdIsItsRandomBitsSixAtATime() {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+        let zero = [UInt8](repeating: 0, count: JobQueue.idBytes)
+        #expect(JobQueue.ids(from: zero) == [String(repeating: "A", count: 22)])
+        for bit in 0..<132 {
+            var bytes = zero
+            bytes[bit / 8] = 1 << (bit % 8)
+            let id = Array(JobQueue.ids(from: bytes)[0].utf8)
+            let weight = 1 << (bit % 6)
+            var expected = [UInt8](repeating: UInt8(ascii: "A"), count: 22)
+            expected[bit / 6] = alphabet[bit / 6 == 0 ? weight % 62 : weight]
+            #expect(id == expected, "bit \(bit)")
         }
+        // Two ids from 34 bytes, the second from the second 17.
+        let pair = JobQueue.ids(from: zero + [UInt8](repeating: 0xFF, count: JobQueue.idBytes))
+        #expect(pair == [String(repeating: "A", count: 22), "B" + String(repeating: "_", count: 21)])
+        let ids = JobQueue.makeIDs(20_000)
+        #expect(Set(ids).count == 20_000 && ids.allSatisfy { $0.utf8.count == 22 })
         #expect(JobQueue.makeID().utf8.count == 22)
+    }
+
+    /// A list key of another type is refused before anything is written: otherwise the jobs'
+    /// records would be written and their ids pushed nowhere.
+    @Test func aCallIsRefusedWholeWhenAListKeyHoldsAnotherType() async throws {
+        let h = try await QueueHarness("bulk-wrong-type")
+        try await h.redis.send(["SET", h.keys.recent, "not a list"])
+        var named = h.request()
+        named.id = "typed-one"
+        let error = try await #require(throws: (any Error).self) { try await h.queue.enqueue(batch: [named, h.request()]) }
+        #expect("\(error)".contains("holds a string, not a list"), "\(error)")
+        #expect(try await h.job("typed-one") == nil)
+        #expect(try await h.redis.send(["LLEN", h.keys.pending]).int == 0)
     }
 
     @Test func bulkWithARepeatedKeyReturnsTheFirstJob() async throws {

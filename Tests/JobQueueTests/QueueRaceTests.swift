@@ -69,6 +69,19 @@ import Testing
         #expect(started.array?.compactMap(\.string).first == own && started.array?.count == 8, "\(started)")
         #expect(try await h.job(own)?.attempt == 1)
         #expect(try await h.job(theirs)?.status == .queued)
+
+        // A claim into a key of another type (as LMOVE would be) is refused, and takes nothing.
+        let broken = h.keys.active("host:3:\(h.name):broken")
+        try await h.redis.send(["SET", broken, "not a list"])
+        try await h.redis.send(["RPUSH", h.keys.pending, "left-alone"])
+        func pending() async throws -> [String] {
+            try await h.redis.send(["LRANGE", h.keys.pending, "0", "-1"]).array?.compactMap(\.string) ?? []
+        }
+        let waiting = try await pending()
+        await #expect(throws: RedisError.self) {
+            try await h.redis.run(QueueScripts.claim, keys: [h.keys.pending, broken], arguments: ["5"])
+        }
+        #expect(try await pending() == waiting && waiting.last == "left-alone")
     }
 
     @Test func aBulkEnqueueThatFailsPartWaySaysWhichJobsWentIn() async throws {
