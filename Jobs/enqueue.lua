@@ -76,22 +76,35 @@ local idemTTL = tonumber(ARGV[2])
 local recentCap = tonumber(ARGV[4])
 local out = {}
 local counts = {}
--- The lists are pushed after every job's record is written: a key of another type
--- is refused first, or the records would stay with no id in any list.
-for k, kind in pairs({[1] = 'list', [2] = 'zset', [4] = 'list'}) do
+-- The lists are pushed after every job's record is written, so nothing may fail
+-- in between: a key of another type than the script reads or writes there is
+-- refused first, or the call would end with records whose ids are in no list.
+local function wrongType(job, k, kind)
   local found = redis.call('TYPE', KEYS[k]).ok
-  if found ~= 'none' and found ~= kind then return refuse(nil, 'KEYS[' .. k .. '] holds a ' .. found .. ', not a ' .. kind) end
+  if found == 'none' or found == kind then return nil end
+  return refuse(job, 'KEYS[' .. k .. '] holds a ' .. found .. ', not a ' .. kind)
+end
+for k, kind in pairs({[1] = 'list', [2] = 'zset', [3] = 'hash', [4] = 'list'}) do
+  local wrong = wrongType(nil, k, kind)
+  if wrong then return wrong end
 end
 -- One EXISTS for the whole call: a call of new ids (nearly every call) asks none per job.
 -- An id twice in the call, or one that exists, is asked job by job, in order.
 local fresh = true
 do
-  local ids, jobKeys = {}, {}
+  local ids, jobKeys, own = {}, {}, {[2] = 'string', [3] = 'string', [4] = 'hash'}
   for i = 1, jobs do
-    local id = ARGV[4 + (i - 1) * per + 1]
+    local id, jobKey = ARGV[4 + (i - 1) * per + 1], KEYS[1 + 4 * i]
     if ids[id] then fresh = false end
     ids[id] = true
-    jobKeys[i] = KEYS[1 + 4 * i]
+    jobKeys[i] = jobKey
+    -- A job's idempotency key, unique key and holder, where it names them.
+    if KEYS[2 + 4 * i] ~= jobKey or KEYS[3 + 4 * i] ~= jobKey or KEYS[4 + 4 * i] ~= jobKey then
+      for k, kind in pairs(own) do
+        local wrong = KEYS[k + 4 * i] ~= jobKey and wrongType(i, k + 4 * i, kind)
+        if wrong then return wrong end
+      end
+    end
   end
   for s = 1, fresh and jobs or 0, 1000 do
     if redis.call('EXISTS', unpack(jobKeys, s, math.min(s + 999, jobs))) ~= 0 then fresh = false end

@@ -228,15 +228,22 @@ import Testing
         #expect(JobQueue.makeID().utf8.count == 22)
     }
 
-    /// A list key of another type is refused before anything is written: otherwise the jobs'
-    /// records would be written and their ids pushed nowhere.
-    @Test func aCallIsRefusedWholeWhenAListKeyHoldsAnotherType() async throws {
+    /// A key of another type than the script reads or writes is refused before anything is
+    /// written: a queue's list, or a job's idempotency key. Otherwise the call would stop part
+    /// way, with the jobs before it written and their ids pushed nowhere.
+    @Test func aCallIsRefusedWholeWhenAKeyHoldsAnotherType() async throws {
         let h = try await QueueHarness("bulk-wrong-type")
-        try await h.redis.send(["SET", h.keys.recent, "not a list"])
         var named = h.request()
         named.id = "typed-one"
+        try await h.redis.send(["SET", h.keys.recent, "not a list"])
         let error = try await #require(throws: (any Error).self) { try await h.queue.enqueue(batch: [named, h.request()]) }
         #expect("\(error)".contains("holds a string, not a list"), "\(error)")
+        try await h.redis.send(["DEL", h.keys.recent])
+        try await h.redis.send(["HSET", h.keys.idempotency("taken"), "field", "value"])
+        let second = try await #require(throws: (any Error).self) {
+            try await h.queue.enqueue(batch: [named, h.request(idempotencyKey: "taken")])
+        }
+        #expect("\(second)".contains("holds a hash, not a string"), "\(second)")
         #expect(try await h.job("typed-one") == nil)
         #expect(try await h.redis.send(["LLEN", h.keys.pending]).int == 0)
     }
