@@ -81,7 +81,8 @@ struct EnqueueCommand: AsyncParsableCommand {
         }
         var inFlight = batches.next().map(send)
         var printed = 0
-        var failure: JobQueueError?
+        // The first failure's text; no batch is sent after it.
+        var failure: String?
         while let current = inFlight {
             let next = failure == nil ? batches.next().map(send) : nil
             let results: [EnqueueResult]
@@ -90,12 +91,12 @@ struct EnqueueCommand: AsyncParsableCommand {
             } catch let error as JobQueueError where error.code == .partiallyEnqueued {
                 // Print what did go in, so the caller knows exactly which jobs exist.
                 results = error.enqueued.compactMap { $0 }
-                failure = failure ?? error
+                failure = failure ?? error.message
             } catch  where printed == 0 && next == nil {
                 throw error  // nothing enqueued at all: the error as it came
             } catch {
                 results = []
-                failure = failure ?? JobQueueError(.partiallyEnqueued, "\(error)")
+                failure = failure ?? "\(error)"
             }
             if let mismatch = results.first(where: { $0.outcome == .mismatch }) {
                 throw CommandFailure(
@@ -108,7 +109,7 @@ struct EnqueueCommand: AsyncParsableCommand {
         }
         if let failure {
             throw CommandFailure(
-                "entitle enqueue: \(printed) of \(count) jobs were enqueued (ids printed), then Redis failed: \(failure.message)")
+                "entitle enqueue: \(printed) of \(count) jobs were enqueued (ids printed), then Redis failed: \(failure)")
         }
         if quiet {
             let seconds = (clock.now - began).seconds
