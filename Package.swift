@@ -43,13 +43,15 @@ let package = Package(
             pkgConfig: "hiredis",
             providers: [.apt(["libhiredis-dev"])]
         ),
-        /// zlib (Debian's zlib1g-dev), through a module map: the customer's stored document is
-        /// deflated.
+        /// zlib (Debian's zlib1g-dev), through a module map.
         .systemLibrary(
             name: "CZlib",
             pkgConfig: "zlib",
             providers: [.apt(["zlib1g-dev"])]
         ),
+        /// Deflate with a preset dictionary, one call each way: customers' documents and
+        /// finished jobs' results are kept deflated.
+        .target(name: "Deflate", dependencies: ["CZlib"]),
         /// `Duration` as seconds, milliseconds and nanoseconds, saturating: the one conversion.
         .target(name: "DurationUnits"),
         /// A Redis client over hiredis: connection actors on their own threads, a pool, scripts.
@@ -72,6 +74,7 @@ let package = Package(
         .target(
             name: "JobQueue",
             dependencies: [
+                "Deflate",
                 "DurationUnits",
                 "RedisClient",
                 .product(name: "Logging", package: "swift-log"),
@@ -139,7 +142,7 @@ let package = Package(
             name: "EntitleCore",
             dependencies: [
                 "DurationUnits",
-                "AppStore", "APNs", "CZlib", "Entitlements", "JobQueue", "RedisClient", "Reporting",
+                "AppStore", "APNs", "Deflate", "Entitlements", "JobQueue", "RedisClient", "Reporting",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "Crypto", package: "swift-crypto"),

@@ -263,14 +263,15 @@ public final class JobQueue: Sendable {
         var start = 0
         while start < ids.count {
             let chunk = ids[start..<min(ids.count, start + 1000)]
-            outcomes += try await redis.pipeline(chunk.map { ["HMGET", keys.job($0), "status", "result", "lastError", "type"] }).map {
-                reply in
+            let fields = ["status", "lastError", "type"] + StoredResult.pieceFields
+            outcomes += try await redis.pipeline(chunk.map { ["HMGET", keys.job($0)] + fields }).map { reply in
                 let values = reply.array ?? []
                 // No status but a type: queued (the third format leaves it out until the job starts).
-                guard values.count == 4, values[3].string != nil,
+                guard values.count == fields.count, values[2].string != nil,
                     let status = JobStatus(rawValue: values[0].string ?? JobStatus.queued.rawValue)
                 else { return nil }
-                return Outcome(status: status, result: values[1].string, lastError: values[2].string)
+                let result = StoredResult.result { name in fields.firstIndex(of: name).flatMap { values[$0].string } }
+                return Outcome(status: status, result: result, lastError: values[1].string)
             }
             start += chunk.count
         }

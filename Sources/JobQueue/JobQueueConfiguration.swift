@@ -14,9 +14,9 @@ public struct JobQueueConfiguration: Sendable, Hashable {
     public var defaultMaxAttempts: Int
     /// How many recently enqueued job ids each queue keeps for operators (0 = none).
     public var recentJobs: Int = 200
-    /// How new jobs' hashes are written (Jobs/README.md, "Formats"): `.third` unless a
+    /// How new jobs' hashes are written (Jobs/README.md, "Formats"): `.fourth` unless a
     /// rolling upgrade from a version that reads only older ones is under way.
-    public var hashFormat: JobHashFormat = .third
+    public var hashFormat: JobHashFormat = .fourth
 
     public init(
         prefix: String = "entitle", resultTTL: Duration = .seconds(86_400), idempotencyTTL: Duration = .seconds(86_400),

@@ -1,7 +1,8 @@
 /// A job as stored in its hash `PREFIX:{Q}:job:ID`: the envelope plus its progress.
 ///
-/// Times are milliseconds since the Unix epoch. `payload` and `result` are JSON text; a job
-/// that succeeded keeps no payload (empty here), only its `label`.
+/// Times are milliseconds since the Unix epoch. `payload` and `result` are JSON text (the
+/// result as it was before `StoredResult` packed it); a job that succeeded keeps no payload
+/// (empty here), only its `label`.
 public struct JobRecord: Sendable, Codable, Hashable {
     public var id: String
     public var type: String
@@ -64,7 +65,7 @@ public struct JobRecord: Sendable, Codable, Hashable {
             idempotencyKey: fields["idempotencyKey"].flatMap { $0.isEmpty ? nil : $0 },
             createdAt: createdAt, enqueuedAt: enqueuedAt,
             startedAt: fields["startedAt"].flatMap(Int64.init), finishedAt: fields["finishedAt"].flatMap(Int64.init),
-            retryAt: fields["retryAt"].flatMap(Int64.init), lastError: fields["lastError"], result: fields["result"],
+            retryAt: fields["retryAt"].flatMap(Int64.init), lastError: fields["lastError"], result: StoredResult.result { fields[$0] },
             label: fields["label"],
             traceparent: fields["traceparent"]
         )

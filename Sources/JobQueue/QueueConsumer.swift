@@ -359,6 +359,7 @@ public final class QueueConsumer: Sendable {
             } else {
                 outcome.data = try await handle() ?? "null"
             }
+            if jobQueue.configuration.hashFormat.packsResults { outcome.data = StoredResult.packed(outcome.data) }
         } catch {
             let failure =
                 (error as? JobFailure)

@@ -49,7 +49,7 @@ package enum QueueScripts {
         switch format {
         case .first: enqueueFirstFormat
         case .second: enqueueSecondFormat
-        case .third: enqueue
+        case .third, .fourth: enqueue
         }
     }
 
@@ -87,7 +87,8 @@ package enum QueueScripts {
                     end
                 """ + "\n" + leanRecordTail
             helpers = putHelper
-        case .third:
+        case .third, .fourth:
+            // The fourth format differs from the third only in how a result is kept (`finish`).
             write = """
                     -- What the key or a default says is left out (format 3): the id, the queue, the status
                     -- while queued, attempt 0, maxAttempts 0, no idempotency key, enqueuedAt equal to createdAt.
@@ -418,7 +419,9 @@ package enum QueueScripts {
     /// KEYS: active:{W}, scheduled, dead, stats, then each job's hash key.
     /// ARGV: nowMs, resultTTLms, deadTTLms, the queue's `finished` channel, then per job six
     /// values: id, lease, type, outcome ('ok', 'retry', 'defer': retry with the attempt given
-    /// back, or 'dead'), result JSON or error text, retryAtMs.
+    /// back, or 'dead'), result JSON or error text, retryAtMs. A result packed by
+    /// `StoredResult` (`z1:`, at most 16 pieces) is kept in pieces of 64 bytes: `result`,
+    /// `result2`, and so on.
     /// Returns per job 1 (recorded), 0 (fenced off) or 2 (recorded by an earlier call).
     package static let finish = RedisScript(
         name: "finish",
@@ -435,7 +438,17 @@ package enum QueueScripts {
                 ok = 1
                 local counter
                 if outcome == 'ok' then
-                  redis.call('HSET', key, 'status', 'succeeded', 'result', data, 'finishedAt', now, 'acked', lease)
+                  if #data > 64 and string.sub(data, 1, 3) == 'z1:' then
+                    -- A packed result (the fourth format), in pieces no longer than a listpack's values.
+                    local set = {'status', 'succeeded', 'finishedAt', now, 'acked', lease}
+                    for i = 1, #data, 64 do
+                      set[#set + 1] = i == 1 and 'result' or 'result' .. ((i - 1) / 64 + 1)
+                      set[#set + 1] = string.sub(data, i, i + 63)
+                    end
+                    redis.call('HSET', key, unpack(set))
+                  else
+                    redis.call('HSET', key, 'status', 'succeeded', 'result', data, 'finishedAt', now, 'acked', lease)
+                  end
                   -- A finished job keeps what is read (status, result, times, label), not its input.
                   local input = redis.call('HSTRLEN', key, 'payload')
                   redis.call('HDEL', key, 'lease', 'retryAt', 'payload')

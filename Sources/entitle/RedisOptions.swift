@@ -52,13 +52,13 @@ struct RedisOptions: ParsableArguments {
     }
 
     /// The queue's settings: the prefix, and the format new jobs' hashes are written in
-    /// (`ENTITLE_JOB_FORMAT`: `3` unless set; `1` or `2` only while a version that reads no
+    /// (`ENTITLE_JOB_FORMAT`: `4` unless set; `1`, `2` or `3` only while a version that reads no
     /// newer one runs beside this one; Jobs/README.md, "Formats").
     func jobQueueConfiguration() throws -> JobQueueConfiguration {
         var configuration = JobQueueConfiguration(prefix: keyPrefix)
         if let name = ProcessInfo.processInfo.environment["ENTITLE_JOB_FORMAT"], !name.isEmpty {
             guard let format = JobHashFormat(rawValue: name) else {
-                throw ValidationError("ENTITLE_JOB_FORMAT must be 1, 2 or 3, not '\(name.prefix(64))'")
+                throw ValidationError("ENTITLE_JOB_FORMAT must be 1, 2, 3 or 4, not '\(name.prefix(64))'")
             }
             configuration.hashFormat = format
         }

@@ -118,18 +118,20 @@ import Testing
         #expect(try await cli.redis.send(["EXISTS", cli.key("default", "pending")]).int == 0)
     }
 
-    /// `ENTITLE_JOB_FORMAT`: the job hash's first or second format for a rolling upgrade, the
-    /// third unless set, anything else refused before anything is queued.
+    /// `ENTITLE_JOB_FORMAT`: the job hash's first, second or third format for a rolling
+    /// upgrade, the fourth unless set, anything else refused before anything is queued.
     @Test func theJobFormatIsChosenByTheEnvironment() async throws {
         let cli = try await CLI("job-format")
         func enqueue(_ format: String) async throws -> (status: Int32, output: String, errors: String) {
             try await ChildProcess.run(
                 ChildProcess.entitleExecutable, ["enqueue", "noop"] + cli.common, environment: ["ENTITLE_JOB_FORMAT": format])
         }
-        let refused = try await enqueue("4")
-        #expect(refused.status == 64 && refused.errors.contains("ENTITLE_JOB_FORMAT must be 1, 2 or 3, not '4'"), "\(refused.errors)")
+        let refused = try await enqueue("5")
+        #expect(refused.status == 64 && refused.errors.contains("ENTITLE_JOB_FORMAT must be 1, 2, 3 or 4, not '5'"), "\(refused.errors)")
         #expect(try await cli.redis.send(["EXISTS", cli.key("default", "pending")]).int == 0)
-        for (format, hasQueueField, status) in [("1", true, "queued"), ("2", false, "queued"), ("3", false, nil), ("", false, nil)] {
+        for (format, hasQueueField, status) in [
+            ("1", true, "queued"), ("2", false, "queued"), ("3", false, nil), ("4", false, nil), ("", false, nil),
+        ] {
             let made = try await enqueue(format)
             let id = made.output.trimmingCharacters(in: .whitespacesAndNewlines)
             #expect(made.status == 0 && !id.isEmpty, "\(made.errors)")

@@ -65,6 +65,9 @@ import Testing
         registry.register(
             "wait", JobRegistration(handler: ClosureHandler { _ in throw JobFailure.deferred("busy", "held", after: .seconds(3600)) }))
         registry.register("broken", JobRegistration(handler: ClosureHandler { _ in throw JobFailure.permanent("broken", "never") }))
+        // A result long enough for the fourth format to pack it, in pieces.
+        let longResult = #"{"entitlements":[\#((0..<60).map { #""e\#($0)""# }.joined(separator: ","))]}"#
+        registry.register("long", JobRegistration(handler: ClosureHandler { _ in longResult }))
         registry.register(
             "noted",
             JobRegistration(
@@ -105,6 +108,9 @@ import Testing
             let notedID = try await h.enqueue("noted")
             _ = try await h.waitForStatus(notedID, .succeeded)
             try await inspector.inspect("succeeded with a memo", notedID, status: .succeeded)
+            let longID = try await h.enqueue("long")
+            #expect(try await h.waitForStatus(longID, .succeeded).result == longResult)
+            try await inspector.inspect("succeeded with a packed result", longID, status: .succeeded)
             // No handler for the type: retried like any failure, here with one attempt only.
             let unknownID = try await h.enqueue("mystery", maxAttempts: 1)
             let unknown = try await h.waitForStatus(unknownID, .failed)
@@ -125,8 +131,9 @@ import Testing
         #expect(inspector.statuses == Set(JobStatus.allCases.map(\.rawValue)))
         // Legacy notes, and the fields only the first format writes (HashFormatTests runs those).
         let hashProperties = try Self.properties("job-hash.schema.json").subtracting(["transfer", "transferredAt", "id", "queue"])
-        #expect(inspector.hashFields.subtracting(["memo:step"]) == hashProperties)
-        #expect(inspector.hashFields.contains("memo:step"))
+        let pieces = inspector.hashFields.filter { $0.hasPrefix("result") && $0 != "result" }
+        #expect(inspector.hashFields.subtracting(pieces).subtracting(["memo:step"]) == hashProperties)
+        #expect(inspector.hashFields.contains("memo:step") && pieces.contains("result2"))
         #expect(inspector.shownFields == (try Self.properties("job.schema.json")))
     }
 

@@ -8,6 +8,8 @@ package enum Deflate {
     /// A failure of zlib's: a document that does not inflate, or zlib out of memory.
     package struct Failure: Error, CustomStringConvertible {
         package var description: String
+
+        package init(description: String) { self.description = description }
     }
 
     /// 8 KB windows: documents repeat themselves within a few hundred bytes (one renewal's
