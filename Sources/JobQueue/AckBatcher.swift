@@ -15,6 +15,8 @@ actor AckBatcher {
         /// The result JSON (ok) or the error text (retry, dead).
         var data: String
         var retryAt: Int64 = 0
+        /// `data` is a result `StoredResult` packed: `finish` keeps it in pieces.
+        var packed = false
     }
 
     private let connection: RedisDedicatedConnection
@@ -61,7 +63,8 @@ actor AckBatcher {
             for (outcome, _) in batch {
                 jobKeys.append(keys.job(outcome.id))
                 arguments.append(contentsOf: [
-                    outcome.id, outcome.lease, outcome.type, outcome.kind.rawValue, outcome.data, String(outcome.retryAt),
+                    outcome.id, outcome.lease, outcome.type, outcome.packed && outcome.kind == .ok ? "okz" : outcome.kind.rawValue,
+                    outcome.data, String(outcome.retryAt),
                 ])
             }
             let replies = await write(keys: jobKeys, arguments: arguments)

@@ -263,16 +263,29 @@ public final class JobQueue: Sendable {
         var start = 0
         while start < ids.count {
             let chunk = ids[start..<min(ids.count, start + 1000)]
-            let fields = ["status", "lastError", "type"] + StoredResult.pieceFields
-            outcomes += try await redis.pipeline(chunk.map { ["HMGET", keys.job($0)] + fields }).map { reply in
-                let values = reply.array ?? []
-                // No status but a type: queued (the third format leaves it out until the job starts).
-                guard values.count == fields.count, values[2].string != nil,
-                    let status = JobStatus(rawValue: values[0].string ?? JobStatus.queued.rawValue)
-                else { return nil }
-                let result = StoredResult.result { name in fields.firstIndex(of: name).flatMap { values[$0].string } }
-                return Outcome(status: status, result: result, lastError: values[1].string)
+            var read: [Outcome?] = try await redis.pipeline(chunk.map { ["HMGET", keys.job($0), "status", "result", "lastError", "type"] })
+                .map { reply in
+                    let values = reply.array ?? []
+                    // No status but a type: queued (the third format leaves it out until the job starts).
+                    guard values.count == 4, values[3].string != nil,
+                        let status = JobStatus(rawValue: values[0].string ?? JobStatus.queued.rawValue)
+                    else { return nil }
+                    return Outcome(status: status, result: values[1].string, lastError: values[2].string)
+                }
+            // A packed result's other pieces, for those that have them.
+            let packed = read.indices.filter { read[$0]?.result.map(StoredResult.isPacked) == true }
+            if !packed.isEmpty {
+                let pieces = Array(StoredResult.pieceFields.dropFirst())
+                let replies = try await redis.pipeline(packed.map { ["HMGET", keys.job(chunk[chunk.startIndex + $0])] + pieces })
+                for (index, reply) in zip(packed, replies) {
+                    let values = reply.array ?? []
+                    let first = read[index]?.result
+                    read[index]?.result = StoredResult.result { name in
+                        name == "result" ? first : pieces.firstIndex(of: name).flatMap { $0 < values.count ? values[$0].string : nil }
+                    }
+                }
             }
+            outcomes += read
             start += chunk.count
         }
         return outcomes

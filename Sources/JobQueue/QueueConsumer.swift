@@ -359,7 +359,11 @@ public final class QueueConsumer: Sendable {
             } else {
                 outcome.data = try await handle() ?? "null"
             }
-            if jobQueue.configuration.hashFormat.packsResults { outcome.data = StoredResult.packed(outcome.data) }
+            if jobQueue.configuration.hashFormat.packsResults {
+                (outcome.data, outcome.packed) = StoredResult.stored(outcome.data)
+            } else {
+                outcome.data = StoredResult.unambiguous(outcome.data)
+            }
         } catch {
             let failure =
                 (error as? JobFailure)

@@ -58,9 +58,10 @@ package enum QueueScripts {
     private static func enqueueSource(_ format: JobHashFormat) -> String {
         let write: String
         let helpers: String
-        // A holder in the third format has no status while it is queued.
+        // A holder in the third format (and the fourth) has no status while it is queued.
+        let lean = format == .third || format == .fourth
         let holderStatus =
-            format == .third
+            lean
             ? "local status = redis.call('HGET', holderKey, 'status') or (redis.call('HEXISTS', holderKey, 'type') == 1 and 'queued')"
             : "local status = redis.call('HGET', holderKey, 'status')"
         switch format {
@@ -100,7 +101,7 @@ package enum QueueScripts {
                 """ + "\n" + leanRecordTail
             helpers = putHelper
         }
-        return enqueueChecksAndLoop(write: write, helpers: helpers, holderStatus: holderStatus, batched: format == .third)
+        return enqueueChecksAndLoop(write: write, helpers: helpers, holderStatus: holderStatus, batched: lean)
     }
 
     /// The second and third formats' record write after its first fields: what is not a default.
@@ -419,9 +420,8 @@ package enum QueueScripts {
     /// KEYS: active:{W}, scheduled, dead, stats, then each job's hash key.
     /// ARGV: nowMs, resultTTLms, deadTTLms, the queue's `finished` channel, then per job six
     /// values: id, lease, type, outcome ('ok', 'retry', 'defer': retry with the attempt given
-    /// back, or 'dead'), result JSON or error text, retryAtMs. A result packed by
-    /// `StoredResult` (`z1:`, at most 16 pieces) is kept in pieces of 64 bytes: `result`,
-    /// `result2`, and so on.
+    /// back, or 'dead'; 'okz': 'ok' with a result `StoredResult` packed, kept in pieces of
+    /// 64 bytes, `result`, `result2` and on, at most 16), result JSON or error text, retryAtMs.
     /// Returns per job 1 (recorded), 0 (fenced off) or 2 (recorded by an earlier call).
     package static let finish = RedisScript(
         name: "finish",
@@ -437,15 +437,22 @@ package enum QueueScripts {
               if f[1] == lease and redis.call('LREM', KEYS[1], -1, id) == 1 then
                 ok = 1
                 local counter
-                if outcome == 'ok' then
-                  if #data > 64 and string.sub(data, 1, 3) == 'z1:' then
+                if outcome == 'ok' or outcome == 'okz' then
+                  if outcome == 'okz' then
                     -- A packed result (the fourth format), in pieces no longer than a listpack's values.
-                    local set = {'status', 'succeeded', 'finishedAt', now, 'acked', lease}
+                    local set, n = {'status', 'succeeded', 'finishedAt', now, 'acked', lease}, 0
                     for i = 1, #data, 64 do
-                      set[#set + 1] = i == 1 and 'result' or 'result' .. ((i - 1) / 64 + 1)
+                      n = n + 1
+                      set[#set + 1] = n == 1 and 'result' or 'result' .. n
                       set[#set + 1] = string.sub(data, i, i + 63)
                     end
                     redis.call('HSET', key, unpack(set))
+                    -- Readers join pieces up to the first missing one: none may follow this result's.
+                    if n < 16 and redis.call('HEXISTS', key, 'result' .. (n + 1)) == 1 then
+                      local stale = {}
+                      for k = n + 1, 16 do stale[#stale + 1] = 'result' .. k end
+                      redis.call('HDEL', key, unpack(stale))
+                    end
                   else
                     redis.call('HSET', key, 'status', 'succeeded', 'result', data, 'finishedAt', now, 'acked', lease)
                   end
@@ -495,7 +502,7 @@ package enum QueueScripts {
                   counter = 'dead:'
                 end
                 -- pcall: a server without SPUBLISH (or a user without the channel) wakes nobody but breaks nothing.
-                if f[3] and (outcome == 'ok' or outcome == 'dead') then pcall(redis.call, 'SPUBLISH', channel, id) end
+                if f[3] and (outcome == 'ok' or outcome == 'okz' or outcome == 'dead') then pcall(redis.call, 'SPUBLISH', channel, id) end
                 counts[counter .. jtype] = (counts[counter .. jtype] or 0) + 1
               elseif f[2] == lease then
                 ok = 2
