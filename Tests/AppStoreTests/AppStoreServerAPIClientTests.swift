@@ -10,8 +10,10 @@ import Testing
 @Suite struct AppStoreServerAPIClientTests {
     static let keyPEM = (try? Vectors.text("appstore-library/swift/certs/testSigningKey.p8")) ?? ""
 
+    /// 30 s unless a test is about the timeout: the whole suite on two cores once kept a
+    /// loopback answer waiting past 10.
     func client(
-        _ base: String, environment: AppStoreEnvironment = .production, timeout: Duration = .seconds(10)
+        _ base: String, environment: AppStoreEnvironment = .production, timeout: Duration = .seconds(30)
     ) throws
         -> AppStoreServerAPIClient
     {
