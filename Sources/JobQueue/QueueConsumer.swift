@@ -226,12 +226,18 @@ public final class QueueConsumer: Sendable {
                 await slots.waitUntilFree()
                 return []
             }
-            let reply = try await fetchConnection.send(
+            // The start goes in the same write: the server runs it as the BLMOVE unblocks.
+            let lease = nextLease()
+            let (moved, started) = try await fetchConnection.send(
                 ["BLMOVE", keys.pending, keys.active(consumerID), "RIGHT", "LEFT", String(settings.blockTimeout.seconds)],
+                thenRun: QueueScripts.startClaimed, keys: [keys.active(consumerID), keys.dead, keys.stats],
+                arguments: startArguments(lease) + [keys.jobPrefix],
                 timeout: settings.blockTimeout + jobQueue.redis.configuration.commandTimeout
             )
-            guard let id = reply.string else { return [] }
-            return try await start([id])
+            var jobs = Self.claimedJobs(started, lease: lease)
+            // Whatever the script did not start (it found another job at the head) starts as a claim does.
+            if let id = moved.string, !jobs.contains(where: { $0.id == id }) { jobs += try await start([id]) }
+            return jobs
         } catch {
             logger.warning("claiming failed; backing off", metadata: ["error": "\(error)"])
             orphansSuspected.store(true, ordering: .relaxed)
@@ -266,14 +272,27 @@ public final class QueueConsumer: Sendable {
 
     /// Gives claimed ids a lease; the script skips any that left this consumer's active list.
     private func start(_ ids: [String]) async throws -> [ClaimedJob] {
-        let lease = "\(consumerID):\(leaseCounter.add(1, ordering: .relaxed).newValue)"
+        let lease = nextLease()
         let reply = try await fetchConnection.run(
             QueueScripts.start, keys: [keys.active(consumerID), keys.dead, keys.stats] + ids.map(keys.job),
-            arguments: [
-                String(JobQueue.nowMilliseconds()), lease, String(mostAttempts), String(jobQueue.configuration.deadTTL.milliseconds),
-                keys.finished,
-            ] + ids
+            arguments: startArguments(lease) + ids
         )
+        return Self.claimedJobs(reply, lease: lease)
+    }
+
+    /// A lease of this consumer's not given before.
+    private func nextLease() -> String { "\(consumerID):\(leaseCounter.add(1, ordering: .relaxed).newValue)" }
+
+    /// The first five arguments of `start` and `startClaimed`.
+    private func startArguments(_ lease: String) -> [String] {
+        [
+            String(JobQueue.nowMilliseconds()), lease, String(mostAttempts), String(jobQueue.configuration.deadTTL.milliseconds),
+            keys.finished,
+        ]
+    }
+
+    /// The jobs a `start` or `startClaimed` reply started, under `lease`.
+    private static func claimedJobs(_ reply: RedisReply, lease: String) -> [ClaimedJob] {
         let values = reply.array ?? []
         var jobs: [ClaimedJob] = []
         jobs.reserveCapacity(values.count / 8)

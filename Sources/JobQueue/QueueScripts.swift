@@ -363,50 +363,88 @@ package enum QueueScripts {
         source: """
             local now, lease, defaultMax, deadTTL, channel = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
             local out = {}
-            -- The caller's active list read once (it holds only its claims), not searched per id.
-            local mine = {}
-            for _, id in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do mine[id] = true end
-            for i = 6, #ARGV do
-              local id, key = ARGV[i], KEYS[i - 2]
-              if mine[id] then
-                mine[id] = nil
-                local f = redis.call('HMGET', key, 'type', 'payload', 'attempt', 'maxAttempts', 'enqueuedAt', 'status',
-                  'traceparent', 'retryAt', 'waiter', 'createdAt')
-                if (not f[1]) or f[6] == 'succeeded' or f[6] == 'failed' then
-                  redis.call('LREM', KEYS[1], -1, id)
-                else
-                  -- A field left out holds its default (Jobs/README.md, "The job's hash").
-                  local attempt = tonumber(f[3] or '0') + 1
-                  local max = tonumber(f[4] or '0')
-                  local enqueuedAt = f[5] or f[10]
-                  if max == 0 then max = defaultMax end
-                  if attempt > max then
-                    redis.call('LREM', KEYS[1], -1, id)
-                    redis.call('HSET', key, 'status', 'failed', 'finishedAt', now,
-                      'lastError', 'out of attempts: its workers were lost')
-                    redis.call('HDEL', key, 'lease')
-                    redis.call('PEXPIRE', key, deadTTL)
-                    redis.call('ZADD', KEYS[2], now, id)
-                    redis.call('HINCRBY', KEYS[3], 'dead:' .. f[1], 1)
-                    -- pcall: a server without SPUBLISH (or a user without the channel) wakes nobody but breaks nothing.
-                    if f[9] then pcall(redis.call, 'SPUBLISH', channel, id) end
-                  else
-                    redis.call('HSET', key, 'status', 'processing', 'attempt', attempt, 'startedAt', now, 'lease', lease)
-                    out[#out + 1] = id
-                    out[#out + 1] = f[1]
-                    out[#out + 1] = f[2]
-                    out[#out + 1] = attempt
-                    out[#out + 1] = f[4] or '0'
-                    out[#out + 1] = enqueuedAt
-                    out[#out + 1] = f[7] or ''
-                    out[#out + 1] = f[8] or enqueuedAt
+            """ + "\n" + startOne + "\n" + """
+                -- The caller's active list read once (it holds only its claims), not searched per id.
+                local mine = {}
+                for _, id in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do mine[id] = true end
+                for i = 6, #ARGV do
+                  local id, key = ARGV[i], KEYS[i - 2]
+                  if mine[id] then
+                    mine[id] = nil
+                    startOne(id, key)
                   end
                 end
-              end
-            end
-            return out
-            """
+                return out
+                """
     )
+
+    /// Starts the job a `BLMOVE` just moved to the head of the caller's active list, sent in
+    /// the same write after it (`RedisDedicatedConnection.send(_:thenRun:)`), so the server
+    /// runs it the moment the BLMOVE unblocks: an idle worker's pickup takes no round trip
+    /// more. A head already started (the BLMOVE timed out: the head is a running job) is
+    /// left alone, as is an empty list; the caller starts a moved id this did not with `start`.
+    ///
+    /// KEYS: active:{W}, dead, stats. ARGV: as `start`'s first five, then the prefix of the
+    /// queue's job keys (`PREFIX:{Q}:job:`): the job's key, in the queue's slot, is made here.
+    /// Returns what `start` does, for the one job or none. The one script that reads Redis's
+    /// clock: its `startedAt` (and a lost job's `finishedAt`) is when the BLMOVE unblocked.
+    package static let startClaimed = RedisScript(
+        name: "startClaimed",
+        source: """
+            local now, lease, defaultMax, deadTTL, channel = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
+            -- Sent before the BLMOVE waited, ARGV[1] can be a second old: the start is Redis's time
+            -- (effects replication, as on Redis 7 always, lets a script write after reading it).
+            if redis.replicate_commands then redis.replicate_commands() end
+            local t = redis.call('TIME')
+            now = t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
+            local out = {}
+            """ + "\n" + startOne + "\n" + """
+                local id = redis.call('LINDEX', KEYS[1], 0)
+                if id and redis.call('HGET', ARGV[6] .. id, 'status') ~= 'processing' then startOne(id, ARGV[6] .. id) end
+                return out
+                """
+    )
+
+    /// `start`'s step for one claimed id in the caller's active list (`startOne(id, key)`):
+    /// gives it a lease and adds what the caller runs it with to `out`; drops a job whose
+    /// record is gone or finished; a job lost by crashed workers more often than it may run
+    /// goes dead.
+    private static let startOne = """
+        local function startOne(id, key)
+          local f = redis.call('HMGET', key, 'type', 'payload', 'attempt', 'maxAttempts', 'enqueuedAt', 'status',
+            'traceparent', 'retryAt', 'waiter', 'createdAt')
+          if (not f[1]) or f[6] == 'succeeded' or f[6] == 'failed' then
+            redis.call('LREM', KEYS[1], -1, id)
+            return
+          end
+          -- A field left out holds its default (Jobs/README.md, "The job's hash").
+          local attempt = tonumber(f[3] or '0') + 1
+          local max = tonumber(f[4] or '0')
+          local enqueuedAt = f[5] or f[10]
+          if max == 0 then max = defaultMax end
+          if attempt > max then
+            redis.call('LREM', KEYS[1], -1, id)
+            redis.call('HSET', key, 'status', 'failed', 'finishedAt', now,
+              'lastError', 'out of attempts: its workers were lost')
+            redis.call('HDEL', key, 'lease')
+            redis.call('PEXPIRE', key, deadTTL)
+            redis.call('ZADD', KEYS[2], now, id)
+            redis.call('HINCRBY', KEYS[3], 'dead:' .. f[1], 1)
+            -- pcall: a server without SPUBLISH (or a user without the channel) wakes nobody but breaks nothing.
+            if f[9] then pcall(redis.call, 'SPUBLISH', channel, id) end
+            return
+          end
+          redis.call('HSET', key, 'status', 'processing', 'attempt', attempt, 'startedAt', now, 'lease', lease)
+          out[#out + 1] = id
+          out[#out + 1] = f[1]
+          out[#out + 1] = f[2]
+          out[#out + 1] = attempt
+          out[#out + 1] = f[4] or '0'
+          out[#out + 1] = enqueuedAt
+          out[#out + 1] = f[7] or ''
+          out[#out + 1] = f[8] or enqueuedAt
+        end
+        """
 
     /// Records how jobs ended, fenced by lease: a job whose lease is not the caller's, or
     /// that is no longer in the caller's active list (reaped), is left alone. The lease that

@@ -103,6 +103,16 @@ public final class RedisDedicatedConnection: Sendable {
     public func run(_ script: RedisScript, keys: [String], arguments: [String]) async throws -> RedisReply {
         try await router.runPipelined(script, calls: [(keys, arguments)], through: self)[0].get()
     }
+
+    /// Sends `command` and, in the same write, `script`: the server runs the script the
+    /// moment the command has its reply (a blocking command's, when it unblocks), with no
+    /// round trip between. An error reply of either is thrown; both replies otherwise.
+    /// - Parameter timeout: longest wait for the replies, for a blocking `command`.
+    public func send(
+        _ command: [String], thenRun script: RedisScript, keys: [String], arguments: [String], timeout: Duration? = nil
+    ) async throws -> (command: RedisReply, script: RedisReply) {
+        try await router.send(command, thenRun: script, keys: keys, arguments: arguments, timeout: timeout, through: self)
+    }
 }
 
 extension RedisDedicatedConnection: RedisConnectionSource {
@@ -126,6 +136,20 @@ extension RedisRouter {
         return reply
     }
 
+    func send(
+        _ command: [String], thenRun script: RedisScript, keys: [String], arguments: [String], timeout: Duration?,
+        through source: any RedisConnectionSource
+    ) async throws -> (command: RedisReply, script: RedisReply) {
+        let routed = [
+            RoutedCommand(command: command, slot: isCluster ? try RedisCommandKeys.slot(command) : nil),
+            RoutedCommand(command: script.command(keys: keys, arguments: arguments), slot: try Self.slot(of: script, keys), script: script),
+        ]
+        let replies = try await execute(routed, timeout: timeout, through: source)
+        if case .error(let message) = replies[0] { throw RedisError(.serverError, message) }
+        if case .error(let message) = replies[1] { throw RedisError.script(script, replied: message) }
+        return (replies[0], replies[1])
+    }
+
     func pipeline(_ commands: [[String]], timeout: Duration?, through source: any RedisConnectionSource) async throws -> [RedisReply] {
         let routed = try commands.map { RoutedCommand(command: $0, slot: isCluster ? try RedisCommandKeys.slot($0) : nil) }
         return try await execute(routed, timeout: timeout, through: source)
@@ -135,7 +159,9 @@ extension RedisRouter {
         _ script: RedisScript, calls: [(keys: [String], arguments: [String])], through source: any RedisConnectionSource
     ) async throws -> [Result<RedisReply, RedisError>] {
         let routed = try calls.map { call in
-            RoutedCommand(command: script.command(keys: call.keys, arguments: call.arguments), slot: try Self.slot(of: script, call.keys), script: script)
+            RoutedCommand(
+                command: script.command(keys: call.keys, arguments: call.arguments), slot: try Self.slot(of: script, call.keys),
+                script: script)
         }
         return try await execute(routed, timeout: nil, through: source).map { reply in
             if case .error(let message) = reply { return .failure(RedisError.script(script, replied: message)) }

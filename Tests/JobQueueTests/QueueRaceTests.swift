@@ -30,6 +30,41 @@ import Testing
         #expect(try await h.redis.run(QueueScripts.finish, keys: keys, arguments: other).array == [.integer(0)])
     }
 
+    /// An idle consumer's BLMOVE carries its start in the same write (`startClaimed`): the
+    /// job the BLMOVE moved is started once the BLMOVE unblocks, at Redis's time then, not
+    /// the time the wait began; after a BLMOVE that timed out, the head of the active list
+    /// is a running job, left alone; an empty list starts nothing.
+    @Test func aBlockedClaimStartsWhatItMovedWhenItUnblocks() async throws {
+        let h = try await QueueHarness("start-claimed")
+        let consumer = "host:1:\(h.name):idle"
+        let connection = h.redis.makeDedicatedConnection(name: "idle-claim")
+        func claim(_ lease: String) async throws -> (moved: RedisReply, started: [RedisReply]) {
+            let (moved, started) = try await connection.send(
+                ["BLMOVE", h.keys.pending, h.keys.active(consumer), "RIGHT", "LEFT", "0.5"],
+                thenRun: QueueScripts.startClaimed, keys: [h.keys.active(consumer), h.keys.dead, h.keys.stats],
+                arguments: ["1", lease, "10", "60000", h.keys.finished, h.keys.jobPrefix], timeout: .seconds(5))
+            return (moved, started.array ?? [])
+        }
+        // Nothing pending: the wait times out, nothing starts.
+        #expect(try await claim("lease-0") == (.null, []))
+        // A job enqueued while the claim waits starts as the BLMOVE unblocks.
+        let waiting = Task { try await claim("lease-1") }
+        try await eventually("the claim to block") {
+            (try await h.redis.send(["CLIENT", "LIST", "TYPE", "normal"]).string ?? "").contains("cmd=blmove")
+        }
+        let id = try await h.enqueue()
+        let (moved, started) = try await waiting.value
+        #expect(moved.string == id && started.first?.string == id && started.count == 8, "\(started)")
+        let record = try #require(try await h.job(id))
+        #expect(record.status == .processing && record.attempt == 1)
+        #expect(try #require(record.startedAt) >= record.createdAt, "the start is when the BLMOVE unblocked, not ARGV's 1 ms")
+        #expect(try await h.redis.send(["HGET", h.keys.job(id), "lease"]).string == "lease-1")
+        // Timed out again: the head of the active list is that running job; it is left alone.
+        #expect(try await claim("lease-2") == (.null, []))
+        #expect(try await h.redis.send(["HGET", h.keys.job(id), "lease"]).string == "lease-1")
+        #expect(try await h.redis.send(["LRANGE", h.keys.active(consumer), "0", "-1"]).array?.compactMap(\.string) == [id])
+    }
+
     /// The claim script reads, trims and pushes once per call; the reference is one LMOVE
     /// per job from the right to the left, the way BLMOVE claims. The same claims (some,
     /// none, more than are left) must return the same ids in the same order and leave both
