@@ -234,10 +234,17 @@ public final class QueueConsumer: Sendable {
                 arguments: startArguments(lease) + [keys.jobPrefix],
                 timeout: settings.blockTimeout + jobQueue.redis.configuration.commandTimeout
             )
-            var jobs = Self.claimedJobs(started, lease: lease)
-            // Whatever the script did not start (it found another job at the head) starts as a claim does.
-            if let id = moved.string, !jobs.contains(where: { $0.id == id }) { jobs += try await start([id]) }
-            return jobs
+            let jobs = (try? started.get()).map { Self.claimedJobs($0, lease: lease) } ?? []
+            guard let id = moved.string else { return jobs }
+            if jobs.map(\.id) == [id] { return jobs }
+            // The script failed (a slot on the move refuses a key it did not declare) or started
+            // another job (the BLMOVE was sent again after it ran): `start` starts the moved one,
+            // and the next claim puts back a job started and not run.
+            if !jobs.isEmpty { orphansSuspected.store(true, ordering: .relaxed) }
+            if case .failure(let error) = started {
+                logger.debug("the start sent with the claim failed; starting apart", metadata: ["error": "\(error)"])
+            }
+            return try await start([id])
         } catch {
             logger.warning("claiming failed; backing off", metadata: ["error": "\(error)"])
             orphansSuspected.store(true, ordering: .relaxed)

@@ -1,9 +1,10 @@
 import RedisClient
 
 /// The Lua scripts of the queue contract. Each multi-key transition is one script, so a
-/// crash between two steps is impossible. Every key a script touches is in its KEYS, and
-/// all of a call's keys carry the queue's hash tag (one cluster slot), so the scripts are
-/// correct on Redis Cluster and behind proxies that check declared keys. Where a script
+/// crash between two steps is impossible. Every key a script touches is in its KEYS (but
+/// `startClaimed`'s job key: where it is refused, the worker starts the job with `start`),
+/// and all of a call's keys carry the queue's hash tag (one cluster slot), so the scripts
+/// are correct on Redis Cluster and behind proxies that check declared keys. Where a script
 /// would have to discover ids (claiming, reaping, trimming), the caller reads them first
 /// and the script checks they are still where the caller saw them.
 ///
@@ -382,7 +383,9 @@ package enum QueueScripts {
     /// the same write after it (`RedisDedicatedConnection.send(_:thenRun:)`), so the server
     /// runs it the moment the BLMOVE unblocks: an idle worker's pickup takes no round trip
     /// more. A head already started (the BLMOVE timed out: the head is a running job) is
-    /// left alone, as is an empty list; the caller starts a moved id this did not with `start`.
+    /// left alone, as is an empty list; a head nobody started (a claim whose start reply was
+    /// lost) is started. The caller starts a moved id this did not with `start`: the job's
+    /// key is made here, not declared, which a cluster refuses while the slot migrates.
     ///
     /// KEYS: active:{W}, dead, stats. ARGV: as `start`'s first five, then the prefix of the
     /// queue's job keys (`PREFIX:{Q}:job:`): the job's key, in the queue's slot, is made here.

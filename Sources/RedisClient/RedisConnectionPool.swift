@@ -104,13 +104,15 @@ public final class RedisDedicatedConnection: Sendable {
         try await router.runPipelined(script, calls: [(keys, arguments)], through: self)[0].get()
     }
 
-    /// Sends `command` and, in the same write, `script`: the server runs the script the
-    /// moment the command has its reply (a blocking command's, when it unblocks), with no
-    /// round trip between. An error reply of either is thrown; both replies otherwise.
+    /// Sends `command` and, in the same write, `script`: the server runs the script once
+    /// the command has its reply (a blocking command's, when it unblocks), with no round
+    /// trip between. The command's error reply is thrown; the script's is its result.
+    /// Where replicas must confirm writes, a `WAIT` follows only a script that answered
+    /// something other than an empty array (one that wrote nothing needs none).
     /// - Parameter timeout: longest wait for the replies, for a blocking `command`.
     public func send(
         _ command: [String], thenRun script: RedisScript, keys: [String], arguments: [String], timeout: Duration? = nil
-    ) async throws -> (command: RedisReply, script: RedisReply) {
+    ) async throws -> (command: RedisReply, script: Result<RedisReply, RedisError>) {
         try await router.send(command, thenRun: script, keys: keys, arguments: arguments, timeout: timeout, through: self)
     }
 }
@@ -139,15 +141,18 @@ extension RedisRouter {
     func send(
         _ command: [String], thenRun script: RedisScript, keys: [String], arguments: [String], timeout: Duration?,
         through source: any RedisConnectionSource
-    ) async throws -> (command: RedisReply, script: RedisReply) {
-        let routed = [
-            RoutedCommand(command: command, slot: isCluster ? try RedisCommandKeys.slot(command) : nil),
-            RoutedCommand(command: script.command(keys: keys, arguments: arguments), slot: try Self.slot(of: script, keys), script: script),
-        ]
+    ) async throws -> (command: RedisReply, script: Result<RedisReply, RedisError>) {
+        let slot = try Self.slot(of: script, keys)
+        var run = RoutedCommand(command: script.command(keys: keys, arguments: arguments), slot: slot, script: script)
+        run.confirmed = false
+        let routed = [RoutedCommand(command: command, slot: isCluster ? try RedisCommandKeys.slot(command) : nil), run]
         let replies = try await execute(routed, timeout: timeout, through: source)
         if case .error(let message) = replies[0] { throw RedisError(.serverError, message) }
-        if case .error(let message) = replies[1] { throw RedisError.script(script, replied: message) }
-        return (replies[0], replies[1])
+        if case .error(let message) = replies[1] { return (replies[0], .failure(RedisError.script(script, replied: message))) }
+        if replies[1].array?.isEmpty != true, let wait = waitCommand(for: [RoutedCommand(command: run.command)]) {
+            checkWait(try await execute([RoutedCommand(command: wait, slot: slot)], timeout: nil, through: source).first)
+        }
+        return (replies[0], .success(replies[1]))
     }
 
     func pipeline(_ commands: [[String]], timeout: Duration?, through source: any RedisConnectionSource) async throws -> [RedisReply] {

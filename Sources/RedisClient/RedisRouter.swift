@@ -14,6 +14,9 @@ struct RoutedCommand: Sendable {
     var command: [String]
     var slot: Int?
     var script: RedisScript?
+    /// Whether a `WAIT` follows it when replicas must confirm writes; a caller that knows
+    /// better (a script that may have written nothing) confirms by itself.
+    var confirmed = true
 
     /// The EVAL form of an EVALSHA command, for a server that answered NOSCRIPT.
     var bySource: [String]? { script.map { ["EVAL", $0.source] + command.dropFirst(2) } }
@@ -154,7 +157,7 @@ final class RedisRouter: Sendable {
         var todo: [Int]
         if let address = commonAddress(commands) {
             var wire = commands.map(\.command)
-            let wait = waitCommand(for: wire)
+            let wait = waitCommand(for: commands)
             if let wait { wire.append(wait) }
             do {
                 replies = try await source.pipeline(wire, to: address, timeout: timeout)
@@ -326,13 +329,15 @@ final class RedisRouter: Sendable {
     }
 
     /// `WAIT N ms` when replicas must confirm writes and `commands` may write.
-    private func waitCommand(for commands: some Sequence<[String]>) -> [String]? {
+    func waitCommand(for commands: some Sequence<RoutedCommand>) -> [String]? {
         guard configuration.replicaAcknowledgements > 0 else { return nil }
-        guard commands.contains(where: { !Self.readOnly.contains($0.first?.uppercased() ?? "") }) else { return nil }
+        guard commands.contains(where: { $0.confirmed && !Self.readOnly.contains($0.command.first?.uppercased() ?? "") }) else {
+            return nil
+        }
         return ["WAIT", String(configuration.replicaAcknowledgements), String(configuration.replicaTimeout.milliseconds)]
     }
 
-    private func checkWait(_ reply: RedisReply?) {
+    func checkWait(_ reply: RedisReply?) {
         guard let confirmed = reply?.int, confirmed < configuration.replicaAcknowledgements else { return }
         RedisClientMetrics.shared.unreplicatedWrites.increment()
         logger.warning("writes not confirmed by enough replicas in time", metadata: ["replicas": "\(confirmed)"])
@@ -354,7 +359,7 @@ final class RedisRouter: Sendable {
     ) async throws -> [RedisReply] {
         let address = configuration.address
         var wire = commands.map(\.command)
-        let wait = waitCommand(for: wire)
+        let wait = waitCommand(for: commands)
         if let wait { wire.append(wait) }
         var replies = try await source.pipeline(wire, to: address, timeout: timeout)
         if wait != nil { checkWait(replies.popLast()) }
@@ -401,7 +406,7 @@ final class RedisRouter: Sendable {
                 positions.append(wire.count)
                 wire.append(bySource.contains(index) ? commands[index].bySource ?? commands[index].command : commands[index].command)
             }
-            if let wait = waitCommand(for: indices.lazy.map { commands[$0].command }) { wire.append(wait) }
+            if let wait = waitCommand(for: indices.lazy.map { commands[$0] }) { wire.append(wait) }
             prepared.append((address, indices, wire, positions))
         }
         if prepared.count == 1, let (address, indices, wire, positions) = prepared.first {

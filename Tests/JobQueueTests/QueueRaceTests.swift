@@ -37,32 +37,47 @@ import Testing
     @Test func aBlockedClaimStartsWhatItMovedWhenItUnblocks() async throws {
         let h = try await QueueHarness("start-claimed")
         let consumer = "host:1:\(h.name):idle"
-        let connection = h.redis.makeDedicatedConnection(name: "idle-claim")
-        func claim(_ lease: String) async throws -> (moved: RedisReply, started: [RedisReply]) {
+        let name = "idle-claim-\(UUID().uuidString.prefix(8))"
+        let connection = h.redis.makeDedicatedConnection(name: name)
+        func claim(_ lease: String, block: String = "0.2") async throws -> (moved: RedisReply, started: [RedisReply]) {
             let (moved, started) = try await connection.send(
-                ["BLMOVE", h.keys.pending, h.keys.active(consumer), "RIGHT", "LEFT", "0.5"],
+                ["BLMOVE", h.keys.pending, h.keys.active(consumer), "RIGHT", "LEFT", block],
                 thenRun: QueueScripts.startClaimed, keys: [h.keys.active(consumer), h.keys.dead, h.keys.stats],
-                arguments: ["1", lease, "10", "60000", h.keys.finished, h.keys.jobPrefix], timeout: .seconds(5))
-            return (moved, started.array ?? [])
+                arguments: ["1", lease, "10", "60000", h.keys.finished, h.keys.jobPrefix], timeout: .seconds(30))
+            return (moved, try started.get().array ?? [])
+        }
+        func redisNow() async throws -> Int64 {
+            let time = try await h.redis.send(["TIME"]).array?.compactMap(\.string).compactMap { Int64($0) } ?? []
+            return try #require(time.count == 2 ? time[0] * 1000 + time[1] / 1000 : nil)
         }
         // Nothing pending: the wait times out, nothing starts.
         #expect(try await claim("lease-0") == (.null, []))
-        // A job enqueued while the claim waits starts as the BLMOVE unblocks.
-        let waiting = Task { try await claim("lease-1") }
+        // A job enqueued while this claim waits (its connection's own entry in CLIENT LIST
+        // blocked in BLMOVE) starts as the BLMOVE unblocks.
+        let waiting = Task { try await claim("lease-1", block: "20") }
         try await eventually("the claim to block") {
-            (try await h.redis.send(["CLIENT", "LIST", "TYPE", "normal"]).string ?? "").contains("cmd=blmove")
+            let clients = try await h.redis.send(["CLIENT", "LIST", "TYPE", "normal"]).string ?? ""
+            return clients.split(separator: "\n").contains { $0.contains("name=\(name)") && $0.contains("cmd=blmove") }
         }
+        let before = try await redisNow()
         let id = try await h.enqueue()
         let (moved, started) = try await waiting.value
         #expect(moved.string == id && started.first?.string == id && started.count == 8, "\(started)")
         let record = try #require(try await h.job(id))
         #expect(record.status == .processing && record.attempt == 1)
-        #expect(try #require(record.startedAt) >= record.createdAt, "the start is when the BLMOVE unblocked, not ARGV's 1 ms")
+        #expect(try #require(record.startedAt) >= before, "the start is Redis's time as the BLMOVE unblocked, not ARGV's 1 ms")
         #expect(try await h.redis.send(["HGET", h.keys.job(id), "lease"]).string == "lease-1")
         // Timed out again: the head of the active list is that running job; it is left alone.
         #expect(try await claim("lease-2") == (.null, []))
         #expect(try await h.redis.send(["HGET", h.keys.job(id), "lease"]).string == "lease-1")
         #expect(try await h.redis.send(["LRANGE", h.keys.active(consumer), "0", "-1"]).array?.compactMap(\.string) == [id])
+        // A head nobody started (a claim whose start failed, not yet put back) is started by
+        // the next claim even when its BLMOVE times out.
+        let orphan = try await h.enqueue()
+        try await h.redis.send(["LMOVE", h.keys.pending, h.keys.active(consumer), "RIGHT", "LEFT"])
+        let (none, adopted) = try await claim("lease-3")
+        #expect(none == .null && adopted.first?.string == orphan)
+        #expect(try await h.redis.send(["HGET", h.keys.job(orphan), "lease"]).string == "lease-3")
     }
 
     /// The claim script reads, trims and pushes once per call; the reference is one LMOVE
