@@ -65,6 +65,11 @@ public final class QueueConsumer: Sendable {
     private let orphansSuspected = Atomic<Bool>(false)
     /// Ids this consumer claimed and has not finished recording.
     private let inFlight = Mutex<Set<String>>([])
+    /// When the latest heartbeat that landed was sent (monotonic ns), and how many times
+    /// the gap between two that landed was long enough for a reaper to take this
+    /// consumer's jobs: the process was paused, or Redis out of reach.
+    private let lastBeat = Atomic<Int64>(QueueConsumer.monotonicNanoseconds())
+    private let lapses = Atomic<Int>(0)
 
     public init(queue: String, settings: Settings, jobQueue: JobQueue, registry: JobHandlerRegistry, logger: Logger) {
         self.queue = queue
@@ -187,11 +192,28 @@ public final class QueueConsumer: Sendable {
 
     private func heartbeat() async {
         let deadline = JobQueue.nowMilliseconds() + settings.heartbeatTTL.milliseconds
+        let sentAt = Self.monotonicNanoseconds()
         do {
             try await jobQueue.redis.send(["ZADD", keys.consumers, String(deadline), consumerID])
+            if sentAt - lastBeat.exchange(sentAt, ordering: .relaxed) > lapseThreshold {
+                lapses.add(1, ordering: .relaxed)
+            }
         } catch {
             logger.warning("heartbeat failed", metadata: ["error": "\(error)"])
         }
+    }
+
+    /// Half the heartbeat TTL: a gap this long between heartbeats (a beat a second, by
+    /// default) means the consumer may have been reaped, with a reaper's clock ahead.
+    private var lapseThreshold: Int64 { settings.heartbeatTTL.milliseconds * 500_000 }
+
+    static func monotonicNanoseconds() -> Int64 { Int64(clamping: DispatchTime.now().uptimeNanoseconds) }
+
+    /// Whether a reaper may have taken this consumer's jobs since `lapsesBefore` was read:
+    /// a heartbeat gap has been seen since, or the latest beat that landed is old.
+    private func mayHaveBeenReaped(since lapsesBefore: Int) -> Bool {
+        lapses.load(ordering: .relaxed) != lapsesBefore
+            || Self.monotonicNanoseconds() - lastBeat.load(ordering: .relaxed) > lapseThreshold
     }
 
     // MARK: Claiming
@@ -228,13 +250,25 @@ public final class QueueConsumer: Sendable {
             }
             // The start goes in the same write: the server runs it as the BLMOVE unblocks.
             let lease = nextLease()
+            let lapsesBefore = lapses.load(ordering: .relaxed)
             let (moved, started) = try await fetchConnection.send(
                 ["BLMOVE", keys.pending, keys.active(consumerID), "RIGHT", "LEFT", String(settings.blockTimeout.seconds)],
                 thenRun: QueueScripts.startClaimed, keys: [keys.active(consumerID), keys.dead, keys.stats],
                 arguments: startArguments(lease) + [keys.jobPrefix],
                 timeout: settings.blockTimeout + jobQueue.redis.configuration.commandTimeout
             )
-            let jobs = (try? started.get()).map { Self.claimedJobs($0, lease: lease) } ?? []
+            var jobs = (try? started.get()).map { Self.claimedJobs($0, lease: lease) } ?? []
+            // The server started the job while this process may have been paused (SIGSTOP, a
+            // frozen VM) for longer than its heartbeats last: if a reaper took it back since,
+            // another worker may be running it, and this one must not.
+            if !jobs.isEmpty, mayHaveBeenReaped(since: lapsesBefore) {
+                jobs = try await stillLeased(jobs)
+                if jobs.isEmpty {
+                    // Whatever else is left in the active list goes back before the next claim.
+                    orphansSuspected.store(true, ordering: .relaxed)
+                    return []
+                }
+            }
             guard let id = moved.string else { return jobs }
             if jobs.map(\.id) == [id] { return jobs }
             // The script failed (a slot on the move refuses a key it did not declare) or started
@@ -275,6 +309,23 @@ public final class QueueConsumer: Sendable {
         } catch {
             logger.warning("could not check for lost claims; will before the next claim", metadata: ["error": "\(error)"])
         }
+    }
+
+    /// The jobs whose lease is still the one they were started with (one reaped since has
+    /// none, or another worker's).
+    private func stillLeased(_ jobs: [ClaimedJob]) async throws -> [ClaimedJob] {
+        var kept: [ClaimedJob] = []
+        for job in jobs {
+            let lease = try await fetchConnection.send(["HGET", keys.job(job.id), "lease"]).string
+            if lease == job.lease {
+                kept.append(job)
+            } else {
+                logger.notice(
+                    "a job started for this worker while it was paused was reaped meanwhile; not running it",
+                    metadata: ["job": "\(job.id)"])
+            }
+        }
+        return kept
     }
 
     /// Gives claimed ids a lease; the script skips any that left this consumer's active list.

@@ -12,7 +12,8 @@ package final class LocalRedisServer: Sendable {
 
     package var url: String { "redis://127.0.0.1:\(port)" }
 
-    /// Starts redis-server and returns once it answers PING.
+    /// Starts redis-server and returns once it answers PING. A port taken between choosing
+    /// and binding it (the server exits at once) means another try on another port.
     /// - Parameter appendOnly: AOF on, as production runs it (the demo); off for tests.
     package init(appendOnly: Bool = false, executable: String? = nil, logger: Logger) async throws {
         let binary = executable ?? Self.findExecutable()
@@ -21,32 +22,49 @@ package final class LocalRedisServer: Sendable {
         }
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("entitle-redis-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let port = try Self.freePort()
-        let process = try ChildProcess(
-            binary,
-            [
-                "--port", String(port), "--bind", "127.0.0.1", "--dir", directory.path, "--save", "",
-                "--appendonly", appendOnly ? "yes" : "no", "--maxmemory-policy", "noeviction", "--daemonize", "no",
-                "--logfile", directory.appendingPathComponent("redis.log").path,
-            ])
-        self.port = port
-        self.directory = directory
-        self.process = process
-        // A crash of this process must not leave the server running.
-        FatalSignalGuard.register(process.pid)
+        for _ in 0..<5 {
+            let port = try Self.freePort()
+            let process = try ChildProcess(
+                binary,
+                [
+                    "--port", String(port), "--bind", "127.0.0.1", "--dir", directory.path, "--save", "",
+                    "--appendonly", appendOnly ? "yes" : "no", "--maxmemory-policy", "noeviction", "--daemonize", "no",
+                    "--logfile", directory.appendingPathComponent("redis.log").path,
+                ])
+            // A crash of this process must not leave the server running.
+            FatalSignalGuard.register(process.pid)
+            if await Self.answers(port: port, process: process) {
+                self.port = port
+                self.directory = directory
+                self.process = process
+                return
+            }
+            logger.debug("the private redis-server did not answer; trying another port", metadata: ["port": "\(port)"])
+            if process.isRunning {
+                process.signal(SIGKILL)
+                _ = try? await process.wait(timeout: .seconds(5))
+            }
+            FatalSignalGuard.unregister(process.pid)
+        }
+        throw RedisError(.connectionFailed, "the private redis-server did not start (log in \(directory.path))")
+    }
 
+    /// Whether the server answers PING within 10 s, while it runs.
+    private static func answers(port: Int, process: ChildProcess) async -> Bool {
         let connection = RedisConnection(
             configuration: RedisConfiguration(
-                host: "127.0.0.1", port: port, connectTimeout: .milliseconds(200), reconnectTimeout: .seconds(10)),
-            name: "probe", logger: logger
+                host: "127.0.0.1", port: port, connectTimeout: .milliseconds(200), reconnectTimeout: .zero),
+            // Refused connections while it starts are expected, not worth a line each.
+            name: "probe", logger: Logger(label: "entitle.local-redis", factory: { _ in SwiftLogNoOpLogHandler() })
         )
-        do {
-            _ = try await connection.send(["PING"])
-        } catch {
-            await stop()
-            throw RedisError(.connectionFailed, "the private redis-server did not start (log in \(directory.path))")
+        var answered = false
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !answered && process.isRunning && ContinuousClock.now < deadline {
+            answered = (try? await connection.send(["PING"]))?.string == "PONG"
+            if !answered { try? await Task.sleep(for: .milliseconds(10)) }
         }
         await connection.disconnect()
+        return answered
     }
 
     /// Stops the server by `SHUTDOWN` (which writes the AOF out) and waits at most 5 s for
