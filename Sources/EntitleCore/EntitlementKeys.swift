@@ -23,7 +23,11 @@
 /// - `{prefix}:ent:P:sharers:T`: set, the customers sharing T with its owner (`share` policy)
 /// - `{prefix}:ent:P:former:T`: set, the customers who held T before a transfer
 /// - `{prefix}:ent:P:receipt:T`: string, the latest app receipt that proved T
-/// - `{prefix}:ent:P:notification:N`: "1" while notification N counts as applied
+/// - `{prefix}:ent:P:applied:{B}:G`: set, the notifications applied in generation G (five
+///   days since 1970) whose id's digest starts with B (a hex digit): 22 hex digits of the
+///   digest each (`AppliedNotifications`); expires 30 days after the generation's end
+/// - `{prefix}:ent:P:notification:N`: "1" while notification N counts as applied, as
+///   versions before 2026-11-27 wrote it (30 days; still read)
 /// - `{prefix}:ent:P:lock:{T}`, `{prefix}:ent:P:fence:{T}`: `TransactionLock`'s lease and
 ///   fence, hash-tagged by T so both sit in one Redis Cluster slot
 /// - `{prefix}:ent:P:consumption:T:M`: string, the consumption information sent for T's
@@ -100,6 +104,10 @@ package struct EntitlementKeys: Sendable, Hashable {
         key(publisher, "receipt", originalTransactionId)
     }
     package func notification(_ publisher: String, _ id: String) -> String { key(publisher, "notification", id) }
+    /// The set of applied notifications of a digest bucket and generation, hash-tagged by the bucket.
+    package func appliedNotifications(_ publisher: String, bucket: String, generation: Int64) -> String {
+        key(publisher, "applied", "{\(bucket)}:\(generation)")
+    }
     package func lock(_ publisher: String, _ originalTransactionId: String) -> String {
         key(publisher, "lock", "{\(originalTransactionId)}")
     }

@@ -558,11 +558,13 @@ package struct EntitlementStore: Sendable {
 
     // MARK: Notifications
 
-    func notificationKey(_ publisher: String, _ id: String) -> String { keys.notification(publisher, id) }
+    /// Which notifications were applied.
+    package var appliedNotifications: AppliedNotifications { AppliedNotifications(redis: redis, keys: keys) }
 
-    /// Whether a notification with this id (Apple's notificationUUID, or a digest of a V1 body) was applied.
+    /// Whether a notification with this id (Apple's notificationUUID, or a digest of a V1
+    /// body) was applied within the last 30 days at least.
     package func wasApplied(publisher: String, notification id: String) async throws -> Bool {
-        try await redis.send(["EXISTS", notificationKey(publisher, id)]).int == 1
+        try await appliedNotifications.contains(publisher: publisher, notification: id, nowMs: Self.nowMs())
     }
 
     /// Records a customer's answer to sharing consumption information with Apple (Apple asks
@@ -609,10 +611,13 @@ package struct EntitlementStore: Sendable {
             return 1
             """)
 
-    /// Marks a notification applied, for `retention` (Apple retries for about three days).
-    package func markApplied(publisher: String, notification id: String, retention: Duration = .seconds(30 * 86_400)) async throws {
-        _ = try await redis.send(["SET", notificationKey(publisher, id), "1", "EX", String(retention.components.seconds)])
+    /// Marks a notification applied, for 30 days at least (Apple retries one for about three;
+    /// a reconcile finds it in Apple's history later, and a marker spares it a second apply).
+    package func markApplied(publisher: String, notification id: String) async throws {
+        try await appliedNotifications.insert(publisher: publisher, notification: id, nowMs: Self.nowMs())
     }
+
+    private static func nowMs() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 
     // MARK: Renewal index
 
