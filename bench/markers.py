@@ -4,8 +4,9 @@ redis-server, in turns, `used_memory` after less before, over N.
 
 - before: a key per notification, `PREFIX:ent:P:notification:ID` = "1", EX 30 days;
 - after (`AppliedNotifications`): 22 hex digits of SHA-256(ID) in the set
-  `PREFIX:ent:P:applied:{B}:G` (B the digest's first hex digit, G the five-day generation),
-  SADD then PEXPIREAT at the generation's end plus 30 days (the `notification-applied` script).
+  `PREFIX:ent:P:applied:{P/B}:G` (B the digest's first two hex digits, G the five-day
+  generation), SADD then PEXPIREAT at the generation's end plus 30 days plus B minutes (the
+  `notification-applied` script).
 
 Half the ids are V2 notificationUUIDs, half V1 body digests ("v1:" + 64 hex digits), as a
 subscription purchase with notifications writes one of each.
@@ -55,9 +56,9 @@ def after(r, batch):
     pipe = r.pipeline(transaction=False)
     for id in batch:
         digest = hashlib.sha256(id.encode()).hexdigest()[:24]
-        key = f'{PREFIX}:ent:{PUBLISHER}:applied:{{{digest[0]}}}:{generation}'
+        key = f'{PREFIX}:ent:{PUBLISHER}:applied:{{{PUBLISHER}/{digest[:2]}}}:{generation}'
         pipe.sadd(key, digest[-22:])
-        pipe.pexpireat(key, expires)
+        pipe.pexpireat(key, expires + int(digest[:2], 16) * 60_000)
     pipe.execute()
 
 

@@ -54,7 +54,7 @@ def breakdown():
         name = key.decode(errors='replace')
         kind = re.sub(r'(:job:|:idem:|:unique:|:customer:|:owner:|:notification:|:receipt:|:renewals?:|:fence:|:lock:)[^:]*$', r'\1*', name)
         kind = re.sub(r'\{demo/\d\d\}', '{demo/NN}', kind)
-        kind = re.sub(r':applied:\{[0-9a-f]\}:\d+$', ':applied:{B}:G', kind)
+        kind = re.sub(r':applied:\{[^}]*\}:\d+$', ':applied:{P/B}:G', kind)
         kind = re.sub(r'[0-9a-f]{32}', '*', kind)
         sizes[kind] += r.memory_usage(key) or 0
     return {k: round(v / N) for k, v in sizes.most_common(12)}

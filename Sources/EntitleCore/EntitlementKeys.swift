@@ -23,9 +23,10 @@
 /// - `{prefix}:ent:P:sharers:T`: set, the customers sharing T with its owner (`share` policy)
 /// - `{prefix}:ent:P:former:T`: set, the customers who held T before a transfer
 /// - `{prefix}:ent:P:receipt:T`: string, the latest app receipt that proved T
-/// - `{prefix}:ent:P:applied:{B}:G`: set, the notifications applied in generation G (five
-///   days since 1970) whose id's digest starts with B (a hex digit): 22 hex digits of the
-///   digest each (`AppliedNotifications`); expires 30 days after the generation's end
+/// - `{prefix}:ent:P:applied:{P/B}:G`: set, the notifications applied in generation G (five
+///   days since 1970) whose id's digest starts with B (two hex digits): 22 hex digits of the
+///   digest each (`AppliedNotifications`); expires 30 days after the generation's end, plus
+///   B minutes
 /// - `{prefix}:ent:P:notification:N`: "1" while notification N counts as applied, as
 ///   versions before 2026-11-27 wrote it (30 days; still read)
 /// - `{prefix}:ent:P:lock:{T}`, `{prefix}:ent:P:fence:{T}`: `TransactionLock`'s lease and
@@ -104,9 +105,10 @@ package struct EntitlementKeys: Sendable, Hashable {
         key(publisher, "receipt", originalTransactionId)
     }
     package func notification(_ publisher: String, _ id: String) -> String { key(publisher, "notification", id) }
-    /// The set of applied notifications of a digest bucket and generation, hash-tagged by the bucket.
+    /// The set of applied notifications of a digest bucket and generation, hash-tagged by
+    /// the publisher and the bucket (a publisher's 256 buckets spread over a cluster's slots).
     package func appliedNotifications(_ publisher: String, bucket: String, generation: Int64) -> String {
-        key(publisher, "applied", "{\(bucket)}:\(generation)")
+        key(publisher, "applied", "{\(publisher)/\(bucket)}:\(generation)")
     }
     package func lock(_ publisher: String, _ originalTransactionId: String) -> String {
         key(publisher, "lock", "{\(originalTransactionId)}")

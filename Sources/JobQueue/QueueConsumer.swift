@@ -65,10 +65,12 @@ public final class QueueConsumer: Sendable {
     private let orphansSuspected = Atomic<Bool>(false)
     /// Ids this consumer claimed and has not finished recording.
     private let inFlight = Mutex<Set<String>>([])
-    /// When the latest heartbeat that landed was sent (monotonic ns), and how many times
-    /// the gap between two that landed was long enough for a reaper to take this
-    /// consumer's jobs: the process was paused, or Redis out of reach.
-    private let lastBeat = Atomic<Int64>(QueueConsumer.monotonicNanoseconds())
+    /// When the latest heartbeat that landed was sent (ns after `clockOrigin`), and how many
+    /// times the gap between two that landed was long enough for a reaper to take this
+    /// consumer's jobs: the process was paused, or Redis out of reach. `ContinuousClock` goes
+    /// on while the host sleeps, as the reapers' wall clocks do.
+    private let clockOrigin = ContinuousClock.now
+    private let lastBeat = Atomic<Int64>(0)
     private let lapses = Atomic<Int>(0)
 
     public init(queue: String, settings: Settings, jobQueue: JobQueue, registry: JobHandlerRegistry, logger: Logger) {
@@ -119,6 +121,7 @@ public final class QueueConsumer: Sendable {
             while true {
                 let room = await gate.take(upTo: settings.maxClaim)
                 if room == 0 { break }
+                let lapsesBefore = lapses.load(ordering: .relaxed)
                 let jobs = await claim(upTo: room)
                 gate.give(room - jobs.count)
                 inFlight.withLock { ids in for job in jobs { ids.insert(job.id) } }
@@ -130,6 +133,18 @@ public final class QueueConsumer: Sendable {
                         defer { _ = self.inFlight.withLock { $0.remove(job.id) } }
                         guard await self.slots.wait(place) else {
                             // Stopped before its turn: it never ran, and the give-back requeues it.
+                            self.gate.give()
+                            return
+                        }
+                        // Started (by this worker's call, or by the server as its BLMOVE
+                        // unblocked) before a pause that may have outlasted its heartbeats: a
+                        // reaper may have given it to another worker, and then this one must
+                        // not run it.
+                        if self.mayHaveBeenReaped(since: lapsesBefore), await !self.stillHolds(job) {
+                            _ = self.inFlight.withLock { $0.remove(job.id) }
+                            // Anything else left in the active list goes back before the next claim.
+                            self.orphansSuspected.store(true, ordering: .relaxed)
+                            self.slots.give()
                             self.gate.give()
                             return
                         }
@@ -191,29 +206,59 @@ public final class QueueConsumer: Sendable {
     }
 
     private func heartbeat() async {
-        let deadline = JobQueue.nowMilliseconds() + settings.heartbeatTTL.milliseconds
-        let sentAt = Self.monotonicNanoseconds()
+        // Taken before the deadline: a pause between the two cannot pass for a fresh beat.
+        let sentAt = elapsedNanoseconds()
         do {
-            try await jobQueue.redis.send(["ZADD", keys.consumers, String(deadline), consumerID])
-            if sentAt - lastBeat.exchange(sentAt, ordering: .relaxed) > lapseThreshold {
-                lapses.add(1, ordering: .relaxed)
-            }
+            try await jobQueue.redis.send(registration())
+            beatLanded(sentAt: sentAt)
         } catch {
             logger.warning("heartbeat failed", metadata: ["error": "\(error)"])
         }
     }
 
-    /// Half the heartbeat TTL: a gap this long between heartbeats (a beat a second, by
-    /// default) means the consumer may have been reaped, with a reaper's clock ahead.
+    /// The heartbeat: this consumer's deadline in `consumers`, from now.
+    private func registration() -> [String] {
+        ["ZADD", keys.consumers, String(JobQueue.nowMilliseconds() + settings.heartbeatTTL.milliseconds), consumerID]
+    }
+
+    /// Records a heartbeat sent at `sentAt` as landed, and a gap before it long enough for a reaper.
+    private func beatLanded(sentAt: Int64) {
+        if sentAt - lastBeat.exchange(sentAt, ordering: .relaxed) > lapseThreshold { lapses.add(1, ordering: .relaxed) }
+    }
+
+    /// Half the heartbeat TTL: a gap this long between heartbeats (five a TTL, by default)
+    /// means the consumer may have been reaped, with a reaper's clock ahead.
     private var lapseThreshold: Int64 { settings.heartbeatTTL.milliseconds * 500_000 }
 
-    static func monotonicNanoseconds() -> Int64 { Int64(clamping: DispatchTime.now().uptimeNanoseconds) }
+    private func elapsedNanoseconds() -> Int64 {
+        let elapsed = (ContinuousClock.now - clockOrigin).components
+        return elapsed.seconds &* 1_000_000_000 &+ elapsed.attoseconds / 1_000_000_000
+    }
 
     /// Whether a reaper may have taken this consumer's jobs since `lapsesBefore` was read:
     /// a heartbeat gap has been seen since, or the latest beat that landed is old.
     private func mayHaveBeenReaped(since lapsesBefore: Int) -> Bool {
         lapses.load(ordering: .relaxed) != lapsesBefore
-            || Self.monotonicNanoseconds() - lastBeat.load(ordering: .relaxed) > lapseThreshold
+            || elapsedNanoseconds() - lastBeat.load(ordering: .relaxed) > lapseThreshold
+    }
+
+    /// Whether this consumer still holds `job`'s lease. The registration is renewed first in
+    /// the same round trip (one slot, in order), so no reaper can take the job between the
+    /// answer and the run: `release` takes only from a consumer whose deadline has passed.
+    /// When Redis does not answer, the job runs: its lease fences its outcome off if it was
+    /// taken.
+    private func stillHolds(_ job: ClaimedJob) async -> Bool {
+        let sentAt = elapsedNanoseconds()
+        do {
+            let replies = try await jobQueue.redis.pipeline([registration(), ["HGET", keys.job(job.id), "lease"]])
+            if case .error = replies[0] {} else { beatLanded(sentAt: sentAt) }
+            if replies[1].string == job.lease { return true }
+            logger.notice("a job of this worker was reaped while the worker was paused; not running it", metadata: ["job": "\(job.id)"])
+            return false
+        } catch {
+            logger.debug("could not check the lease after a pause; running the job", metadata: ["error": "\(error)"])
+            return true
+        }
     }
 
     // MARK: Claiming
@@ -250,25 +295,13 @@ public final class QueueConsumer: Sendable {
             }
             // The start goes in the same write: the server runs it as the BLMOVE unblocks.
             let lease = nextLease()
-            let lapsesBefore = lapses.load(ordering: .relaxed)
             let (moved, started) = try await fetchConnection.send(
                 ["BLMOVE", keys.pending, keys.active(consumerID), "RIGHT", "LEFT", String(settings.blockTimeout.seconds)],
                 thenRun: QueueScripts.startClaimed, keys: [keys.active(consumerID), keys.dead, keys.stats],
                 arguments: startArguments(lease) + [keys.jobPrefix],
                 timeout: settings.blockTimeout + jobQueue.redis.configuration.commandTimeout
             )
-            var jobs = (try? started.get()).map { Self.claimedJobs($0, lease: lease) } ?? []
-            // The server started the job while this process may have been paused (SIGSTOP, a
-            // frozen VM) for longer than its heartbeats last: if a reaper took it back since,
-            // another worker may be running it, and this one must not.
-            if !jobs.isEmpty, mayHaveBeenReaped(since: lapsesBefore) {
-                jobs = try await stillLeased(jobs)
-                if jobs.isEmpty {
-                    // Whatever else is left in the active list goes back before the next claim.
-                    orphansSuspected.store(true, ordering: .relaxed)
-                    return []
-                }
-            }
+            let jobs = (try? started.get()).map { Self.claimedJobs($0, lease: lease) } ?? []
             guard let id = moved.string else { return jobs }
             if jobs.map(\.id) == [id] { return jobs }
             // The script failed (a slot on the move refuses a key it did not declare) or started
@@ -309,23 +342,6 @@ public final class QueueConsumer: Sendable {
         } catch {
             logger.warning("could not check for lost claims; will before the next claim", metadata: ["error": "\(error)"])
         }
-    }
-
-    /// The jobs whose lease is still the one they were started with (one reaped since has
-    /// none, or another worker's).
-    private func stillLeased(_ jobs: [ClaimedJob]) async throws -> [ClaimedJob] {
-        var kept: [ClaimedJob] = []
-        for job in jobs {
-            let lease = try await fetchConnection.send(["HGET", keys.job(job.id), "lease"]).string
-            if lease == job.lease {
-                kept.append(job)
-            } else {
-                logger.notice(
-                    "a job started for this worker while it was paused was reaped meanwhile; not running it",
-                    metadata: ["job": "\(job.id)"])
-            }
-        }
-        return kept
     }
 
     /// Gives claimed ids a lease; the script skips any that left this consumer's active list.

@@ -12,7 +12,7 @@ package final class LocalRedisServer: Sendable {
 
     package var url: String { "redis://127.0.0.1:\(port)" }
 
-    /// Starts redis-server and returns once it answers PING. A port taken between choosing
+    /// Starts redis-server and returns once it answers. A port taken between choosing
     /// and binding it (the server exits at once) means another try on another port.
     /// - Parameter appendOnly: AOF on, as production runs it (the demo); off for tests.
     package init(appendOnly: Bool = false, executable: String? = nil, logger: Logger) async throws {
@@ -49,29 +49,35 @@ package final class LocalRedisServer: Sendable {
         throw RedisError(.connectionFailed, "the private redis-server did not start (log in \(directory.path))")
     }
 
-    /// Whether the server answers PING within 10 s, while it runs.
+    /// Whether the server answers within 10 s, while it runs, and is this process's (on a
+    /// port taken meanwhile, another server could answer).
     private static func answers(port: Int, process: ChildProcess) async -> Bool {
         let connection = RedisConnection(
             configuration: RedisConfiguration(
-                host: "127.0.0.1", port: port, connectTimeout: .milliseconds(200), reconnectTimeout: .zero),
+                host: "127.0.0.1", port: port, connectTimeout: .milliseconds(200), commandTimeout: .milliseconds(500),
+                reconnectTimeout: .zero),
             // Refused connections while it starts are expected, not worth a line each.
             name: "probe", logger: Logger(label: "entitle.local-redis", factory: { _ in SwiftLogNoOpLogHandler() })
         )
-        var answered = false
+        var info: String?
         let deadline = ContinuousClock.now + .seconds(10)
-        while !answered && process.isRunning && ContinuousClock.now < deadline {
-            answered = (try? await connection.send(["PING"]))?.string == "PONG"
-            if !answered { try? await Task.sleep(for: .milliseconds(10)) }
+        while info == nil && process.isRunning && ContinuousClock.now < deadline {
+            info = (try? await connection.send(["INFO", "server"]))?.string
+            if info == nil { try? await Task.sleep(for: .milliseconds(10)) }
         }
         await connection.disconnect()
-        return answered
+        guard let info else { return false }
+        return process.isRunning && info.split(whereSeparator: \.isNewline).contains { $0 == "process_id:\(process.pid)" }
     }
 
     /// Stops the server by `SHUTDOWN` (which writes the AOF out) and waits at most 5 s for
     /// it to exit; SIGKILL is the last resort.
     package func stop() async {
         defer { FatalSignalGuard.unregister(process.pid) }
-        guard process.isRunning else { return }
+        guard process.isRunning else {
+            try? FileManager.default.removeItem(at: directory)
+            return
+        }
         let connection = RedisConnection(
             configuration: RedisConfiguration(host: "127.0.0.1", port: port, reconnectTimeout: .zero), name: "shutdown",
             logger: Logger(label: "entitle.local-redis", factory: { _ in SwiftLogNoOpLogHandler() })
