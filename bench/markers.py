@@ -4,7 +4,7 @@ redis-server, in turns, `used_memory` after less before, over N.
 
 - before: a key per notification, `PREFIX:ent:P:notification:ID` = "1", EX 30 days;
 - after (`AppliedNotifications`): 22 hex digits of SHA-256(ID) in the set
-  `PREFIX:ent:P:applied:{P/B}:G` (B the digest's first two hex digits, G the five-day
+  `PREFIX:ent:P:applied:{P/applied-B}:G` (B the digest's first two hex digits, G the five-day
   generation), SADD then PEXPIREAT at the generation's end plus 30 days plus B minutes (the
   `notification-applied` script).
 
@@ -56,7 +56,7 @@ def after(r, batch):
     pipe = r.pipeline(transaction=False)
     for id in batch:
         digest = hashlib.sha256(id.encode()).hexdigest()[:24]
-        key = f'{PREFIX}:ent:{PUBLISHER}:applied:{{{PUBLISHER}/{digest[:2]}}}:{generation}'
+        key = f'{PREFIX}:ent:{PUBLISHER}:applied:{{{PUBLISHER}/applied-{digest[:2]}}}:{generation}'
         pipe.sadd(key, digest[-22:])
         pipe.pexpireat(key, expires + int(digest[:2], 16) * 60_000)
     pipe.execute()

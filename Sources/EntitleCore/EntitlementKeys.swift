@@ -23,7 +23,7 @@
 /// - `{prefix}:ent:P:sharers:T`: set, the customers sharing T with its owner (`share` policy)
 /// - `{prefix}:ent:P:former:T`: set, the customers who held T before a transfer
 /// - `{prefix}:ent:P:receipt:T`: string, the latest app receipt that proved T
-/// - `{prefix}:ent:P:applied:{P/B}:G`: set, the notifications applied in generation G (five
+/// - `{prefix}:ent:P:applied:{P/applied-B}:G`: set, the notifications applied in generation G (five
 ///   days since 1970) whose id's digest starts with B (two hex digits): 22 hex digits of the
 ///   digest each (`AppliedNotifications`); expires 30 days after the generation's end, plus
 ///   B minutes
@@ -106,9 +106,10 @@ package struct EntitlementKeys: Sendable, Hashable {
     }
     package func notification(_ publisher: String, _ id: String) -> String { key(publisher, "notification", id) }
     /// The set of applied notifications of a digest bucket and generation, hash-tagged by
-    /// the publisher and the bucket (a publisher's 256 buckets spread over a cluster's slots).
+    /// the publisher and the bucket (a publisher's 256 buckets spread over a cluster's slots,
+    /// apart from its partitions' `{P/NN}`).
     package func appliedNotifications(_ publisher: String, bucket: String, generation: Int64) -> String {
-        key(publisher, "applied", "{\(publisher)/\(bucket)}:\(generation)")
+        key(publisher, "applied", "{\(publisher)/applied-\(bucket)}:\(generation)")
     }
     package func lock(_ publisher: String, _ originalTransactionId: String) -> String {
         key(publisher, "lock", "{\(originalTransactionId)}")

@@ -64,7 +64,9 @@ public final class QueueConsumer: Sendable {
     /// A claim failed and the orphan check after it has not yet run to the end.
     private let orphansSuspected = Atomic<Bool>(false)
     /// Ids this consumer claimed and has not finished recording.
-    private let inFlight = Mutex<Set<String>>([])
+    /// Counted: a job reaped during a pause may be claimed again while the task of its first
+    /// claim has yet to find that out and skip it.
+    private let inFlight = Mutex<[String: Int]>([:])
     /// When the latest heartbeat that landed was sent (ns after `clockOrigin`), and how many
     /// times the gap between two that landed was long enough for a reaper to take this
     /// consumer's jobs: the process was paused, or Redis out of reach. `ContinuousClock` goes
@@ -124,13 +126,14 @@ public final class QueueConsumer: Sendable {
                 let lapsesBefore = lapses.load(ordering: .relaxed)
                 let jobs = await claim(upTo: room)
                 gate.give(room - jobs.count)
-                inFlight.withLock { ids in for job in jobs { ids.insert(job.id) } }
+                inFlight.withLock { ids in for job in jobs { ids[job.id, default: 0] += 1 } }
                 for job in jobs {
                     // Its place is taken here, in claim order, before its task runs: the next
                     // claim then knows whether a slot is free.
                     let place = slots.reserve()
                     group.addTask {
-                        defer { _ = self.inFlight.withLock { $0.remove(job.id) } }
+                        var counted = true
+                        defer { if counted { self.release(job.id) } }
                         guard await self.slots.wait(place) else {
                             // Stopped before its turn: it never ran, and the give-back requeues it.
                             self.gate.give()
@@ -141,7 +144,8 @@ public final class QueueConsumer: Sendable {
                         // reaper may have given it to another worker, and then this one must
                         // not run it.
                         if self.mayHaveBeenReaped(since: lapsesBefore), await !self.stillHolds(job) {
-                            _ = self.inFlight.withLock { $0.remove(job.id) }
+                            self.release(job.id)
+                            counted = false
                             // Anything else left in the active list goes back before the next claim.
                             self.orphansSuspected.store(true, ordering: .relaxed)
                             self.slots.give()
@@ -221,9 +225,25 @@ public final class QueueConsumer: Sendable {
         ["ZADD", keys.consumers, String(JobQueue.nowMilliseconds() + settings.heartbeatTTL.milliseconds), consumerID]
     }
 
-    /// Records a heartbeat sent at `sentAt` as landed, and a gap before it long enough for a reaper.
+    /// Records a heartbeat sent at `sentAt` as landed, and a gap before it long enough for a
+    /// reaper. A beat that lands after a later one (two callers) changes nothing.
     private func beatLanded(sentAt: Int64) {
-        if sentAt - lastBeat.exchange(sentAt, ordering: .relaxed) > lapseThreshold { lapses.add(1, ordering: .relaxed) }
+        var previous = lastBeat.load(ordering: .relaxed)
+        while sentAt > previous {
+            let (exchanged, original) = lastBeat.compareExchange(expected: previous, desired: sentAt, ordering: .relaxed)
+            if exchanged {
+                if sentAt - previous > lapseThreshold { lapses.add(1, ordering: .relaxed) }
+                return
+            }
+            previous = original
+        }
+    }
+
+    /// One claim fewer of `id` in flight.
+    private func release(_ id: String) {
+        inFlight.withLock { ids in
+            if let count = ids[id], count > 1 { ids[id] = count - 1 } else { ids[id] = nil }
+        }
     }
 
     /// Half the heartbeat TTL: a gap this long between heartbeats (five a TTL, by default)
@@ -251,7 +271,11 @@ public final class QueueConsumer: Sendable {
         let sentAt = elapsedNanoseconds()
         do {
             let replies = try await jobQueue.redis.pipeline([registration(), ["HGET", keys.job(job.id), "lease"]])
-            if case .error = replies[0] {} else { beatLanded(sentAt: sentAt) }
+            if let error = replies.first(where: { if case .error = $0 { true } else { false } }) {
+                logger.debug("could not check the lease after a pause; running the job", metadata: ["error": "\(error)"])
+                return true
+            }
+            beatLanded(sentAt: sentAt)
             if replies[1].string == job.lease { return true }
             logger.notice("a job of this worker was reaped while the worker was paused; not running it", metadata: ["job": "\(job.id)"])
             return false
@@ -328,7 +352,7 @@ public final class QueueConsumer: Sendable {
     private func requeueOrphans() async {
         do {
             let listed = try await fetchConnection.send(["LRANGE", keys.active(consumerID), "0", "-1"]).array?.compactMap(\.string) ?? []
-            let running = inFlight.withLock { $0 }
+            let running = inFlight.withLock { Set($0.keys) }
             let orphans = listed.filter { !running.contains($0) }
             if !orphans.isEmpty {
                 let moved =
