@@ -1,5 +1,6 @@
 import Foundation
 import JobQueue
+import LocalProcesses
 import RedisClient
 import RedisTestSupport
 import Testing
@@ -74,5 +75,58 @@ import Testing
             "each job ran once (the woken worker ran none), and again only when retried (\(retried)): \(effects)")
         for process in [paused, other] { process.signal(SIGTERM) }
         for process in [paused, other] { #expect(try await process.wait() == 0) }
+    }
+
+    /// A job claimed ahead (started, waiting for the worker's one handler slot) when its
+    /// worker is paused past its heartbeat TTL is reaped and run by another worker. Once the
+    /// woken worker's slot frees, it must find that out and not run the job as well.
+    @Test(.timeLimit(.minutes(3))) func aJobClaimedAheadAndReapedDuringAPauseIsNotRunAgain() async throws {
+        let cli = try await CLI("paused-ahead")
+        let queue = "ahead-\(UUID().uuidString.prefix(6).lowercased())"
+        let producer = JobQueue(redis: cli.redis, configuration: JobQueueConfiguration(prefix: cli.prefix), logger: TestRedis.logger)
+        // Queued before the worker starts: it claims both at once, runs the first and starts
+        // the second to wait for the slot.
+        let first = try await producer.enqueue(
+            EnqueueRequest(type: "noop", payload: #"{"effect":"ahead-first","sleepMs":3000}"#, queue: queue)
+        ).id
+        let second = try await producer.enqueue(EnqueueRequest(type: "noop", payload: #"{"effect":"ahead-second"}"#, queue: queue)).id
+        let paused = try cli.start(["worker", "--queues", "\(queue)=1", "--prefetch", "1", "--heartbeat-ttl", "2"])
+        var other: ChildProcess?
+        defer {
+            for process in [paused] + (other.map { [$0] } ?? []) where process.isRunning {
+                process.signal(SIGCONT)
+                process.signal(SIGKILL)
+            }
+        }
+        func field(_ id: String, _ name: String) async throws -> String {
+            try await cli.redis.send(["HGET", cli.key(queue, "job:\(id)"), name]).string ?? ""
+        }
+        try await eventually("the worker to start both") {
+            let leases = [try await field(first, "lease"), try await field(second, "lease")]
+            return leases.allSatisfy { $0.contains(":\(paused.pid):") }
+        }
+        paused.signal(SIGSTOP)
+        let reaper = try cli.start(["worker", "--queues", "\(queue)=4", "--heartbeat-ttl", "2"])
+        other = reaper
+        try await eventually("the other worker to reap both and run the second", timeout: .seconds(90)) {
+            try await field(second, "status") == "succeeded"
+        }
+        paused.signal(SIGCONT)
+        // It finds the second reaped (and says so), or, were the check gone, runs it again.
+        try await eventually("the woken worker to find the second reaped", timeout: .seconds(60)) {
+            let runs = try await cli.redis.send(["HGET", cli.key(queue, "effects:ahead-second"), "runs"]).int ?? 0
+            return paused.errors.contains("not running it") || runs > 1
+        }
+        try await eventually("the first to succeed", timeout: .seconds(60)) { try await field(first, "status") == "succeeded" }
+        let effects = try await cli.redis.send(["HGETALL", cli.key(queue, "effects:ahead-second")]).fieldValues
+        #expect(effects["applied"] == "1" && effects["runs"] == "1", "the second ran once, by the other worker: \(effects)")
+        // The first was running when the pause came: its handler goes on after it, but its
+        // lease keeps its effect to the other worker's run.
+        let firstEffects = try await cli.redis.send(["HGETALL", cli.key(queue, "effects:ahead-first")]).fieldValues
+        #expect(firstEffects["applied"] == "1")
+        let stats = try await cli.queueStats(queue)
+        #expect(stats["active"] as? Int == 0 && stats["pending"] as? Int == 0)
+        for process in [paused, reaper] { process.signal(SIGTERM) }
+        for process in [paused, reaper] { #expect(try await process.wait() == 0) }
     }
 }
