@@ -53,10 +53,10 @@ package struct EntitleConfiguration: Sendable {
     /// How customers' documents are written (`ENTITLE_CUSTOMER_FORMAT`: `deflated`, the
     /// default, or `json` while older versions still run); both are always read.
     package var customerFormat: StoredCustomer.Format = .deflated
-    /// How the event log's events are written (`ENTITLE_EVENT_FORMAT`: `compact`, the
-    /// default, or `long` while older versions still run; unset, `long` with
-    /// `ENTITLE_CUSTOMER_FORMAT=json`); both are always read.
-    package var eventFormat: EventLog.Format = .compact
+    /// How the event log's entries are written (`ENTITLE_EVENT_FORMAT`: `deflated`, the
+    /// default, or `compact` or `long` while older versions still run; unset, `long` with
+    /// `ENTITLE_CUSTOMER_FORMAT=json`); every form is always read.
+    package var eventFormat: EventLog.Format = .deflated
 
     package func gateway(publisher: String, bundleId: String) -> AppleGateway? { gateways[publisher]?[bundleId] }
 
@@ -207,10 +207,10 @@ package struct EntitleConfiguration: Sendable {
             case let other: throw WorkerError(.invalidConfiguration, "ENTITLE_CUSTOMER_FORMAT must be deflated or json, not \(other)")
             }
             switch environment["ENTITLE_EVENT_FORMAT"] ?? "" {
-            case "": configuration.eventFormat = configuration.customerFormat == .json ? .long : .compact
+            case "": configuration.eventFormat = configuration.customerFormat == .json ? .long : .deflated
             case let name:
                 guard let format = EventLog.Format(rawValue: name) else {
-                    throw WorkerError(.invalidConfiguration, "ENTITLE_EVENT_FORMAT must be compact or long, not \(name)")
+                    throw WorkerError(.invalidConfiguration, "ENTITLE_EVENT_FORMAT must be deflated, compact or long, not \(name)")
                 }
                 configuration.eventFormat = format
             }

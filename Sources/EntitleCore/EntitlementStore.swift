@@ -29,7 +29,7 @@ package struct EntitlementStore: Sendable {
 
     package init(
         redis: RedisConnectionPool, prefix: String = "entitle", format: StoredCustomer.Format = .deflated,
-        eventFormat: EventLog.Format = .compact, logger: Logger
+        eventFormat: EventLog.Format = .deflated, logger: Logger
     ) {
         self.redis = redis
         self.prefix = prefix
@@ -124,7 +124,7 @@ package struct EntitlementStore: Sendable {
               for i = 0, count - 1 do
                 local field = ARGV[11 + 2 * i]
                 local id = redis.call('XADD', KEYS[2], 'MINID', '~', oldest, '*', field, ARGV[12 + 2 * i])
-                if field == 'E' or field == 'e' then table.insert(ids, id) end
+                if field == 'Z' or field == 'E' or field == 'e' then table.insert(ids, id) end
               end
               if #ids > 0 then
                 local kept = {}
@@ -322,10 +322,13 @@ package struct EntitlementStore: Sendable {
             let event = try Self.eventPrefix(publisher: publisher, customer: customer)
             var entries: [String] = []
             for item in effect.events {
-                let entry = EventLog.entry(item, format: eventFormat)
+                let entry = try EventLog.entry(item, format: eventFormat)
                 entries += [entry.field, entry.value]
             }
-            if let delta = effect.delta { entries += ["d", try EventLog.encode(delta, customer: customer)] }
+            if let delta = effect.delta {
+                let entry = try EventLog.entry(delta, customer: customer, format: eventFormat)
+                entries += [entry.field, entry.value]
+            }
             let holders = holderChanges(publisher: publisher, customer: customer, before: stored, after: state)
             let written = try await redis.run(
                 Self.compareAndSet,

@@ -5,9 +5,9 @@ import Reporting
 
 /// The event log: per publisher, one Redis stream per partition of its customers
 /// (`EntitlementKeys.events`), appended by `EntitlementStore.update` in the same script that
-/// writes the customer. Each entry is a lifecycle event (field `E`, `CompactEvent`; `e`, the
-/// long form, as versions before it wrote: `Format`) or a change of report
-/// pieces (field `d`). Readers: the customer's timeline (`customerEvents`, through the ids the
+/// writes the customer. Each entry is a lifecycle event (field `Z`, a `CompactEvent`
+/// deflated, `DeflatedEntry`; `E`, compact, and `e`, the long form, as versions before it
+/// wrote: `Format`) or a change of report pieces (field `D`, deflated; `d` before). Readers: the customer's timeline (`customerEvents`, through the ids the
 /// customer keeps in `ev`), the reports (`entries`, partition by partition).
 package struct EventLog: Sendable {
     package let redis: RedisConnectionPool
@@ -41,19 +41,33 @@ package struct EventLog: Sendable {
 
     package static func encode(_ event: LifecycleEvent) throws -> String { EventLogJSON.encode(event) }
 
-    /// How events are written (both forms are read).
+    /// How entries are written (every form is read).
     package enum Format: String, Sendable, CaseIterable {
-        /// Compact entries (field `E`, `CompactEvent`), the default.
+        /// Compact entries deflated (fields `Z` and `D`, `DeflatedEntry`), the default.
+        case deflated
+        /// Compact entries (field `E`, `CompactEvent`; `d` for report pieces), as versions
+        /// before the deflated entries wrote and read.
         case compact
         /// Every field by its long name (field `e`), as versions before the compact entries
         /// wrote and read.
         case long
     }
 
-    /// An event's entry: compact (field `E`), or as versions before it wrote (field `e`, for
-    /// a rolling upgrade).
-    package static func entry(_ event: LifecycleEvent, format: Format) -> (field: String, value: String) {
-        format == .long ? ("e", EventLogJSON.encode(event)) : ("E", CompactEvent.encode(event))
+    /// An event's entry: deflated (field `Z`), or as versions before it wrote (fields `E` and
+    /// `e`, for a rolling upgrade).
+    package static func entry(_ event: LifecycleEvent, format: Format) throws -> (field: String, value: String) {
+        switch format {
+        case .deflated: ("Z", try DeflatedEntry.encode(CompactEvent.encode(event)))
+        case .compact: ("E", CompactEvent.encode(event))
+        case .long: ("e", EventLogJSON.encode(event))
+        }
+    }
+
+    /// A change of report pieces' entry: deflated (field `D`), or as versions before it wrote
+    /// (`d`).
+    package static func entry(_ delta: ReportDelta, customer: String, format: Format) throws -> (field: String, value: String) {
+        let json = EventLogJSON.encode(delta, customer: customer)
+        return format == .deflated ? ("D", try DeflatedEntry.encode(json)) : ("d", json)
     }
 
     package static func encode(_ delta: ReportDelta, customer: String) throws -> String { EventLogJSON.encode(delta, customer: customer) }
@@ -63,6 +77,13 @@ package struct EventLog: Sendable {
 
     /// An entry of `publisher`'s log.
     package static func decode(field: String, value: String, publisher: String) -> Entry {
+        switch field {
+        case "Z", "D":
+            // Deflated: the compact event, or the pieces, inside.
+            guard let json = DeflatedEntry.decode(value) else { return .unreadable }
+            return decode(field: field == "Z" ? "E" : "d", value: json, publisher: publisher)
+        default: break
+        }
         if field == "E" { return CompactEvent.decode(value, publisher: publisher).map(Entry.event) ?? .unreadable }
         // The fast reader first; what it does not know, `JSONDecoder`.
         if field == "e", let event = EventLogReader.event(value) { return .event(event) }

@@ -4,6 +4,7 @@ import Foundation
 import LocalProcesses
 import RedisClient
 import RedisTestSupport
+import Reporting
 import Testing
 
 /// The entitlement store against a real redis-server.
@@ -53,10 +54,11 @@ import Testing
         #expect(try await store.redis.send(["EXISTS", "\(store.prefix):ent:voip:customer:bob"]).int == 0)
     }
 
-    /// Events go to the log compact (`E`) or, for a rolling upgrade, in the long form (`e`);
-    /// the timeline reads both, whichever wrote them, in order. `ENTITLE_EVENT_FORMAT` picks
-    /// the form (unset: long with `ENTITLE_CUSTOMER_FORMAT=json`, else compact).
-    @Test func eventsAreWrittenInTheChosenFormAndBothAreRead() async throws {
+    /// Entries go to the log deflated (`Z`, and `D` for report pieces) or, for a rolling
+    /// upgrade, compact (`E`, `d`) or in the long form (`e`); the timeline reads every form,
+    /// whichever wrote it, in order. `ENTITLE_EVENT_FORMAT` picks the form (unset: long with
+    /// `ENTITLE_CUSTOMER_FORMAT=json`, else deflated).
+    @Test func eventsAreWrittenInTheChosenFormAndEveryFormIsRead() async throws {
         var store = try await store()
         func credit(_ id: String, by store: EntitlementStore) async throws {
             _ = try await store.update(
@@ -66,26 +68,36 @@ import Testing
                         id: "voip:alice:credits_granted:\(id)", type: .creditsGranted, publisher: "voip", customer: "alice",
                         occurredAt: Date(timeIntervalSince1970: 1_790_000_000), recordedAt: Date(timeIntervalSince1970: 1_790_000_000.5))
                     (event.transactionId, event.customerVersion, event.amount) = (id, version, 10)
-                    return EntitlementStore.Change(events: [event])
+                    let piece = ReportPiece(phase: .credits, from: Date(timeIntervalSince1970: 1_790_000_000), to: nil)
+                    return EntitlementStore.Change(events: [event], delta: ReportDelta(removed: [], added: [piece]))
                 })
         }
         store.eventFormat = .long
         try await credit("1", by: store)
         store.eventFormat = .compact
         try await credit("2", by: store)
+        store.eventFormat = .deflated
+        try await credit("3", by: store)
         let stream = store.keys.events("voip", customer: "alice")
         let fields = try await store.redis.send(["XRANGE", stream, "-", "+"]).array?.compactMap { $0.array?.last?.array?.first?.string }
-        #expect(fields == ["e", "E"])
-        let timeline = try await EventLog(redis: store.redis, keys: store.keys).customerEvents(
-            publisher: "voip", customer: "alice", before: nil, limit: 10)
-        #expect(timeline.events.map(\.event.transactionId) == ["2", "1"])
+        #expect(fields == ["e", "d", "E", "d", "Z", "D"])
+        let log = EventLog(redis: store.redis, keys: store.keys)
+        let timeline = try await log.customerEvents(publisher: "voip", customer: "alice", before: nil, limit: 10)
+        #expect(timeline.events.map(\.event.transactionId) == ["3", "2", "1"])
         #expect(timeline.events.allSatisfy { $0.event.amount == 10 && $0.event.publisher == "voip" })
+        // The reports' reader: every event and every change of pieces, whichever form.
+        let partition = EntitlementKeys.partition(of: "alice")
+        let entries = try await log.entries(publisher: "voip", partition: partition, after: "0", count: 100)
+        let deltas = entries.compactMap { if case .delta(let delta, let customer) = $0.entry { (delta, customer) } else { nil } }
+        #expect(deltas.count == 3 && deltas.allSatisfy { $0.1 == "alice" && $0.0.added.first?.phase == .credits })
+        #expect(entries.filter { if case .event = $0.entry { true } else { false } }.count == 3)
 
-        #expect(try await AppStoreHostTests.settings([:]).eventFormat == .compact)
+        #expect(try await AppStoreHostTests.settings([:]).eventFormat == .deflated)
         #expect(try await AppStoreHostTests.settings(["ENTITLE_CUSTOMER_FORMAT": "json"]).eventFormat == .long)
         #expect(try await AppStoreHostTests.settings(["ENTITLE_EVENT_FORMAT": "long"]).eventFormat == .long)
-        let packedBeside = try await AppStoreHostTests.settings(["ENTITLE_CUSTOMER_FORMAT": "json", "ENTITLE_EVENT_FORMAT": "compact"])
-        #expect(packedBeside.eventFormat == .compact && packedBeside.customerFormat == .json)
+        #expect(try await AppStoreHostTests.settings(["ENTITLE_EVENT_FORMAT": "compact"]).eventFormat == .compact)
+        let packedBeside = try await AppStoreHostTests.settings(["ENTITLE_CUSTOMER_FORMAT": "json", "ENTITLE_EVENT_FORMAT": "deflated"])
+        #expect(packedBeside.eventFormat == .deflated && packedBeside.customerFormat == .json)
         await #expect(throws: WorkerError.self) { try await AppStoreHostTests.settings(["ENTITLE_EVENT_FORMAT": "short"]) }
     }
 

@@ -97,7 +97,7 @@ import Testing
     @Test func everyEventReadsBackFromItsCompactEntry() throws {
         for _ in 0..<2_000 {
             let event = Self.randomEvent()
-            let entry = EventLog.entry(event, format: .compact)
+            let entry = try EventLog.entry(event, format: .compact)
             #expect(entry.field == "E")
             guard case .event(let read) = EventLog.decode(field: entry.field, value: entry.value, publisher: "demo") else {
                 Issue.record("not read: \(entry.value)")
@@ -107,7 +107,7 @@ import Testing
         }
         // As versions before it wrote, for a rolling upgrade.
         let event = Self.randomEvent()
-        let older = EventLog.entry(event, format: .long)
+        let older = try EventLog.entry(event, format: .long)
         let long = try EventLog.encode(event)
         #expect(older.field == "e" && older.value == long)
 
@@ -121,7 +121,7 @@ import Testing
         )
         (trial.priceMilliunits, trial.currency, trial.priceSource) = (0, "USD", .apple)
         trial.expiresDate = Date(timeIntervalSince1970: 1_795_711_371.666)
-        let compact = EventLog.entry(trial, format: .compact).value
+        let compact = try EventLog.entry(trial, format: .compact).value
         // Written to Redis and kept for the retention: what an entry says never changes.
         #expect(
             compact
@@ -150,7 +150,7 @@ import Testing
         #expect(later.recordedAt == Date(timeIntervalSince1970: 9e15) && later.occurredAt == Date(timeIntervalSince1970: -9e15))
         var far = trial
         (far.occurredAt, far.recordedAt) = (Date(timeIntervalSince1970: -9e15), Date(timeIntervalSince1970: 9e15))
-        let farEntry = EventLog.entry(far, format: .compact).value
+        let farEntry = try EventLog.entry(far, format: .compact).value
         #expect(farEntry.contains(#""R":9000000000000000000"#))
         guard case .event(let farRead) = EventLog.decode(field: "E", value: farEntry, publisher: "demo") else {
             Issue.record("not read: \(farEntry)")
@@ -159,7 +159,7 @@ import Testing
         #expect(farRead == far)
         // The clamped edges: a date beyond Int64's milliseconds either way.
         (far.occurredAt, far.recordedAt) = (Date(timeIntervalSince1970: -1e300), Date(timeIntervalSince1970: 1e300))
-        let edge = EventLog.entry(far, format: .compact).value
+        let edge = try EventLog.entry(far, format: .compact).value
         #expect(edge.contains(#""o":-9223372036854775808"#) && edge.contains(#""R":9223372036854775807"#), "\(edge)")
         guard case .event(let edgeRead) = EventLog.decode(field: "E", value: edge, publisher: "demo") else {
             Issue.record("not read: \(edge)")
@@ -235,5 +235,92 @@ import Testing
             return
         }
         #expect(customer == "ann@example.com" && delta.added == pieces && delta.removed == [pieces[1]])
+    }
+    /// The deflated entries (fields `Z` and `D`) read back as the same event and the same
+    /// pieces, every field, and take about half the compact entry's bytes for the events a
+    /// purchase makes; what does not inflate (damaged, not base64, another dictionary) is
+    /// unreadable, never another event.
+    @Test func everyEntryReadsBackFromItsDeflatedForm() throws {
+        for _ in 0..<2_000 {
+            let event = Self.randomEvent()
+            let entry = try EventLog.entry(event, format: .deflated)
+            #expect(entry.field == "Z")
+            guard case .event(let read) = EventLog.decode(field: entry.field, value: entry.value, publisher: "demo") else {
+                Issue.record("not read: \(entry.value)")
+                continue
+            }
+            #expect(read == event, "\(entry.value)")
+        }
+        var trial = LifecycleEvent(
+            id: "demo:m1@example.com:trial_started:2179571119160902", type: .trialStarted, publisher: "demo", customer: "m1@example.com",
+            occurredAt: Date(timeIntervalSince1970: 1_795_711_191.666), recordedAt: Date(timeIntervalSince1970: 1_795_711_191.692))
+        trial.customerVersion = 1
+        (trial.transactionId, trial.originalTransactionId) = ("2179571119160902", "2179571119160902")
+        (trial.productId, trial.offerId, trial.storefront, trial.environment) = (
+            "com.entitle.demo.premium.monthly", "premium", "USA", "Sandbox"
+        )
+        (trial.priceMilliunits, trial.currency, trial.priceSource) = (0, "USD", .apple)
+        trial.expiresDate = Date(timeIntervalSince1970: 1_795_711_371.666)
+        let compact = try EventLog.entry(trial, format: .compact).value
+        let deflated = try EventLog.entry(trial, format: .deflated).value
+        #expect(deflated.utf8.count * 2 < compact.utf8.count + 20, "\(deflated.utf8.count) bytes against \(compact.utf8.count)")
+
+        let pieces = [
+            ReportPiece(
+                phase: .trial, from: Date(timeIntervalSince1970: 1_795_711_191.666), to: Date(timeIntervalSince1970: 1_795_711_371.666),
+                productId: "com.entitle.demo.premium.monthly", offerId: "premium", storefront: "USA", currency: "USD",
+                environment: .sandbox),
+            ReportPiece(phase: .credits, from: Date(timeIntervalSince1970: 1_790_000_000), to: nil),
+        ]
+        let delta = ReportDelta(removed: [pieces[1]], added: pieces)
+        let pieceEntry = try EventLog.entry(delta, customer: "m1@example.com", format: .deflated)
+        #expect(pieceEntry.field == "D")
+        guard case .delta(let readDelta, let customer) = EventLog.decode(field: "D", value: pieceEntry.value, publisher: "demo") else {
+            Issue.record("not a delta: \(pieceEntry.value)")
+            return
+        }
+        #expect(customer == "m1@example.com" && readDelta.added == pieces && readDelta.removed == [pieces[1]])
+        let older = try EventLog.entry(delta, customer: "m1@example.com", format: .compact)
+        let plain = try EventLog.encode(delta, customer: "m1@example.com")
+        #expect(older.field == "d" && older.value == plain)
+
+        // Damaged: a bit flipped anywhere, cut short, not base64, a plain entry under `Z`.
+        var bytes = try #require(Data(base64Encoded: deflated))
+        var unreadable = 0
+        for index in bytes.indices {
+            for bit in 0..<8 {
+                bytes[index] ^= 1 << bit
+                switch EventLog.decode(field: "Z", value: bytes.base64EncodedString(), publisher: "demo") {
+                case .unreadable: unreadable += 1
+                // Only the unused bits after the last block may change and read the same.
+                case .event(let read): #expect(read == trial, "byte \(index) bit \(bit) read as another event")
+                case .delta: Issue.record("byte \(index) bit \(bit) read as a delta")
+                }
+                bytes[index] ^= 1 << bit
+            }
+        }
+        #expect(unreadable >= bytes.count * 8 - 8, "the checksums catch a flipped bit")
+        for broken in [String(deflated.dropLast(8)), "not base64!", "", compact, Data("{}".utf8).base64EncodedString()] {
+            guard case .unreadable = EventLog.decode(field: "Z", value: broken, publisher: "demo") else {
+                Issue.record("\(broken) was read")
+                continue
+            }
+        }
+    }
+
+    /// The deflated form is fixed: an entry written today reads the same in every later
+    /// version, for the publisher's whole retention. A change to the dictionary fails here; it
+    /// needs new field names instead.
+    @Test func theDeflatedFormIsPinned() {
+        let digest = SHA256Hex.of(DeflatedEntry.dictionaryText)
+        #expect(
+            digest == "1eddf84a93ae1d5ab53fd5e9ea3273e8100f1118a3b6481274cfe8693cee953b",
+            "the deflated entries' dictionary changed: \(digest)")
+        let pinned = "WKT4mCAuw3BorqFDakViLtB8TMeiJQJLU3NDQ2NzQzMzM6ijwSKGllAR4t0PLPoyS4A2pqTm5qMXVJh+QrLHwNLACLfnjMxqAUunPxY="
+        guard case .event(let read) = EventLog.decode(field: "Z", value: pinned, publisher: "demo") else {
+            Issue.record("the pinned entry was not read")
+            return
+        }
+        #expect(read.type == .trialStarted && read.customer == "m1@example.com" && read.transactionId == "2179571119160902")
     }
 }

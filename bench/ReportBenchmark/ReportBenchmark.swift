@@ -140,14 +140,17 @@ import Reporting
                     pending += fold.increments(of: event)
                     events += 1
                     if sample.count < 20_000 {
-                        let entry = EventLog.entry(event, format: .compact)
+                        let entry = try EventLog.entry(event, format: .deflated)
                         sample.append((entry.field, entry.value))
                     }
                 }
                 if let delta {
                     pending += fold.increments(of: delta)
                     deltas += 1
-                    if sample.count < 20_000 { sample.append(("d", try EventLog.encode(delta, customer: customer))) }
+                    if sample.count < 20_000 {
+                        let entry = try EventLog.entry(delta, customer: customer, format: .deflated)
+                        sample.append((entry.field, entry.value))
+                    }
                 }
             }
             if (index + 1) % 1_000 == 0 { try await flush() }
