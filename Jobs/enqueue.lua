@@ -152,6 +152,8 @@ for i = 1, jobs do
       put(record, 'status', 'scheduled')
       put(record, 'enqueuedAt', ARGV[a + 5])
     end
+    -- The job names its unique key, so that its end frees the key (the finish script).
+    if unique ~= '' then put(record, 'unique', unique) end
     if tonumber(maxAttempts) ~= 0 then put(record, 'maxAttempts', maxAttempts) end
     if idem ~= '' then
       put(record, 'idempotencyKey', idem)

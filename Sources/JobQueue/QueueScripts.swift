@@ -99,6 +99,8 @@ package enum QueueScripts {
                       put(record, 'status', 'scheduled')
                       put(record, 'enqueuedAt', ARGV[a + 5])
                     end
+                    -- The job names its unique key, so that its end frees the key (the finish script).
+                    if unique ~= '' then put(record, 'unique', unique) end
                 """ + "\n" + leanRecordTail
             helpers = putHelper
         }
@@ -458,6 +460,11 @@ package enum QueueScripts {
     /// set by `watch`) is published on the queue's `finished` channel (sharded, the queue's
     /// slot): the waiter wakes at once instead of reading the record again and again.
     ///
+    /// A job that ends and names its unique key (`unique`, written by `enqueue` since
+    /// 2026-11-27) deletes the key if it still names the job: the key said only that the job
+    /// was unfinished, and no longer outlives it by the idempotency TTL. A succeeded job drops
+    /// the field with its input; a dead one keeps it, with everything else.
+    ///
     /// KEYS: active:{W}, scheduled, dead, stats, then each job's hash key.
     /// ARGV: nowMs, resultTTLms, deadTTLms, the queue's `finished` channel, then per job six
     /// values: id, lease, type, outcome ('ok', 'retry', 'defer': retry with the attempt given
@@ -470,14 +477,25 @@ package enum QueueScripts {
             local now, resultTTL, deadTTL, channel = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
             local out = {}
             local counts = {}
+            -- PREFIX:{Q}:scheduled less 'scheduled': the queue's unique keys, in its slot, are made
+            -- here (named by the job's record, not declared: a cluster may refuse one while the slot
+            -- migrates, and the key then expires with its TTL, as before).
+            local uniqueBase = string.sub(KEYS[2], 1, -10) .. 'unique:'
+            local function freeUnique(uniqueKey, id)
+              if redis.call('GET', uniqueKey) == id then redis.call('DEL', uniqueKey) end
+            end
             for a = 5, #ARGV, 6 do
               local id, lease, jtype, outcome, data, retryAt = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5]
               local key = KEYS[5 + (a - 5) / 6]
               local ok = 0
-              local f = redis.call('HMGET', key, 'lease', 'acked', 'waiter')
+              local f = redis.call('HMGET', key, 'lease', 'acked', 'waiter', 'unique')
               if f[1] == lease and redis.call('LREM', KEYS[1], -1, id) == 1 then
                 ok = 1
                 local counter
+                -- An ended job lets go of its unique key, if the key still names it.
+                if f[4] and (outcome == 'ok' or outcome == 'okz' or outcome == 'dead') then
+                  pcall(freeUnique, uniqueBase .. f[4], id)
+                end
                 if outcome == 'ok' or outcome == 'okz' then
                   if outcome == 'okz' then
                     -- A packed result (the fourth format), in pieces no longer than a listpack's values.
@@ -499,7 +517,7 @@ package enum QueueScripts {
                   end
                   -- A finished job keeps what is read (status, result, times, label), not its input.
                   local input = redis.call('HSTRLEN', key, 'payload')
-                  redis.call('HDEL', key, 'lease', 'retryAt', 'payload')
+                  redis.call('HDEL', key, 'lease', 'retryAt', 'payload', 'unique')
                   -- A long input made the hash a hashtable, which Redis never turns back into
                   -- a listpack (half the bytes): written afresh, the record takes one where
                   -- every value left fits the server's hash-max-listpack-value. A record of

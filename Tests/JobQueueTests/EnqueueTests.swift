@@ -67,6 +67,51 @@ import Testing
         #expect(try await h.queue.recentJobs(queue: h.name).map(\.id) == [third.id, first.id])
     }
 
+    /// A job names its unique key (`unique`) while it is unfinished, and lets go of the key when
+    /// it ends, succeeded or dead: the key no longer outlives it by the idempotency TTL. A key
+    /// that names another job by then is left alone, and so is the key of a job enqueued
+    /// without the field (an older `enqueue.lua`), which its TTL ends as before.
+    @Test func aJobThatEndsDeletesItsUniqueKey() async throws {
+        let h = try await QueueHarness("unique-end")
+        func enqueue(_ unique: String, _ payload: String) async throws -> String {
+            var request = h.request(payload: payload)
+            request.uniqueKey = unique
+            let result = try await h.queue.enqueue(request)
+            try #require(result.outcome == .created)
+            return result.id
+        }
+        func held(_ unique: String) async throws -> String? { try await h.redis.send(["GET", h.keys.unique(unique)]).string }
+        func field(_ id: String, _ name: String) async throws -> String? {
+            try await h.redis.send(["HGET", h.keys.job(id), name]).string
+        }
+        let succeeds = try await enqueue("tx-ok", #"{"failTimes":1}"#)
+        let dies = try await enqueue("tx-dead", #"{"sleepMs":"x"}"#)
+        let overtaken = try await enqueue("tx-other", "{}")
+        let older = try await enqueue("tx-older", "{}")
+        let named = try await field(succeeds, "unique")
+        #expect(named == "tx-ok")
+        #expect(try await held("tx-ok") == succeeds)
+        // The key expired and another job took it meanwhile; an older producer's record.
+        _ = try await h.redis.send(["SET", h.keys.unique("tx-other"), "another-job"])
+        _ = try await h.redis.send(["HDEL", h.keys.job(older), "unique"])
+
+        try await h.whileRunning(h.worker()) {
+            for id in [succeeds, overtaken, older] { _ = try await h.waitForStatus(id, .succeeded) }
+            _ = try await h.waitForStatus(dies, .failed)
+        }
+        #expect(try await job(succeeds, in: h).attempt == 2, "a retry kept the key, and the end freed it")
+        let (okKey, okField) = (try await held("tx-ok"), try await field(succeeds, "unique"))
+        #expect(okKey == nil && okField == nil, "a succeeded job keeps no input")
+        let (deadKey, deadField) = (try await held("tx-dead"), try await field(dies, "unique"))
+        #expect(deadKey == nil && deadField == "tx-dead", "a dead job keeps everything")
+        #expect(try await held("tx-other") == "another-job")
+        #expect(try await held("tx-older") == older)
+        // Whichever way the key went, a new job about the same thing is created.
+        for unique in ["tx-ok", "tx-dead", "tx-older"] { _ = try await enqueue(unique, "{}") }
+    }
+
+    private func job(_ id: String, in h: QueueHarness) async throws -> JobRecord { try #require(try await h.job(id)) }
+
     /// Most unique keys are new (a purchase posted once): such an enqueue is one script call
     /// and nothing else. A held key takes a second call, naming the holder the first returned.
     /// Counted on a private server, where no other test's commands mix in.

@@ -81,6 +81,7 @@ import Testing
         var full = h.request(payload: #"{"sleepMs":1}"#, idempotencyKey: "order-1", maxAttempts: 3)
         full.label = #"{"publisher":"demo"}"#
         full.traceparent = Self.traceparent
+        full.uniqueKey = "purchase-1"
         let fullID = try await h.queue.enqueue(full).id
         #expect(try await h.redis.run(QueueScripts.watch, keys: [h.keys.job(fullID)], arguments: []).string == "queued")
         try await inspector.inspect("queued, waited for", fullID, status: .queued)

@@ -1,9 +1,10 @@
 import Foundation
 import JobQueue
-@testable import RedisClient
 import RedisTestSupport
 import Synchronization
 import Testing
+
+@testable import RedisClient
 
 /// The queue on real topologies while they change under it: a 3-primary, 3-replica Redis
 /// Cluster whose slots move and whose primaries fail over or die, and a Sentinel group
@@ -25,7 +26,8 @@ import Testing
             configuration.reconnectTimeout = .seconds(30)
             configuration.connectTimeout = .milliseconds(300)
             let pool = RedisConnectionPool(configuration: configuration, maximumConnections: 8, logger: TestRedis.logger)
-            queue = JobQueue(redis: pool, configuration: JobQueueConfiguration(prefix: TestRedis.uniquePrefix("topo")), logger: TestRedis.logger)
+            queue = JobQueue(
+                redis: pool, configuration: JobQueueConfiguration(prefix: TestRedis.uniquePrefix("topo")), logger: TestRedis.logger)
             self.queues = queues
         }
 
@@ -44,7 +46,12 @@ import Testing
         func produce() async {
             while producing.load(ordering: .relaxed) {
                 let requests = queues.flatMap { name in
-                    (0..<10).map { _ in EnqueueRequest(type: "noop", payload: #"{"effect":"e","sleepMs":2}"#, queue: name) }
+                    (0..<10).map { _ in
+                        // A unique key each: the finish deletes it, in the queue's slot, while slots move.
+                        var request = EnqueueRequest(type: "noop", payload: #"{"effect":"e","sleepMs":2}"#, queue: name)
+                        request.uniqueKey = "u-\(UUID().uuidString)"
+                        return request
+                    }
                 }
                 var results: [EnqueueResult?] = []
                 do {
