@@ -20,6 +20,7 @@ import re
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 
 import redis
@@ -37,10 +38,18 @@ def call(url, body=None, token=None):
     headers = {'Content-Type': 'application/json'}
     if token:
         headers['Authorization'] = f'Bearer {token}'
-    request = urllib.request.Request(url, data=None if body is None else json.dumps(body).encode(), headers=headers)
-    with urllib.request.urlopen(request, timeout=60) as response:
-        text = response.read()
-        return json.loads(text) if text else None
+    for _ in range(100):
+        request = urllib.request.Request(url, data=None if body is None else json.dumps(body).encode(), headers=headers)
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                text = response.read()
+                return json.loads(text) if text else None
+        except urllib.error.HTTPError as error:
+            # The API's per-publisher rate limit (a fast scenario at N = 1000): wait as told, then again.
+            if error.code != 429:
+                raise
+            time.sleep(float(error.headers.get('Retry-After') or 1))
+    raise RuntimeError(f'{url} answered 429 a hundred times')
 
 
 def used():

@@ -10,13 +10,13 @@ import RedisClient
 /// lease runs out.
 ///
 /// Tokens are Redis's clock in microseconds, or one more than the last token when that is
-/// larger: they grow across the fence key's expiry (a week after the last acquisition), so a
+/// larger: they grow across the fence key's expiry (a day after the last acquisition), so a
 /// job that asks about a transaction nobody holds (a refused transfer, garbage) leaves no
 /// key behind for ever.
 ///
 /// Keys (hash-tagged by the transaction id, so both sit in one Redis Cluster slot):
 /// - `{prefix}:ent:P:lock:{T}`: `jobId:token`, with the lease as TTL
-/// - `{prefix}:ent:P:fence:{T}`: the last token handed out, for a week
+/// - `{prefix}:ent:P:fence:{T}`: the last token handed out, for a day
 package struct TransactionLock: Sendable {
     /// What a holder carries into its writes.
     package struct Token: Sendable, Hashable {
@@ -28,8 +28,11 @@ package struct TransactionLock: Sendable {
     package let prefix: String
     /// How long a lock outlives a holder that never releases it (a crashed worker).
     package var lease: Duration
-    /// How long the last token is remembered after the last acquisition.
-    static let fenceRetention = Duration.seconds(7 * 86_400)
+    /// How long the last token is remembered after the last acquisition. The clock alone
+    /// makes a later acquisition's token larger; the key is there for a clock that steps
+    /// back (an NTP correction, a failover to a host whose clock is behind), by seconds, not
+    /// days. A day of keys is a day of purchases' (about 160 bytes each); a week was seven.
+    static let fenceRetention = Duration.seconds(86_400)
 
     package init(redis: RedisConnectionPool, prefix: String, lease: Duration = .seconds(90)) {
         self.redis = redis

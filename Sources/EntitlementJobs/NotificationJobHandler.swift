@@ -17,6 +17,9 @@ package struct NotificationJobHandler: EntitlementJobHandler {
 
     package init(service: EntitlementService) { self.service = service }
 
+    /// What a notification job did, kept with the job for the result TTL: what the
+    /// notification was, how it was handled, and for whom, with the access it left. The
+    /// subscription's state is the customer's (`GET /v1/customers/{id}/entitlements`), not repeated here.
     package struct Result: Sendable, Hashable, Codable {
         package var publisher: String
         package var notificationType: String?
@@ -32,7 +35,6 @@ package struct NotificationJobHandler: EntitlementJobHandler {
         package var originalTransactionId: String?
         package var accessGranted: Bool?
         package var entitlements: [String]?
-        package var subscription: SubscriptionRecord?
         /// The `refund` job a refund, revocation or reversal became.
         package var refundJobId: String?
         /// The `consumption` job a `CONSUMPTION_REQUEST` became.
@@ -393,6 +395,5 @@ package struct NotificationJobHandler: EntitlementJobHandler {
         let decision = newest.flatMap { decisions[$0.transactionId] }
         result.accessGranted = decision?.accessGranted
         result.entitlements = decision?.entitlements
-        result.subscription = decision?.subscription
     }
 }
