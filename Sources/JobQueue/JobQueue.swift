@@ -358,7 +358,9 @@ public final class JobQueue: Sendable {
     @discardableResult
     public func retryDead(queue: String, ids: [String]? = nil) async throws -> Int {
         try await forDeadJobs(queue: queue, ids: ids) { keys, chunk in
-            try await self.redis.run(QueueScripts.retryDead, keys: [keys.dead, keys.pending] + chunk.map(keys.job), arguments: chunk)
+            try await self.redis.run(
+                QueueScripts.retryDead, keys: [keys.dead, keys.pending] + chunk.map(keys.job),
+                arguments: [String(configuration.idempotencyTTL.milliseconds)] + chunk)
         }
     }
 

@@ -2,8 +2,10 @@ import RedisClient
 
 /// The Lua scripts of the queue contract. Each multi-key transition is one script, so a
 /// crash between two steps is impossible. Every key a script touches is in its KEYS (but
-/// `startClaimed`'s job key: where it is refused, the worker starts the job with `start`),
-/// and all of a call's keys carry the queue's hash tag (one cluster slot), so the scripts
+/// `startClaimed`'s job key: where it is refused, the worker starts the job with `start`;
+/// and the unique key a job names, which `finish`, `retryDead` and a start that finds a job
+/// out of attempts free or take under `pcall`: where it is refused, the key expires with its
+/// TTL), and all of a call's keys carry the queue's hash tag (one cluster slot), so the scripts
 /// are correct on Redis Cluster and behind proxies that check declared keys. Where a script
 /// would have to discover ids (claiming, reaping, trimming), the caller reads them first
 /// and the script checks they are still where the caller saw them.
@@ -417,7 +419,7 @@ package enum QueueScripts {
     private static let startOne = """
         local function startOne(id, key)
           local f = redis.call('HMGET', key, 'type', 'payload', 'attempt', 'maxAttempts', 'enqueuedAt', 'status',
-            'traceparent', 'retryAt', 'waiter', 'createdAt')
+            'traceparent', 'retryAt', 'waiter', 'createdAt', 'unique')
           if (not f[1]) or f[6] == 'succeeded' or f[6] == 'failed' then
             redis.call('LREM', KEYS[1], -1, id)
             return
@@ -437,6 +439,11 @@ package enum QueueScripts {
             redis.call('HINCRBY', KEYS[3], 'dead:' .. f[1], 1)
             -- pcall: a server without SPUBLISH (or a user without the channel) wakes nobody but breaks nothing.
             if f[9] then pcall(redis.call, 'SPUBLISH', channel, id) end
+            -- It lets go of its unique key, as finish has a dead job do (the key, in the queue's slot, made here).
+            if f[11] then
+              local uniqueKey = string.sub(key, 1, #key - #id - 4) .. 'unique:' .. f[11]
+              pcall(function() if redis.call('GET', uniqueKey) == id then redis.call('DEL', uniqueKey) end end)
+            end
             return
           end
           redis.call('HSET', key, 'status', 'processing', 'attempt', attempt, 'startedAt', now, 'lease', lease)
@@ -687,21 +694,30 @@ package enum QueueScripts {
 
     /// Sends dead jobs back to pending with their attempts reset; an id whose record is no
     /// longer failed (the dead one expired, and a job was enqueued again with its id) only
-    /// leaves the dead set.
+    /// leaves the dead set. A job that names its unique key (`unique`) holds it again, for
+    /// the idempotency TTL, unless another job took it meanwhile (the key is made here, in
+    /// the queue's slot, not declared, as `finish` makes it).
     ///
-    /// KEYS: dead, pending, then each id's hash key. ARGV: the ids. Returns how many were requeued.
+    /// KEYS: dead, pending, then each id's hash key. ARGV: the idempotency TTL (ms), then the
+    /// ids. Returns how many were requeued.
     package static let retryDead = RedisScript(
         name: "retryDead",
         source: """
             local n = 0
-            for i = 1, #ARGV do
-              local id, key = ARGV[i], KEYS[i + 2]
+            local uniqueBase = string.sub(KEYS[1], 1, -5) .. 'unique:'
+            local function holdUnique(uniqueKey, id)
+              redis.call('SET', uniqueKey, id, 'NX', 'PX', ARGV[1])
+            end
+            for i = 2, #ARGV do
+              local id, key = ARGV[i], KEYS[i + 1]
               -- Only a record that is still the dead job's: once it expired, a job enqueued
               -- again with the same id (a notification's, a renewal check's) is not this one.
               if redis.call('ZREM', KEYS[1], id) == 1 and redis.call('HGET', key, 'status') == 'failed' then
                 redis.call('PERSIST', key)
                 redis.call('HSET', key, 'status', 'queued', 'attempt', 0)
                 redis.call('HDEL', key, 'finishedAt', 'retryAt')
+                local unique = redis.call('HGET', key, 'unique')
+                if unique then pcall(holdUnique, uniqueBase .. unique, id) end
                 redis.call('LPUSH', KEYS[2], id)
                 n = n + 1
               end

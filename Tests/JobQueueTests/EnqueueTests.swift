@@ -73,8 +73,8 @@ import Testing
     /// without the field (an older `enqueue.lua`), which its TTL ends as before.
     @Test func aJobThatEndsDeletesItsUniqueKey() async throws {
         let h = try await QueueHarness("unique-end")
-        func enqueue(_ unique: String, _ payload: String) async throws -> String {
-            var request = h.request(payload: payload)
+        func enqueue(_ unique: String, _ payload: String, maxAttempts: Int = 0) async throws -> String {
+            var request = h.request(payload: payload, maxAttempts: maxAttempts)
             request.uniqueKey = unique
             let result = try await h.queue.enqueue(request)
             try #require(result.outcome == .created)
@@ -88,6 +88,9 @@ import Testing
         let dies = try await enqueue("tx-dead", #"{"sleepMs":"x"}"#)
         let overtaken = try await enqueue("tx-other", "{}")
         let older = try await enqueue("tx-older", "{}")
+        // Its only attempt spent by workers that were lost: it goes dead as it is claimed.
+        let lost = try await enqueue("tx-lost", "{}", maxAttempts: 1)
+        _ = try await h.redis.send(["HSET", h.keys.job(lost), "attempt", "1"])
         let named = try await field(succeeds, "unique")
         #expect(named == "tx-ok")
         #expect(try await held("tx-ok") == succeeds)
@@ -98,6 +101,7 @@ import Testing
         try await h.whileRunning(h.worker()) {
             for id in [succeeds, overtaken, older] { _ = try await h.waitForStatus(id, .succeeded) }
             _ = try await h.waitForStatus(dies, .failed)
+            _ = try await h.waitForStatus(lost, .failed)
         }
         #expect(try await job(succeeds, in: h).attempt == 2, "a retry kept the key, and the end freed it")
         let (okKey, okField) = (try await held("tx-ok"), try await field(succeeds, "unique"))
@@ -106,8 +110,17 @@ import Testing
         #expect(deadKey == nil && deadField == "tx-dead", "a dead job keeps everything")
         #expect(try await held("tx-other") == "another-job")
         #expect(try await held("tx-older") == older)
+        #expect(try await held("tx-lost") == nil, "a job dead because its workers were lost lets go too")
         // Whichever way the key went, a new job about the same thing is created.
-        for unique in ["tx-ok", "tx-dead", "tx-older"] { _ = try await enqueue(unique, "{}") }
+        for unique in ["tx-ok", "tx-older", "tx-lost"] { _ = try await enqueue(unique, "{}") }
+        // A dead job retried by hand holds its key again, for the idempotency TTL.
+        #expect(try await h.queue.retryDead(queue: h.name, ids: [dies]) == 1)
+        #expect(try await held("tx-dead") == dies)
+        let ttl = try await h.redis.send(["PTTL", h.keys.unique("tx-dead")]).int ?? -1
+        #expect(ttl > 0 && ttl <= 86_400_000)
+        var again = h.request(payload: "{}")
+        again.uniqueKey = "tx-dead"
+        #expect(try await h.queue.enqueue(again) == EnqueueResult(id: dies, outcome: .conflict))
     }
 
     private func job(_ id: String, in h: QueueHarness) async throws -> JobRecord { try #require(try await h.job(id)) }
