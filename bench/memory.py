@@ -4,6 +4,8 @@ simulator, ENTITLE_REDIS_URL pointing at a private redis-server) takes N purchas
 customer), with the simulator's V1 and V2 notifications flowing to the API or switched off.
 Once every job has finished and every notification was applied:
 - bytes per purchase while the jobs' results are kept: `used_memory` after less before, over N;
+  and over the second half alone (the purchases go in two halves, each settled): what one
+  more purchase costs, without what a publisher's first purchases make once;
 - bytes per customer at rest: the same once every key with a TTL is gone (deleted here, as
   their TTLs would: job records, idempotency and marker keys), over N;
 - the customer's hash alone (`MEMORY USAGE`, a sample).
@@ -103,18 +105,28 @@ def scenario(binary, kind, notifications):
             bought = call(simulator + '/simulator/purchases', {'bundleId': 'com.entitle.demo', 'productId': PRODUCTS[kind]})
             job = call(api + '/v1/purchases', {'customer': f'm{i}@example.com', 'signedTransaction': bought['signedTransaction']}, token)
             return job['jobId']
+
+        def settle():
+            """Nothing pending at the simulator, nothing queued or running, three times in a row."""
+            quiet = 0
+            while quiet < 3:
+                pending = call(simulator + '/simulator/notifications/pending')['pending']
+                stats = [k for k in r.scan_iter('*:{default}:pending', count=1000)]
+                queued = sum(r.llen(k) for k in stats)
+                active = sum(r.llen(k) for k in r.scan_iter('*:{default}:active:*', count=1000))
+                scheduled_due = sum(r.zcount(k, '-inf', int(time.time() * 1000) + 2000) for k in r.scan_iter('*:{default}:scheduled', count=1000))
+                quiet = quiet + 1 if pending == 0 and queued == 0 and active == 0 and scheduled_due == 0 else 0
+                time.sleep(0.5)
+        # In two halves: the second half's growth is what one more purchase costs, without
+        # the part a publisher's first purchases make once (its marker sets, its streams' nodes).
+        half = N // 2
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
-            list(pool.map(purchase, range(N)))
-        # Settled: nothing pending at the simulator, nothing queued or running, twice in a row.
-        quiet = 0
-        while quiet < 3:
-            pending = call(simulator + '/simulator/notifications/pending')['pending']
-            stats = [k for k in r.scan_iter('*:{default}:pending', count=1000)]
-            queued = sum(r.llen(k) for k in stats)
-            active = sum(r.llen(k) for k in r.scan_iter('*:{default}:active:*', count=1000))
-            scheduled_due = sum(r.zcount(k, '-inf', int(time.time() * 1000) + 2000) for k in r.scan_iter('*:{default}:scheduled', count=1000))
-            quiet = quiet + 1 if pending == 0 and queued == 0 and active == 0 and scheduled_due == 0 else 0
-            time.sleep(0.5)
+            list(pool.map(purchase, range(half)))
+        settle()
+        halfway = used()
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            list(pool.map(purchase, range(half, N)))
+        settle()
         kept = used()
         kept_parts = breakdown() if os.environ.get('BREAKDOWN') else None
         hashes = [k for k in r.scan_iter('*:ent:{demo/*}:customer:m*', count=1000)]
@@ -130,7 +142,8 @@ def scenario(binary, kind, notifications):
         if kept_parts:
             print(json.dumps({'kind': kind, 'notifications': notifications, 'binary': binary, 'kept': kept_parts, 'rest': rest_parts}), flush=True)
         receipts = sum(1 for _ in r.scan_iter('*:ent:demo:receipt:*', count=1000))
-        return {'kept': round((kept - before) / N), 'rest': round((rest - before) / N), 'customer': round(customer),
+        return {'kept': round((kept - before) / N), 'marginal': round((kept - halfway) / (N - half)),
+                'rest': round((rest - before) / N), 'customer': round(customer),
                 'receipts': receipts, 'own': own}
     finally:
         run.terminate()
@@ -148,13 +161,13 @@ def main():
             rows.append(row)
             print(json.dumps(row), flush=True)
     print()
-    print(f'N = {N} purchases each; bytes per purchase with results kept / per customer at rest / customer hash; stored receipts')
+    print(f'N = {N} purchases each; bytes per purchase with results kept (over all N, and over the second half alone) / per customer at rest / customer hash; stored receipts')
     for row in rows:
         line = f"{row['kind']:>12} notifications {'on ' if row['notifications'] else 'off'}"
         for side in ('before', 'after'):
             if side in row:
                 v = row[side]
-                line += f" | {side}: {v['kept']:>6,} / {v['rest']:>5,} / {v['customer']:>5,} B, {v['receipts']} receipts"
+                line += f" | {side}: {v['kept']:>6,} ({v['marginal']:>6,}) / {v['rest']:>5,} / {v['customer']:>5,} B, {v['receipts']} receipts"
         print(line)
     print()
     print("a customer's own keys at rest, per customer (hash, owner, fence, its share of the renewal and holder indexes; the event log apart):")

@@ -441,7 +441,7 @@ package enum QueueScripts {
             if f[9] then pcall(redis.call, 'SPUBLISH', channel, id) end
             -- It lets go of its unique key, as finish has a dead job do (the key, in the queue's slot, made here).
             if f[11] then
-              local uniqueKey = string.sub(key, 1, #key - #id - 4) .. 'unique:' .. f[11]
+              local uniqueKey = string.format('%sunique:%s', string.sub(key, 1, #key - #id - 4), f[11])
               pcall(function() if redis.call('GET', uniqueKey) == id then redis.call('DEL', uniqueKey) end end)
             end
             return
