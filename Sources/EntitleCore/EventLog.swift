@@ -7,8 +7,9 @@ import Reporting
 /// (`EntitlementKeys.events`), appended by `EntitlementStore.update` in the same script that
 /// writes the customer. Each entry is a lifecycle event (field `Z`, a `CompactEvent`
 /// deflated, `DeflatedEntry`; `E`, compact, and `e`, the long form, as versions before it
-/// wrote: `Format`) or a change of report pieces (field `D`, deflated; `d` before). Readers: the customer's timeline (`customerEvents`, through the ids the
-/// customer keeps in `ev`), the reports (`entries`, partition by partition).
+/// wrote: `Format`) or a change of report pieces (field `D`, deflated; `d` before).
+/// Readers: the customer's timeline (`customerEvents`, through the ids the customer keeps in
+/// `ev`), the reports (`entries`, partition by partition).
 package struct EventLog: Sendable {
     package let redis: RedisConnectionPool
     package let keys: EntitlementKeys
@@ -77,12 +78,10 @@ package struct EventLog: Sendable {
 
     /// An entry of `publisher`'s log.
     package static func decode(field: String, value: String, publisher: String) -> Entry {
-        switch field {
-        case "Z", "D":
+        if field == "Z" || field == "D" {
             // Deflated: the compact event, or the pieces, inside.
             guard let json = DeflatedEntry.decode(value) else { return .unreadable }
             return decode(field: field == "Z" ? "E" : "d", value: json, publisher: publisher)
-        default: break
         }
         if field == "E" { return CompactEvent.decode(value, publisher: publisher).map(Entry.event) ?? .unreadable }
         // The fast reader first; what it does not know, `JSONDecoder`.

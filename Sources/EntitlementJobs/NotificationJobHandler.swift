@@ -19,7 +19,8 @@ package struct NotificationJobHandler: EntitlementJobHandler {
 
     /// What a notification job did, kept with the job for the result TTL: what the
     /// notification was, how it was handled, and for whom, with the access it left. The
-    /// subscription's state is the customer's (`GET /v1/customers/{id}/entitlements`), not repeated here.
+    /// subscription's state is the customer's (`GET /v1/customers/{id}/entitlements`), not
+    /// repeated here.
     package struct Result: Sendable, Hashable, Codable {
         package var publisher: String
         package var notificationType: String?

@@ -412,51 +412,58 @@ package enum QueueScripts {
                 """
     )
 
+    /// Deletes a job's unique key if the key still names the job (`freeUnique(key, id)`), for
+    /// the scripts that end a job; called under `pcall`, the key being made from the job's
+    /// record (in the queue's slot, not declared): where a cluster refuses it while the slot
+    /// migrates, the key expires with its TTL, as before.
+    private static let freeUnique = """
+        local function freeUnique(uniqueKey, id)
+          if redis.call('GET', uniqueKey) == id then redis.call('DEL', uniqueKey) end
+        end
+        """
+
     /// `start`'s step for one claimed id in the caller's active list (`startOne(id, key)`):
     /// gives it a lease and adds what the caller runs it with to `out`; drops a job whose
     /// record is gone or finished; a job lost by crashed workers more often than it may run
-    /// goes dead.
-    private static let startOne = """
-        local function startOne(id, key)
-          local f = redis.call('HMGET', key, 'type', 'payload', 'attempt', 'maxAttempts', 'enqueuedAt', 'status',
-            'traceparent', 'retryAt', 'waiter', 'createdAt', 'unique')
-          if (not f[1]) or f[6] == 'succeeded' or f[6] == 'failed' then
-            redis.call('LREM', KEYS[1], -1, id)
-            return
-          end
-          -- A field left out holds its default (Jobs/README.md, "The job's hash").
-          local attempt = tonumber(f[3] or '0') + 1
-          local max = tonumber(f[4] or '0')
-          local enqueuedAt = f[5] or f[10]
-          if max == 0 then max = defaultMax end
-          if attempt > max then
-            redis.call('LREM', KEYS[1], -1, id)
-            redis.call('HSET', key, 'status', 'failed', 'finishedAt', now,
-              'lastError', 'out of attempts: its workers were lost')
-            redis.call('HDEL', key, 'lease')
-            redis.call('PEXPIRE', key, deadTTL)
-            redis.call('ZADD', KEYS[2], now, id)
-            redis.call('HINCRBY', KEYS[3], 'dead:' .. f[1], 1)
-            -- pcall: a server without SPUBLISH (or a user without the channel) wakes nobody but breaks nothing.
-            if f[9] then pcall(redis.call, 'SPUBLISH', channel, id) end
-            -- It lets go of its unique key, as finish has a dead job do (the key, in the queue's slot, made here).
-            if f[11] then
-              local uniqueKey = string.format('%sunique:%s', string.sub(key, 1, #key - #id - 4), f[11])
-              pcall(function() if redis.call('GET', uniqueKey) == id then redis.call('DEL', uniqueKey) end end)
+    /// goes dead (and lets go of its unique key, as `finish` has a dead job do).
+    private static let startOne =
+        freeUnique + "\n" + """
+            local function startOne(id, key)
+              local f = redis.call('HMGET', key, 'type', 'payload', 'attempt', 'maxAttempts', 'enqueuedAt', 'status',
+                'traceparent', 'retryAt', 'waiter', 'createdAt', 'unique')
+              if (not f[1]) or f[6] == 'succeeded' or f[6] == 'failed' then
+                redis.call('LREM', KEYS[1], -1, id)
+                return
+              end
+              -- A field left out holds its default (Jobs/README.md, "The job's hash").
+              local attempt = tonumber(f[3] or '0') + 1
+              local max = tonumber(f[4] or '0')
+              local enqueuedAt = f[5] or f[10]
+              if max == 0 then max = defaultMax end
+              if attempt > max then
+                redis.call('LREM', KEYS[1], -1, id)
+                redis.call('HSET', key, 'status', 'failed', 'finishedAt', now,
+                  'lastError', 'out of attempts: its workers were lost')
+                redis.call('HDEL', key, 'lease')
+                redis.call('PEXPIRE', key, deadTTL)
+                redis.call('ZADD', KEYS[2], now, id)
+                redis.call('HINCRBY', KEYS[3], 'dead:' .. f[1], 1)
+                -- pcall: a server without SPUBLISH (or a user without the channel) wakes nobody but breaks nothing.
+                if f[9] then pcall(redis.call, 'SPUBLISH', channel, id) end
+                if f[11] then pcall(freeUnique, string.format('%sunique:%s', string.sub(key, 1, #key - #id - 4), f[11]), id) end
+                return
+              end
+              redis.call('HSET', key, 'status', 'processing', 'attempt', attempt, 'startedAt', now, 'lease', lease)
+              out[#out + 1] = id
+              out[#out + 1] = f[1]
+              out[#out + 1] = f[2]
+              out[#out + 1] = attempt
+              out[#out + 1] = f[4] or '0'
+              out[#out + 1] = enqueuedAt
+              out[#out + 1] = f[7] or ''
+              out[#out + 1] = f[8] or enqueuedAt
             end
-            return
-          end
-          redis.call('HSET', key, 'status', 'processing', 'attempt', attempt, 'startedAt', now, 'lease', lease)
-          out[#out + 1] = id
-          out[#out + 1] = f[1]
-          out[#out + 1] = f[2]
-          out[#out + 1] = attempt
-          out[#out + 1] = f[4] or '0'
-          out[#out + 1] = enqueuedAt
-          out[#out + 1] = f[7] or ''
-          out[#out + 1] = f[8] or enqueuedAt
-        end
-        """
+            """
 
     /// Records how jobs ended, fenced by lease: a job whose lease is not the caller's, or
     /// that is no longer in the caller's active list (reaped), is left alone. The lease that
@@ -484,100 +491,96 @@ package enum QueueScripts {
             local now, resultTTL, deadTTL, channel = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
             local out = {}
             local counts = {}
-            -- PREFIX:{Q}:scheduled less 'scheduled': the queue's unique keys, in its slot, are made
-            -- here (named by the job's record, not declared: a cluster may refuse one while the slot
-            -- migrates, and the key then expires with its TTL, as before).
+            -- PREFIX:{Q}:scheduled less 'scheduled': where the queue's unique keys are.
             local uniqueBase = string.sub(KEYS[2], 1, -10) .. 'unique:'
-            local function freeUnique(uniqueKey, id)
-              if redis.call('GET', uniqueKey) == id then redis.call('DEL', uniqueKey) end
-            end
-            for a = 5, #ARGV, 6 do
-              local id, lease, jtype, outcome, data, retryAt = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5]
-              local key = KEYS[5 + (a - 5) / 6]
-              local ok = 0
-              local f = redis.call('HMGET', key, 'lease', 'acked', 'waiter', 'unique')
-              if f[1] == lease and redis.call('LREM', KEYS[1], -1, id) == 1 then
-                ok = 1
-                local counter
-                -- An ended job lets go of its unique key, if the key still names it.
-                if f[4] and (outcome == 'ok' or outcome == 'okz' or outcome == 'dead') then
-                  pcall(freeUnique, uniqueBase .. f[4], id)
-                end
-                if outcome == 'ok' or outcome == 'okz' then
-                  if outcome == 'okz' then
-                    -- A packed result (the fourth format), in pieces no longer than a listpack's values.
-                    local set, n = {'status', 'succeeded', 'finishedAt', now, 'acked', lease}, 0
-                    for i = 1, #data, 64 do
-                      n = n + 1
-                      set[#set + 1] = n == 1 and 'result' or 'result' .. n
-                      set[#set + 1] = string.sub(data, i, i + 63)
+            """ + "\n" + freeUnique + "\n" + """
+                for a = 5, #ARGV, 6 do
+                  local id, lease, jtype, outcome, data, retryAt = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5]
+                  local key = KEYS[5 + (a - 5) / 6]
+                  local ok = 0
+                  local f = redis.call('HMGET', key, 'lease', 'acked', 'waiter', 'unique')
+                  if f[1] == lease and redis.call('LREM', KEYS[1], -1, id) == 1 then
+                    ok = 1
+                    local counter
+                    -- An ended job lets go of its unique key, if the key still names it.
+                    if f[4] and (outcome == 'ok' or outcome == 'okz' or outcome == 'dead') then
+                      pcall(freeUnique, uniqueBase .. f[4], id)
                     end
-                    redis.call('HSET', key, unpack(set))
-                    -- Readers join pieces up to the first missing one: none may follow this result's.
-                    if n < 16 and redis.call('HEXISTS', key, 'result' .. (n + 1)) == 1 then
-                      local stale = {}
-                      for k = n + 1, 16 do stale[#stale + 1] = 'result' .. k end
-                      redis.call('HDEL', key, unpack(stale))
-                    end
-                  else
-                    redis.call('HSET', key, 'status', 'succeeded', 'result', data, 'finishedAt', now, 'acked', lease)
-                  end
-                  -- A finished job keeps what is read (status, result, times, label), not its input.
-                  local input = redis.call('HSTRLEN', key, 'payload')
-                  redis.call('HDEL', key, 'lease', 'retryAt', 'payload', 'unique')
-                  -- A long input made the hash a hashtable, which Redis never turns back into
-                  -- a listpack (half the bytes): written afresh, the record takes one where
-                  -- every value left fits the server's hash-max-listpack-value. A record of
-                  -- the first format loses what its key or a default says, as the second has it.
-                  if input > 64 and redis.call('OBJECT', 'ENCODING', key) == 'hashtable' then
-                    local kept = redis.call('HGETALL', key)
-                    local created
-                    for i = 1, #kept, 2 do
-                      if kept[i] == 'createdAt' then created = kept[i + 1] end
-                    end
-                    local fields = {}
-                    for i = 1, #kept, 2 do
-                      local name, value = kept[i], kept[i + 1]
-                      if not (name == 'id' or name == 'queue' or (name == 'maxAttempts' and tonumber(value) == 0)
-                          or (name == 'idempotencyKey' and value == '') or (name == 'enqueuedAt' and value == created)) then
-                        fields[#fields + 1] = name
-                        fields[#fields + 1] = value
+                    if outcome == 'ok' or outcome == 'okz' then
+                      if outcome == 'okz' then
+                        -- A packed result (the fourth format), in pieces no longer than a listpack's values.
+                        local set, n = {'status', 'succeeded', 'finishedAt', now, 'acked', lease}, 0
+                        for i = 1, #data, 64 do
+                          n = n + 1
+                          set[#set + 1] = n == 1 and 'result' or 'result' .. n
+                          set[#set + 1] = string.sub(data, i, i + 63)
+                        end
+                        redis.call('HSET', key, unpack(set))
+                        -- Readers join pieces up to the first missing one: none may follow this result's.
+                        if n < 16 and redis.call('HEXISTS', key, 'result' .. (n + 1)) == 1 then
+                          local stale = {}
+                          for k = n + 1, 16 do stale[#stale + 1] = 'result' .. k end
+                          redis.call('HDEL', key, unpack(stale))
+                        end
+                      else
+                        redis.call('HSET', key, 'status', 'succeeded', 'result', data, 'finishedAt', now, 'acked', lease)
                       end
+                      -- A finished job keeps what is read (status, result, times, label), not its input.
+                      local input = redis.call('HSTRLEN', key, 'payload')
+                      redis.call('HDEL', key, 'lease', 'retryAt', 'payload', 'unique')
+                      -- A long input made the hash a hashtable, which Redis never turns back into
+                      -- a listpack (half the bytes): written afresh, the record takes one where
+                      -- every value left fits the server's hash-max-listpack-value. A record of
+                      -- the first format loses what its key or a default says, as the second has it.
+                      if input > 64 and redis.call('OBJECT', 'ENCODING', key) == 'hashtable' then
+                        local kept = redis.call('HGETALL', key)
+                        local created
+                        for i = 1, #kept, 2 do
+                          if kept[i] == 'createdAt' then created = kept[i + 1] end
+                        end
+                        local fields = {}
+                        for i = 1, #kept, 2 do
+                          local name, value = kept[i], kept[i + 1]
+                          if not (name == 'id' or name == 'queue' or (name == 'maxAttempts' and tonumber(value) == 0)
+                              or (name == 'idempotencyKey' and value == '') or (name == 'enqueuedAt' and value == created)) then
+                            fields[#fields + 1] = name
+                            fields[#fields + 1] = value
+                          end
+                        end
+                        redis.call('DEL', key)
+                        redis.call('HSET', key, unpack(fields))
+                      end
+                      redis.call('PEXPIRE', key, resultTTL)
+                      counter = 'succeeded:'
+                    elseif outcome == 'retry' then
+                      redis.call('HSET', key, 'status', 'retrying', 'lastError', data, 'retryAt', retryAt, 'acked', lease)
+                      redis.call('HDEL', key, 'lease')
+                      redis.call('ZADD', KEYS[2], retryAt, id)
+                      counter = 'retried:'
+                    elseif outcome == 'defer' then
+                      redis.call('HSET', key, 'status', 'queued', 'lastError', data, 'retryAt', retryAt, 'acked', lease)
+                      redis.call('HINCRBY', key, 'attempt', -1)
+                      redis.call('HDEL', key, 'lease')
+                      redis.call('ZADD', KEYS[2], retryAt, id)
+                      counter = 'deferred:'
+                    else
+                      redis.call('HSET', key, 'status', 'failed', 'lastError', data, 'finishedAt', now, 'acked', lease)
+                      redis.call('HDEL', key, 'lease', 'retryAt')
+                      redis.call('PEXPIRE', key, deadTTL)
+                      redis.call('ZADD', KEYS[3], now, id)
+                      counter = 'dead:'
                     end
-                    redis.call('DEL', key)
-                    redis.call('HSET', key, unpack(fields))
+                    -- pcall: a server without SPUBLISH (or a user without the channel) wakes nobody but breaks nothing.
+                    if f[3] and (outcome == 'ok' or outcome == 'okz' or outcome == 'dead') then pcall(redis.call, 'SPUBLISH', channel, id) end
+                    counts[counter .. jtype] = (counts[counter .. jtype] or 0) + 1
+                  elseif f[2] == lease then
+                    ok = 2
                   end
-                  redis.call('PEXPIRE', key, resultTTL)
-                  counter = 'succeeded:'
-                elseif outcome == 'retry' then
-                  redis.call('HSET', key, 'status', 'retrying', 'lastError', data, 'retryAt', retryAt, 'acked', lease)
-                  redis.call('HDEL', key, 'lease')
-                  redis.call('ZADD', KEYS[2], retryAt, id)
-                  counter = 'retried:'
-                elseif outcome == 'defer' then
-                  redis.call('HSET', key, 'status', 'queued', 'lastError', data, 'retryAt', retryAt, 'acked', lease)
-                  redis.call('HINCRBY', key, 'attempt', -1)
-                  redis.call('HDEL', key, 'lease')
-                  redis.call('ZADD', KEYS[2], retryAt, id)
-                  counter = 'deferred:'
-                else
-                  redis.call('HSET', key, 'status', 'failed', 'lastError', data, 'finishedAt', now, 'acked', lease)
-                  redis.call('HDEL', key, 'lease', 'retryAt')
-                  redis.call('PEXPIRE', key, deadTTL)
-                  redis.call('ZADD', KEYS[3], now, id)
-                  counter = 'dead:'
+                  out[#out + 1] = ok
                 end
-                -- pcall: a server without SPUBLISH (or a user without the channel) wakes nobody but breaks nothing.
-                if f[3] and (outcome == 'ok' or outcome == 'okz' or outcome == 'dead') then pcall(redis.call, 'SPUBLISH', channel, id) end
-                counts[counter .. jtype] = (counts[counter .. jtype] or 0) + 1
-              elseif f[2] == lease then
-                ok = 2
-              end
-              out[#out + 1] = ok
-            end
-            for field, n in pairs(counts) do redis.call('HINCRBY', KEYS[4], field, n) end
-            return out
-            """
+                for field, n in pairs(counts) do redis.call('HINCRBY', KEYS[4], field, n) end
+                return out
+                """
     )
 
     /// Whether a job's payload is `ARGV[1]`: 1 same, 0 different, -1 not known (no record,
