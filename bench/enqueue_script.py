@@ -10,16 +10,12 @@ the clock starts. Prints per script and workload the median over rounds of jobs/
 included) and of the redis-server's CPU per job (its `used_cpu_user` + `used_cpu_sys`), which is
 what the script itself costs.
 """
-import os
-import socket
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 import uuid
 
-import redis
+from private_redis import private_redis
 
 CHUNK = 500
 TRACEPARENT = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01'
@@ -29,12 +25,6 @@ WORKLOADS = {
     'noop {}': lambda i, job_id: ('noop', '{}', '', ''),
     'receipt 2 KB, idempotency key, label, traceparent': lambda i, job_id: ('receipt', RECEIPT, f'order-{job_id}', '{"publisher":"demo"}'),
 }
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
 
 
 def calls(workload, jobs, prefix='bench', queue='default'):
@@ -64,18 +54,7 @@ def main():
     jobs = int(sys.argv[3]) if len(sys.argv) > 3 else 100_000
     rounds = int(sys.argv[4]) if len(sys.argv) > 4 else 5
     scripts = {'old': open(old).read(), 'new': open(new).read()}
-    port = free_port()
-    workdir = tempfile.mkdtemp()
-    server = subprocess.Popen(['redis-server', '--port', str(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
-                               '--dir', workdir], stdout=subprocess.DEVNULL)
-    r = redis.Redis(port=port)
-    for _ in range(200):
-        try:
-            r.ping()
-            break
-        except redis.ConnectionError:
-            time.sleep(0.02)
-    try:
+    with private_redis('entitle-enqueue-') as (r, _):
         shas = {name: r.script_load(source) for name, source in scripts.items()}
         results = {(name, workload): ([], []) for name in scripts for workload in WORKLOADS}
         for _ in range(rounds):
@@ -101,9 +80,6 @@ def main():
                 rate, cpu = results[(name, workload)]
                 print(f'{workload:52} {name}: {statistics.median(rate):9,.0f} jobs/s ({min(rate):,.0f}-{max(rate):,.0f}), '
                       f'redis {statistics.median(cpu):5.2f} us/job ({min(cpu):.2f}-{max(cpu):.2f})')
-    finally:
-        r.shutdown(nosave=True)
-        server.wait(timeout=10)
 
 
 if __name__ == '__main__':

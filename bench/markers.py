@@ -14,27 +14,17 @@ subscription purchase with notifications writes one of each.
 Usage: ~/.peers-venv/bin/python bench/markers.py [N] [ROUNDS]   (needs redis-server)
 """
 import hashlib
-import os
-import socket
-import subprocess
 import sys
-import tempfile
 import time
 import uuid
 
-import redis
+from private_redis import private_redis
 
 N = int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000
 ROUNDS = int(sys.argv[2]) if len(sys.argv) > 2 else 2
 PREFIX, PUBLISHER = 'entitle', 'demo'
 DAY = 86_400_000
 GENERATION, RETENTION = 5 * DAY, 30 * DAY
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
 
 
 def ids(n):
@@ -78,19 +68,7 @@ def measure(r, write):
 
 
 def main():
-    port = free_port()
-    directory = tempfile.mkdtemp(prefix='entitle-markers-')
-    server = subprocess.Popen(
-        ['redis-server', '--port', str(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', directory],
-        stdout=subprocess.DEVNULL)
-    try:
-        r = redis.Redis(port=port)
-        for _ in range(100):
-            try:
-                r.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.05)
+    with private_redis('entitle-markers-') as (r, _):
         print(f'redis-server {r.info("server")["redis_version"]}, {N:,} markers, {ROUNDS} rounds in turns')
         results = {'before': [], 'after': []}
         for _ in range(ROUNDS):
@@ -100,9 +78,6 @@ def main():
                 print(f'  {name:>6}: {per:,.1f} B per marker ({keys:,} keys)', flush=True)
         b, a = min(results['before']), min(results['after'])
         print(f'per marker: before {b:,.1f} B, after {a:,.1f} B, after/before {a / b:.3f}')
-    finally:
-        server.terminate()
-        server.wait()
 
 
 main()

@@ -8,23 +8,15 @@ usage: python bench/pickup_latency.py [N]   (needs redis-py; starts its own redi
 """
 import json
 import os
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 
-import redis
+from private_redis import private_redis
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
 BIN = os.environ.get('ENTITLE_BIN', os.path.join(ROOT, '.build', 'release', 'entitle'))
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
 
 
 def percentile(values, p):
@@ -34,16 +26,11 @@ def percentile(values, p):
 
 def main():
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
-    port, work = free_port(), tempfile.mkdtemp(prefix='entitle-pickup-')
-    server = subprocess.Popen(['redis-server', '--port', str(port), '--bind', '127.0.0.1', '--save', '', '--dir', work],
-                              stdout=subprocess.DEVNULL)
-    r = redis.Redis(host='127.0.0.1', port=port)
-    for _ in range(200):
-        try:
-            r.ping()
-            break
-        except redis.ConnectionError:
-            time.sleep(0.01)
+    with private_redis('entitle-pickup-') as (r, port):
+        run(n, r, port)
+
+
+def run(n, r, port):
     url = f'redis://127.0.0.1:{port}'
     worker = subprocess.Popen([BIN, 'worker', '--queues', 'default=16', '--redis', url, '--log-level', 'warning'])
     try:
@@ -72,8 +59,6 @@ def main():
     finally:
         worker.terminate()
         worker.wait(timeout=30)
-        r.shutdown(nosave=True) if server.poll() is None else None
-        server.wait(timeout=10)
 
 
 if __name__ == '__main__':

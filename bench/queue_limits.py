@@ -21,10 +21,10 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 import redis
+from private_redis import private_redis
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
 PEERS = os.path.abspath(os.path.join(ROOT, '..', 'shared', 'bench', 'peers'))
@@ -115,16 +115,7 @@ def lifecycle(side):
 
 
 def main():
-    work = tempfile.mkdtemp(prefix='bench-queue-')
-    server = subprocess.Popen(['redis-server', '--port', str(PORT), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
-                               '--dir', work], stdout=subprocess.DEVNULL)
-    try:
-        for _ in range(100):
-            try:
-                r.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.05)
+    with private_redis('bench-queue-', port=PORT):
         version = r.info('server')['redis_version']
         figures = bulk()
         print(f'redis-server {version}, private, no persistence; {ROUNDS} rounds in turns, medians')
@@ -147,9 +138,6 @@ def main():
             commands = runs[len(runs) // 2]['by_command']
             top = sorted(commands.items(), key=lambda kv: -kv[1])[:10]
             print('  the run step by command (us/job, inside scripts too): ' + ', '.join(f'{c} {v:.2f}' for c, v in top))
-    finally:
-        server.terminate()
-        server.wait()
 
 
 if __name__ == '__main__':

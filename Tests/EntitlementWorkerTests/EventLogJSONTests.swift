@@ -66,6 +66,21 @@ import Testing
         return event
     }
 
+    /// The event a first subscription purchase with a free trial makes, as the simulator sells it.
+    static func trialStarted() -> LifecycleEvent {
+        var trial = LifecycleEvent(
+            id: "demo:m1@example.com:trial_started:2179571119160902", type: .trialStarted, publisher: "demo", customer: "m1@example.com",
+            occurredAt: Date(timeIntervalSince1970: 1_795_711_191.666), recordedAt: Date(timeIntervalSince1970: 1_795_711_191.692))
+        trial.customerVersion = 1
+        (trial.transactionId, trial.originalTransactionId) = ("2179571119160902", "2179571119160902")
+        (trial.productId, trial.offerId, trial.storefront, trial.environment) = (
+            "com.entitle.demo.premium.monthly", "premium", "USA", "Sandbox"
+        )
+        (trial.priceMilliunits, trial.currency, trial.priceSource) = (0, "USD", .apple)
+        trial.expiresDate = Date(timeIntervalSince1970: 1_795_711_371.666)
+        return trial
+    }
+
     @Test func everyEventReadsBackAsWritten() throws {
         let decoder = JSONDecoder()
         decoder.dateDecodingStrategy = .millisecondsSince1970
@@ -111,16 +126,7 @@ import Testing
         let long = try EventLog.encode(event)
         #expect(older.field == "e" && older.value == long)
 
-        var trial = LifecycleEvent(
-            id: "demo:m1@example.com:trial_started:2179571119160902", type: .trialStarted, publisher: "demo", customer: "m1@example.com",
-            occurredAt: Date(timeIntervalSince1970: 1_795_711_191.666), recordedAt: Date(timeIntervalSince1970: 1_795_711_191.692))
-        trial.customerVersion = 1
-        (trial.transactionId, trial.originalTransactionId) = ("2179571119160902", "2179571119160902")
-        (trial.productId, trial.offerId, trial.storefront, trial.environment) = (
-            "com.entitle.demo.premium.monthly", "premium", "USA", "Sandbox"
-        )
-        (trial.priceMilliunits, trial.currency, trial.priceSource) = (0, "USD", .apple)
-        trial.expiresDate = Date(timeIntervalSince1970: 1_795_711_371.666)
+        let trial = Self.trialStarted()
         let compact = try EventLog.entry(trial, format: .compact).value
         // Written to Redis and kept for the retention: what an entry says never changes.
         #expect(
@@ -251,16 +257,7 @@ import Testing
             }
             #expect(read == event, "\(entry.value)")
         }
-        var trial = LifecycleEvent(
-            id: "demo:m1@example.com:trial_started:2179571119160902", type: .trialStarted, publisher: "demo", customer: "m1@example.com",
-            occurredAt: Date(timeIntervalSince1970: 1_795_711_191.666), recordedAt: Date(timeIntervalSince1970: 1_795_711_191.692))
-        trial.customerVersion = 1
-        (trial.transactionId, trial.originalTransactionId) = ("2179571119160902", "2179571119160902")
-        (trial.productId, trial.offerId, trial.storefront, trial.environment) = (
-            "com.entitle.demo.premium.monthly", "premium", "USA", "Sandbox"
-        )
-        (trial.priceMilliunits, trial.currency, trial.priceSource) = (0, "USD", .apple)
-        trial.expiresDate = Date(timeIntervalSince1970: 1_795_711_371.666)
+        let trial = Self.trialStarted()
         let compact = try EventLog.entry(trial, format: .compact).value
         let deflated = try EventLog.entry(trial, format: .deflated).value
         #expect(deflated.utf8.count * 2 < compact.utf8.count + 20, "\(deflated.utf8.count) bytes against \(compact.utf8.count)")
