@@ -27,7 +27,8 @@ public final class QueueConsumer: Sendable {
         public var heartbeatTTL: Duration = .seconds(5)
         /// The most jobs one `start` call claims.
         public var maxClaim = 64
-        /// How many started jobs may wait for a handler slot while every slot is busy. Only a
+        /// How many claimed jobs may wait for a handler slot while every slot is busy: started
+        /// already, but for one on its last attempt, which a lost worker must not spend. Only a
         /// backlog fills them (a worker with no free slot never blocks to claim), and they
         /// wait at most for a slot of this process. `nil`: a quarter of `concurrency`, at most 16.
         public var prefetch: Int?
@@ -59,6 +60,9 @@ public final class QueueConsumer: Sendable {
     /// The start script's limit for jobs lost by crashed workers when the job names none:
     /// the most any registered type allows, so no type loses attempts it is owed.
     private let mostAttempts: Int
+    /// The handler types' attempts, as `start` takes them (`type max` pairs): a job claimed
+    /// ahead of a slot on its last attempt is not started until its slot comes.
+    private let policies: String
     private let leaseCounter = Atomic<Int>(0)
     private let running = Atomic<Int>(0)
     /// A claim failed and the orphan check after it has not yet run to the end.
@@ -90,6 +94,8 @@ public final class QueueConsumer: Sendable {
         self.slots = RunSlots(capacity: settings.concurrency)
         self.mostAttempts = registry.registrations.values.map(\.retryPolicy.maxAttempts)
             .reduce(jobQueue.configuration.defaultMaxAttempts, max)
+        self.policies = registry.registrations.sorted { $0.key < $1.key }
+            .map { "\($0.key) \($0.value.retryPolicy.maxAttempts)" }.joined(separator: " ")
         // Named after the consumer (`fetch-QUEUE-` and its id's last part), to find it in CLIENT LIST.
         self.fetchConnection = jobQueue.redis.makeDedicatedConnection(
             name: "fetch-\(queue)-\(consumerID.split(separator: ":").last ?? "")")
@@ -139,11 +145,25 @@ public final class QueueConsumer: Sendable {
                             self.gate.give()
                             return
                         }
-                        // Started (by this worker's call, or by the server as its BLMOVE
-                        // unblocked) before a pause that may have outlasted its heartbeats: a
-                        // reaper may have given it to another worker, and then this one must
-                        // not run it.
-                        if self.mayHaveBeenReaped(since: lapsesBefore), await !self.stillHolds(job) {
+                        var job = job
+                        if !job.isStarted {
+                            // Claimed ahead of its slot on its last attempt: started only now.
+                            let (started, failed) = await self.startWaited(job)
+                            guard let started else {
+                                self.release(job.id)
+                                counted = false
+                                // Still in the active list: back to pending before the next claim.
+                                if failed { self.orphansSuspected.store(true, ordering: .relaxed) }
+                                self.slots.give()
+                                self.gate.give()
+                                return
+                            }
+                            job = started
+                        } else if self.mayHaveBeenReaped(since: lapsesBefore), await !self.stillHolds(job) {
+                            // Started (by this worker's call, or by the server as its BLMOVE
+                            // unblocked) before a pause that may have outlasted its heartbeats: a
+                            // reaper may have given it to another worker, and then this one must
+                            // not run it.
                             self.release(job.id)
                             counted = false
                             // Anything else left in the active list goes back before the next claim.
@@ -295,6 +315,10 @@ public final class QueueConsumer: Sendable {
         var traceparent = ""
         /// When this attempt became due: a retry's time, else `enqueuedAt` (ms since 1970).
         var dueAt: Int64 = 0
+
+        /// Whether `start` gave it a lease: a job claimed ahead on its last attempt (attempt
+        /// 0) is started when its slot comes.
+        var isStarted: Bool { attempt > 0 }
     }
 
     /// Claims up to `limit` jobs: at once when there is a backlog, else, when a handler slot
@@ -311,7 +335,7 @@ public final class QueueConsumer: Sendable {
                 try await fetchConnection.run(
                     QueueScripts.claim, keys: [keys.pending, keys.active(consumerID)], arguments: [String(limit)]
                 ).array?.compactMap(\.string) ?? []
-            if !claimed.isEmpty { return try await start(claimed) }
+            if !claimed.isEmpty { return try await start(claimed, slots: slots.freeCount) }
             if gate.isStopped { return [] }
             if !slots.hasFree {
                 await slots.waitUntilFree()
@@ -335,7 +359,7 @@ public final class QueueConsumer: Sendable {
             if case .failure(let error) = started {
                 logger.debug("the start sent with the claim failed; starting apart", metadata: ["error": "\(error)"])
             }
-            return try await start([id])
+            return try await start([id], slots: 1)
         } catch {
             logger.warning("claiming failed; backing off", metadata: ["error": "\(error)"])
             orphansSuspected.store(true, ordering: .relaxed)
@@ -369,13 +393,31 @@ public final class QueueConsumer: Sendable {
     }
 
     /// Gives claimed ids a lease; the script skips any that left this consumer's active list.
-    private func start(_ ids: [String]) async throws -> [ClaimedJob] {
+    /// The first `slots` have a handler slot; of the rest, claimed ahead, those on their last
+    /// attempt come back not started (`ClaimedJob.isStarted`).
+    private func start(_ ids: [String], slots: Int, onPool: Bool = false) async throws -> [ClaimedJob] {
         let lease = nextLease()
-        let reply = try await fetchConnection.run(
-            QueueScripts.start, keys: [keys.active(consumerID), keys.dead, keys.stats] + ids.map(keys.job),
-            arguments: startArguments(lease) + ids
-        )
+        let keys = [keys.active(consumerID), keys.dead, keys.stats] + ids.map(keys.job)
+        let arguments = startArguments(lease) + [String(slots), policies] + ids
+        // The fetch connection may be blocked in BLMOVE; a job's own start goes through the pool.
+        let reply =
+            onPool
+            ? try await jobQueue.redis.run(QueueScripts.start, keys: keys, arguments: arguments)
+            : try await fetchConnection.run(QueueScripts.start, keys: keys, arguments: arguments)
         return Self.claimedJobs(reply, lease: lease)
+    }
+
+    /// Starts a job claimed ahead and not started (its last attempt) now that its slot has
+    /// come. No job when it is no longer this consumer's (reaped, or its record gone), or
+    /// when Redis `failed` (the id may still be in the active list).
+    private func startWaited(_ job: ClaimedJob) async -> (job: ClaimedJob?, failed: Bool) {
+        do {
+            let started = try await start([job.id], slots: 1, onPool: true)
+            return (started.first { $0.id == job.id && $0.isStarted }, false)
+        } catch {
+            logger.warning("could not start a job claimed ahead; it goes back to pending", metadata: ["error": "\(error)"])
+            return (nil, true)
+        }
     }
 
     /// A lease of this consumer's not given before.

@@ -355,28 +355,42 @@ package enum QueueScripts {
     /// Starts claimed jobs: gives each id a lease, but only an id still in the caller's own
     /// active list (one reaped while the caller was paused may be running elsewhere now).
     ///
+    /// The first `slots` ids have a handler slot waiting; the rest are claimed ahead of one
+    /// and wait in the worker. One of those on its last attempt is not started: a worker
+    /// that crashed while it waited would have spent the attempt it never ran. It stays in
+    /// the active list, claimed, and the worker starts it when its slot comes. A job
+    /// enqueued with `maxAttempts` 0 has its type's policy's, from `policies`.
+    ///
     /// KEYS: active:{W}, dead, stats, then each id's hash key.
-    /// ARGV: nowMs, lease token, defaultMaxAttempts (for jobs enqueued with 0, in the
-    /// lost-worker check only), deadTTLms, the queue's `finished` channel, then the ids.
-    /// Returns per started job: id, type, payload, attempt, maxAttempts (as stored: 0 means
-    /// the type's policy), enqueuedAt, traceparent ('' = none), and when this attempt became
-    /// due (a retry's or deferral's retryAt, else enqueuedAt).
+    /// ARGV: nowMs, lease token, defaultMaxAttempts (for jobs enqueued with 0: in the
+    /// lost-worker check, and in the last-attempt check for types not in `policies`),
+    /// deadTTLms, the queue's `finished` channel, slots, policies (`type max` pairs, space
+    /// separated: the caller's handler types), then the ids.
+    /// Returns per job eight values: id, type, payload, attempt, maxAttempts (as stored: 0
+    /// means the type's policy), enqueuedAt, traceparent ('' = none), and when this attempt
+    /// became due (a retry's or deferral's retryAt, else enqueuedAt); attempt 0 is a job left
+    /// claimed and not started (above).
     /// Ids whose record is gone or finished are dropped; a job lost by crashed workers more
     /// often than it may run goes dead.
     package static let start = RedisScript(
         name: "start",
         source: """
             local now, lease, defaultMax, deadTTL, channel = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
+            local slots = tonumber(ARGV[6])
+            local policies = {}
+            for t, m in string.gmatch(ARGV[7], '(%S+) (%d+)') do policies[t] = tonumber(m) end
             local out = {}
             """ + "\n" + startOne + "\n" + """
                 -- The caller's active list read once (it holds only its claims), not searched per id.
                 local mine = {}
                 for _, id in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do mine[id] = true end
-                for i = 6, #ARGV do
-                  local id, key = ARGV[i], KEYS[i - 2]
+                local seen = 0
+                for i = 8, #ARGV do
+                  local id, key = ARGV[i], KEYS[i - 4]
                   if mine[id] then
                     mine[id] = nil
-                    startOne(id, key)
+                    seen = seen + 1
+                    startOne(id, key, seen > slots and policies or nil)
                   end
                 end
                 return out
@@ -422,13 +436,15 @@ package enum QueueScripts {
         end
         """
 
-    /// `start`'s step for one claimed id in the caller's active list (`startOne(id, key)`):
-    /// gives it a lease and adds what the caller runs it with to `out`; drops a job whose
-    /// record is gone or finished; a job lost by crashed workers more often than it may run
-    /// goes dead (and lets go of its unique key, as `finish` has a dead job do).
+    /// `start`'s step for one claimed id in the caller's active list (`startOne(id, key,
+    /// ahead)`): gives it a lease and adds what the caller runs it with to `out`; drops a job
+    /// whose record is gone or finished; a job lost by crashed workers more often than it may
+    /// run goes dead (and lets go of its unique key, as `finish` has a dead job do). A job
+    /// claimed ahead of a handler slot (`ahead`: the handler types' attempts, by type) and
+    /// on its last attempt is left claimed, not started, and listed with attempt 0.
     private static let startOne =
         freeUnique + "\n" + """
-            local function startOne(id, key)
+            local function startOne(id, key, ahead)
               local f = redis.call('HMGET', key, 'type', 'payload', 'attempt', 'maxAttempts', 'enqueuedAt', 'status',
                 'traceparent', 'retryAt', 'waiter', 'createdAt', 'unique')
               if (not f[1]) or f[6] == 'succeeded' or f[6] == 'failed' then
@@ -453,7 +469,14 @@ package enum QueueScripts {
                 if f[11] then pcall(freeUnique, string.format('%sunique:%s', string.sub(key, 1, #key - #id - 4), f[11]), id) end
                 return
               end
-              redis.call('HSET', key, 'status', 'processing', 'attempt', attempt, 'startedAt', now, 'lease', lease)
+              if ahead then
+                local last = tonumber(f[4] or '0')
+                if last == 0 then last = ahead[f[1]] or defaultMax end
+                if attempt >= last then attempt = 0 end
+              end
+              if attempt > 0 then
+                redis.call('HSET', key, 'status', 'processing', 'attempt', attempt, 'startedAt', now, 'lease', lease)
+              end
               out[#out + 1] = id
               out[#out + 1] = f[1]
               out[#out + 1] = f[2]

@@ -92,6 +92,9 @@ final class RunSlots: Sendable {
     /// Whether a slot is free now (and so no claimed job waits for one).
     var hasFree: Bool { state.withLock { $0.free > 0 } }
 
+    /// How many slots are free now: so many jobs claimed next get one at once.
+    var freeCount: Int { state.withLock { $0.free } }
+
     /// Returns once a slot is free or the slots stopped. One caller at a time (the fetch loop).
     func waitUntilFree() async {
         await withCheckedContinuation { continuation in

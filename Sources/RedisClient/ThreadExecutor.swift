@@ -40,7 +40,19 @@ final class ThreadExecutor: SerialExecutor, @unchecked Sendable {
         UnownedSerialExecutor(ordinary: self)
     }
 
+    /// Foundation keeps `Thread.name` to itself on Linux: the kernel's name for the thread
+    /// (`top -H`, `perf`, `/proc/PID/task`) would stay its creator's, often the task pool's.
+    /// The kernel keeps 15 bytes of it.
+    private static func nameKernelThread(_ name: String) {
+        let descriptor = open("/proc/thread-self/comm", O_WRONLY)
+        guard descriptor >= 0 else { return }
+        defer { close(descriptor) }
+        let bytes = Array(name.utf8.prefix(15))
+        _ = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+    }
+
     private func run() {
+        Self.nameKernelThread(name)
         var batch: [UnownedJob] = []
         while true {
             condition.lock()

@@ -118,6 +118,66 @@ import Testing
         for job in records where job.status != .succeeded { #expect(job.status == .queued && job.attempt == 0, "\(job)") }
     }
 
+    /// A job claimed ahead of a slot on its last attempt (by its own `maxAttempts`, or by its
+    /// type's when it names none) is claimed but not started until its slot comes: a worker
+    /// lost while it waited costs it no attempt, so it still runs. Jobs with attempts to
+    /// spare are started ahead as before, and a running job's attempt is spent by the loss.
+    @Test func aJobOnItsLastAttemptClaimedAheadIsStartedOnlyWhenItsSlotComes() async throws {
+        let h = try await QueueHarness("prefetch-last")
+        let gate = ReliabilityTests.Gate()
+        let running = Box(0)
+        let ran = Box(0)
+        var registry = Self.blockingRegistry(gate, running: running, ran: ran)
+        registry.register(
+            "once", JobRegistration(handler: ClosureHandler { _ in #""once""# }, retryPolicy: RetryPolicy(maxAttempts: 1)))
+        let requests = [
+            h.request("work", maxAttempts: 1),  // runs, and is lost with the worker
+            h.request("work", maxAttempts: 1),  // its last attempt: waits claimed, not started
+            h.request("work", maxAttempts: 5),  // attempts to spare: started ahead
+            h.request("once"),  // its type's one attempt: waits claimed, not started
+        ]
+        let ids = try await h.queue.enqueue(batch: requests).map(\.id)
+        var settings = QueueConsumer.Settings(concurrency: 1)
+        settings.prefetch = 3
+        // No heartbeat during the test: the test loses the consumer itself.
+        settings.heartbeatInterval = .seconds(60)
+        settings.heartbeatTTL = .seconds(120)
+        settings.blockTimeout = .milliseconds(200)
+        var configuration = WorkerService.Configuration(queues: [h.name: settings])
+        configuration.promoteInterval = .milliseconds(20)
+        let worker = WorkerService(configuration: configuration, jobQueue: h.queue, registry: registry, logger: TestRedis.logger)
+        let consumer = worker.consumers[0].consumerID
+        try await h.whileRunning(worker) {
+            defer { gate.release() }
+            try await eventually("1 job to run and 3 to wait in the worker") {
+                let active = try await h.redis.send(["LLEN", h.keys.active(consumer)]).int
+                return running.current == 1 && active == 4
+            }
+            func state(_ id: String) async throws -> (JobStatus, Int) {
+                let job = try #require(try await h.job(id))
+                return (job.status, job.attempt)
+            }
+            #expect(try await state(ids[0]) == (.processing, 1))
+            #expect(try await state(ids[1]) == (.queued, 0))
+            #expect(try await state(ids[2]) == (.processing, 1))
+            #expect(try await state(ids[3]) == (.queued, 0))
+
+            // The worker is lost (its deadline passes) and its jobs are reaped.
+            try await h.redis.send(["ZADD", h.keys.consumers, "1", consumer])
+            _ = try await h.queue.reapExpiredConsumers(queue: h.name)
+            #expect(try await h.redis.send(["LLEN", h.keys.pending]).int == 4)
+            #expect(try await state(ids[0]) == (.queued, 1))
+            #expect(try await state(ids[1]) == (.queued, 0))
+            #expect(try await state(ids[3]) == (.queued, 0))
+            gate.release()
+            for id in ids[1...] { _ = try await h.waitForStatus(id, .succeeded, timeout: .seconds(10)) }
+            let lost = try await h.waitForStatus(ids[0], .failed, timeout: .seconds(10))
+            #expect(lost.lastError == "out of attempts: its workers were lost")
+        }
+        #expect(try await h.job(ids[1])?.attempt == 1)
+        #expect(try await h.job(ids[3])?.result == #""once""#)
+    }
+
     /// A worker with every slot busy does not wait on the server for new jobs: one claimed then
     /// would wait behind its running jobs while another worker sat idle.
     @Test func aNewJobGoesToAnIdleWorkerNotToOneWhoseSlotsAreBusy() async throws {

@@ -16,7 +16,7 @@ import Testing
         try await h.redis.send(["LMOVE", h.keys.pending, h.keys.active(consumer), "RIGHT", "LEFT"])
         let started = try await h.redis.run(
             QueueScripts.start, keys: [h.keys.active(consumer), h.keys.dead, h.keys.stats, h.keys.job(id)],
-            arguments: [String(JobQueueNow.milliseconds), "lease-1", "10", "60000", h.keys.finished, id])
+            arguments: [String(JobQueueNow.milliseconds), "lease-1", "10", "60000", h.keys.finished, "1", "", id])
         #expect(started.array?.first?.string == id)
         let keys = [h.keys.active(consumer), h.keys.scheduled, h.keys.dead, h.keys.stats, h.keys.job(id)]
         let arguments = [String(JobQueueNow.milliseconds), "60000", "60000", h.keys.finished, id, "lease-1", "noop", "ok", "null", "0"]
@@ -115,7 +115,7 @@ import Testing
         try await h.redis.send(["LPUSH", other, theirs])
         let started = try await h.redis.run(
             QueueScripts.start, keys: [mine, h.keys.dead, h.keys.stats, h.keys.job(own), h.keys.job(theirs), h.keys.job(own)],
-            arguments: [String(JobQueueNow.milliseconds), "lease-1", "10", "60000", h.keys.finished, own, theirs, own])
+            arguments: [String(JobQueueNow.milliseconds), "lease-1", "10", "60000", h.keys.finished, "3", "", own, theirs, own])
         #expect(started.array?.compactMap(\.string).first == own && started.array?.count == 8, "\(started)")
         #expect(try await h.job(own)?.attempt == 1)
         #expect(try await h.job(theirs)?.status == .queued)
