@@ -7,6 +7,9 @@ public struct RedisClientMetrics: Sendable {
     let commands = Counter(label: "entitle_redis_commands_total")
     /// Writes then reads on a socket: a pipeline or a script call is one, however many commands.
     let roundTrips = Counter(label: "entitle_redis_round_trips_total")
+    /// Writes that carried more than one caller's commands (a pool's busy connections share
+    /// their next write among the callers waiting for them).
+    let sharedWrites = Counter(label: "entitle_redis_shared_writes_total")
     let reconnects = Counter(label: "entitle_redis_reconnects_total")
     /// MOVED and ASK replies followed (slots moving, or a map out of date).
     let redirects = Counter(label: "entitle_redis_redirects_total")

@@ -2,6 +2,7 @@ import CHiredis
 import DurationUnits
 import Foundation
 import Logging
+import Synchronization
 
 /// One connection to Redis over hiredis.
 ///
@@ -21,6 +22,24 @@ public actor RedisConnection {
     private var currentTimeout: Duration?
     private var consecutiveFailures = 0
     private var lastFailure: ContinuousClock.Instant?
+    /// Callers of `pipelineShared` waiting for the write under way to come back.
+    private let waiting = Mutex(SharedWrites())
+    private let sharedWriteCount = Atomic<Int>(0)
+    /// Writes this connection sent with more than one caller's commands.
+    package nonisolated var sharedWrites: Int { sharedWriteCount.load(ordering: .relaxed) }
+
+    /// A caller waiting to go out with the next write: resumed with its replies, or with
+    /// `nil` when it is to send that write itself.
+    private struct WaitingCall {
+        var commands: [[String]]
+        var continuation: CheckedContinuation<[RedisReply]?, any Error>
+    }
+
+    private struct SharedWrites {
+        var calls: [WaitingCall] = []
+        /// A caller is sending a write now (or has been told to send the next one).
+        var sending = false
+    }
 
     /// - Parameters:
     ///   - name: shown as the thread name and as `CLIENT SETNAME`, to find the connection in `CLIENT LIST`.
@@ -53,6 +72,60 @@ public actor RedisConnection {
     /// in place as `.error`; a broken connection throws (some commands may have run).
     public func pipeline(_ commands: [[String]], timeout: Duration? = nil) throws -> [RedisReply] {
         try roundTrip(commands, timeout: timeout)
+    }
+
+    /// `pipeline` for callers sharing the connection: commands that come while a write is
+    /// under way go out together in the next, one write and one read for them all, each
+    /// caller's contiguous and in its order. An idle connection sends at once. The replies and
+    /// errors are each caller's as `pipeline` gives them; a broken connection fails every
+    /// caller of that write. Uses the configured command timeout.
+    public nonisolated func pipelineShared(_ commands: [[String]]) async throws -> [RedisReply] {
+        let replies: [RedisReply]? = try await withCheckedThrowingContinuation { continuation in
+            let send = waiting.withLock { waiting in
+                if waiting.sending {
+                    waiting.calls.append(WaitingCall(commands: commands, continuation: continuation))
+                    return false
+                }
+                waiting.sending = true
+                return true
+            }
+            if send { continuation.resume(returning: nil) }
+        }
+        if let replies { return replies }
+        return try await sendShared(commands)
+    }
+
+    /// Sends `commands` and those of every caller waiting, in one round trip; then hands the
+    /// next write to the first caller that came meanwhile, if any.
+    private func sendShared(_ commands: [[String]]) throws -> [RedisReply] {
+        let riders = waiting.withLock { waiting in
+            defer { waiting.calls.removeAll(keepingCapacity: true) }
+            return waiting.calls
+        }
+        var all = commands
+        for rider in riders { all += rider.commands }
+        if !riders.isEmpty { sharedWriteCount.add(1, ordering: .relaxed) }
+        let outcome = Result { try roundTrip(all, timeout: nil, calls: 1 + riders.count) }
+        let next = waiting.withLock { waiting -> WaitingCall? in
+            if waiting.calls.isEmpty {
+                waiting.sending = false
+                return nil
+            }
+            return waiting.calls.removeFirst()
+        }
+        next?.continuation.resume(returning: nil)
+        switch outcome {
+        case .success(let replies):
+            var offset = commands.count
+            for rider in riders {
+                rider.continuation.resume(returning: Array(replies[offset..<offset + rider.commands.count]))
+                offset += rider.commands.count
+            }
+            return Array(replies[..<commands.count])
+        case .failure(let error):
+            for rider in riders { rider.continuation.resume(throwing: error) }
+            throw error
+        }
     }
 
     /// Runs a script by EVALSHA; on NOSCRIPT (which means nothing ran) runs it again by
@@ -130,7 +203,9 @@ public actor RedisConnection {
 
     // MARK: - hiredis
 
-    private func roundTrip(_ commands: [[String]], timeout: Duration?) throws -> [RedisReply] {
+    /// - Parameter calls: how many callers' commands go in it (`pipelineShared`): the
+    ///   round-trip counter counts each caller's, as if each had sent its own.
+    private func roundTrip(_ commands: [[String]], timeout: Duration?, calls: Int = 1) throws -> [RedisReply] {
         let context = try connectedContext()
         let wanted = timeout ?? configuration.commandTimeout
         if wanted != currentTimeout {
@@ -150,7 +225,8 @@ public actor RedisConnection {
             freeReplyObject(raw)
         }
         metrics.commands.increment(by: Int64(commands.count))
-        metrics.roundTrips.increment()
+        metrics.roundTrips.increment(by: Int64(calls))
+        if calls > 1 { metrics.sharedWrites.increment() }
         return replies
     }
 

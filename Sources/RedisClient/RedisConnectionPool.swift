@@ -67,13 +67,17 @@ public final class RedisConnectionPool: Sendable {
         try await router.address(forSlot: router.isCluster ? RedisKeySlot.slot(key) : nil).description
     }
 
-    /// Closes idle connections and fails waiting and later commands.
+    /// Writes this pool's connections sent with more than one caller's commands (callers
+    /// that found every connection to a server busy share its next write).
+    package var sharedWrites: Int { router.sharedWrites }
+
+    /// Closes the connections and fails later commands; commands under way finish.
     public func close() { router.close() }
 }
 
 extension RedisConnectionPool: RedisConnectionSource {
     func pipeline(_ commands: [[String]], to address: RedisConfiguration.Address, timeout: Duration?) async throws -> [RedisReply] {
-        try await router.pool(address).withConnection { try await $0.pipeline(commands, timeout: timeout) }
+        try await router.pool(address).pipeline(commands, timeout: timeout)
     }
 }
 

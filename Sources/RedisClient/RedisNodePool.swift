@@ -3,11 +3,17 @@ import Synchronization
 
 /// A bounded set of connections to one server, shared by many tasks. `RedisConnectionPool`
 /// keeps one per server it talks to (one, or each primary of a cluster).
+///
+/// A call goes to an idle connection, or opens one while there are fewer than
+/// `maximumConnections`. With every connection busy it does not wait for one to be free:
+/// it joins the next write of the connection with the fewest callers
+/// (`RedisConnection.pipelineShared`), so callers that pile up share one write and one read
+/// instead of a round trip each, and each connection's thread wakes once for them all.
 final class RedisNodePool: Sendable {
     private struct State {
-        var idle: [RedisConnection] = []
-        var opened = 0
-        var waiters: [CheckedContinuation<RedisConnection, any Error>] = []
+        var connections: [RedisConnection] = []
+        /// Callers on each connection now, by its index in `connections`.
+        var callers: [Int] = []
         var closed = false
     }
 
@@ -24,64 +30,46 @@ final class RedisNodePool: Sendable {
         self.logger = logger
     }
 
-    /// Lends a connection to `body` and takes it back afterwards.
-    func withConnection<T: Sendable>(_ body: (RedisConnection) async throws -> T) async throws -> T {
-        let connection = try await lease()
-        defer { release(connection) }
-        return try await body(connection)
+    /// Sends `commands` and reads their replies on one of the pool's connections. With a
+    /// `timeout` (a blocking command's), the call has its connection's turn to itself.
+    func pipeline(_ commands: [[String]], timeout: Duration?) async throws -> [RedisReply] {
+        let (index, connection) = try take()
+        defer { state.withLock { $0.callers[index] -= 1 } }
+        if let timeout { return try await connection.pipeline(commands, timeout: timeout) }
+        return try await connection.pipelineShared(commands)
     }
 
-    /// Closes idle connections and fails waiting and later leases; leased ones close when returned.
+    /// Writes the pool's connections sent with more than one caller's commands.
+    var sharedWrites: Int { state.withLock { $0.connections.reduce(0) { $0 + $1.sharedWrites } } }
+
+    /// Closes the connections; later calls fail. Calls under way finish on theirs.
     func close() {
-        let (idle, waiters) = state.withLock { state -> ([RedisConnection], [CheckedContinuation<RedisConnection, any Error>]) in
+        let connections = state.withLock { state in
             state.closed = true
-            defer { state.idle = []; state.waiters = [] }
-            return (state.idle, state.waiters)
+            return state.connections
         }
-        for waiter in waiters { waiter.resume(throwing: RedisError(.poolClosed, "the Redis pool was closed")) }
-        for connection in idle { Task { await connection.disconnect() } }
+        for connection in connections { Task { await connection.disconnect() } }
     }
 
-    private func lease() async throws -> RedisConnection {
-        enum Decision { case use(RedisConnection), open(Int), wait, closed }
-        let decision: Decision = state.withLock { state in
-            if state.closed { return .closed }
-            if let connection = state.idle.popLast() { return .use(connection) }
-            if state.opened < maximumConnections {
-                state.opened += 1
-                return .open(state.opened)
+    /// An idle connection, a new one, or the one with the fewest callers; counted as taken.
+    private func take() throws -> (Int, RedisConnection) {
+        let taken: (Int, RedisConnection)? = state.withLock { state in
+            if state.closed { return nil }
+            var best = -1
+            for index in state.callers.indices where best < 0 || state.callers[index] < state.callers[best] {
+                best = index
+                if state.callers[index] == 0 { break }
             }
-            return .wait
-        }
-        switch decision {
-        case .use(let connection): return connection
-        case .open(let number):
-            return RedisConnection(configuration: configuration, name: "\(name)-\(number)", logger: logger)
-        case .closed: throw RedisError(.poolClosed, "the Redis pool was closed")
-        case .wait:
-            return try await withCheckedThrowingContinuation { continuation in
-                let closed = state.withLock { state in
-                    if state.closed { return true }
-                    if let connection = state.idle.popLast() {
-                        continuation.resume(returning: connection)
-                    } else {
-                        state.waiters.append(continuation)
-                    }
-                    return false
-                }
-                if closed { continuation.resume(throwing: RedisError(.poolClosed, "the Redis pool was closed")) }
+            if best < 0 || (state.callers[best] > 0 && state.connections.count < maximumConnections) {
+                let number = state.connections.count + 1
+                state.connections.append(RedisConnection(configuration: configuration, name: "\(name)-\(number)", logger: logger))
+                state.callers.append(0)
+                best = state.connections.count - 1
             }
+            state.callers[best] += 1
+            return (best, state.connections[best])
         }
-    }
-
-    private func release(_ connection: RedisConnection) {
-        let (waiter, closed): (CheckedContinuation<RedisConnection, any Error>?, Bool) = state.withLock { state in
-            if !state.waiters.isEmpty { return (state.waiters.removeFirst(), false) }
-            if state.closed { return (nil, true) }
-            state.idle.append(connection)
-            return (nil, false)
-        }
-        waiter?.resume(returning: connection)
-        if closed { Task { await connection.disconnect() } }
+        guard let taken else { throw RedisError(.poolClosed, "the Redis pool was closed") }
+        return taken
     }
 }

@@ -124,6 +124,9 @@ final class RedisRouter: Sendable {
         }
     }
 
+    /// Writes the node pools' connections sent with more than one caller's commands.
+    var sharedWrites: Int { state.withLock { $0.pools.values.reduce(0) { $0 + $1.sharedWrites } } }
+
     private func dropPool(_ address: Address) {
         let pool = state.withLock { state in
             defer { state.pools[address] = nil }

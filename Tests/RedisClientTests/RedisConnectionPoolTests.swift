@@ -25,6 +25,52 @@ import Testing
         await #expect(throws: RedisError.self) { try await pool.send(["PING"]) }
     }
 
+    /// Callers that find the one connection busy share its next write: each gets its own
+    /// replies, in its order, errors in place, its commands contiguous (a `MULTI` block of
+    /// one caller is never cut by another's).
+    @Test func callersOfABusyConnectionShareItsWritesAndEachGetsItsOwnReplies() async throws {
+        let key = TestRedis.uniquePrefix("shared")
+        let configuration = try await TestRedis.configuration()
+        let pool = RedisConnectionPool(configuration: configuration, maximumConnections: 1, name: key, logger: TestRedis.logger)
+        defer { pool.close() }
+        // A script that keeps the server busy for a while: the callers pile up behind its write.
+        let slow = RedisScript(name: "slow", source: "local i = 0 while i < tonumber(ARGV[1]) do i = i + 1 end return i")
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                let counted = try await pool.run(slow, keys: [], arguments: ["2000000"]).int
+                #expect(counted == 2_000_000)
+            }
+            for caller in 0..<200 {
+                group.addTask {
+                    let list = "\(key):list:\(caller)"
+                    let replies = try await pool.pipeline([
+                        ["RPUSH", list, "a\(caller)"], ["RPUSH", list, "b\(caller)"], ["LRANGE", list, "0", "-1"],
+                        ["INCR", list],
+                        ["MULTI"], ["INCR", "\(key):count"], ["GET", "\(key):count"], ["EXEC"],
+                    ])
+                    #expect(replies.count == 8)
+                    #expect(replies[0] == .integer(1) && replies[1] == .integer(2))
+                    #expect(replies[2].array?.compactMap(\.string) == ["a\(caller)", "b\(caller)"], "\(replies[2])")
+                    if case .error(let message) = replies[3] {
+                        #expect(message.hasPrefix("WRONGTYPE"))
+                    } else {
+                        Issue.record("\(replies[3])")
+                    }
+                    #expect(replies[4] == .status("OK") && replies[5] == .status("QUEUED") && replies[6] == .status("QUEUED"))
+                    // Nobody else's INCR ran between this caller's INCR and GET.
+                    let exec = replies[7].array ?? []
+                    #expect(exec.count == 2 && exec[1].string == exec[0].int.map(String.init), "\(exec)")
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(try await pool.send(["GET", "\(key):count"]).int == 200)
+        #expect(pool.sharedWrites > 0)
+        var keys = ["\(key):count"]
+        for caller in 0..<200 { keys.append("\(key):list:\(caller)") }
+        try await pool.send(["DEL"] + keys)
+    }
+
     @Test func sha1MatchesKnownDigests() {
         #expect(RedisScript(name: "empty", source: "").sha1 == "da39a3ee5e6b4b0d3255bfef95601890afd80709")
         #expect(
