@@ -316,8 +316,8 @@ public final class QueueConsumer: Sendable {
         /// When this attempt became due: a retry's time, else `enqueuedAt` (ms since 1970).
         var dueAt: Int64 = 0
 
-        /// Whether `start` gave it a lease: a job claimed ahead on its last attempt (attempt
-        /// 0) is started when its slot comes.
+        /// Whether `start` started it: a job claimed ahead on its last attempt (attempt 0,
+        /// `lease` its mark) is started when its slot comes.
         var isStarted: Bool { attempt > 0 }
     }
 
@@ -395,25 +395,26 @@ public final class QueueConsumer: Sendable {
     /// Gives claimed ids a lease; the script skips any that left this consumer's active list.
     /// The first `slots` have a handler slot; of the rest, claimed ahead, those on their last
     /// attempt come back not started (`ClaimedJob.isStarted`).
-    private func start(_ ids: [String], slots: Int, onPool: Bool = false) async throws -> [ClaimedJob] {
+    private func start(_ ids: [String], slots: Int) async throws -> [ClaimedJob] {
         let lease = nextLease()
-        let keys = [keys.active(consumerID), keys.dead, keys.stats] + ids.map(keys.job)
-        let arguments = startArguments(lease) + [String(slots), policies] + ids
-        // The fetch connection may be blocked in BLMOVE; a job's own start goes through the pool.
-        let reply =
-            onPool
-            ? try await jobQueue.redis.run(QueueScripts.start, keys: keys, arguments: arguments)
-            : try await fetchConnection.run(QueueScripts.start, keys: keys, arguments: arguments)
+        let reply = try await fetchConnection.run(
+            QueueScripts.start, keys: [keys.active(consumerID), keys.dead, keys.stats] + ids.map(keys.job),
+            arguments: startArguments(lease) + [String(slots), policies] + ids)
         return Self.claimedJobs(reply, lease: lease)
     }
 
     /// Starts a job claimed ahead and not started (its last attempt) now that its slot has
-    /// come. No job when it is no longer this consumer's (reaped, or its record gone), or
-    /// when Redis `failed` (the id may still be in the active list).
+    /// come, if it still holds the mark `start` left (its lease then). No job when it is no
+    /// longer this claim's (reaped, claimed again, or its record gone), or when Redis
+    /// `failed` (the id may still be in the active list).
     private func startWaited(_ job: ClaimedJob) async -> (job: ClaimedJob?, failed: Bool) {
+        let lease = nextLease()
         do {
-            let started = try await start([job.id], slots: 1, onPool: true)
-            return (started.first { $0.id == job.id && $0.isStarted }, false)
+            // Through the pool: the fetch connection may be blocked in BLMOVE.
+            let reply = try await jobQueue.redis.run(
+                QueueScripts.startWaited, keys: [keys.active(consumerID), keys.dead, keys.stats, keys.job(job.id)],
+                arguments: startArguments(lease) + [job.lease, job.id])
+            return (Self.claimedJobs(reply, lease: lease).first { $0.id == job.id && $0.isStarted }, false)
         } catch {
             logger.warning("could not start a job claimed ahead; it goes back to pending", metadata: ["error": "\(error)"])
             return (nil, true)
@@ -423,7 +424,7 @@ public final class QueueConsumer: Sendable {
     /// A lease of this consumer's not given before.
     private func nextLease() -> String { "\(consumerID):\(leaseCounter.add(1, ordering: .relaxed).newValue)" }
 
-    /// The first five arguments of `start` and `startClaimed`.
+    /// The first five arguments of `start`, `startClaimed` and `startWaited`.
     private func startArguments(_ lease: String) -> [String] {
         [
             String(JobQueue.nowMilliseconds()), lease, String(mostAttempts), String(jobQueue.configuration.deadTTL.milliseconds),

@@ -355,17 +355,19 @@ package enum QueueScripts {
     /// Starts claimed jobs: gives each id a lease, but only an id still in the caller's own
     /// active list (one reaped while the caller was paused may be running elsewhere now).
     ///
-    /// The first `slots` ids have a handler slot waiting; the rest are claimed ahead of one
+    /// The first `slots` jobs have a handler slot waiting; the rest are claimed ahead of one
     /// and wait in the worker. One of those on its last attempt is not started: a worker
     /// that crashed while it waited would have spent the attempt it never ran. It stays in
-    /// the active list, claimed, and the worker starts it when its slot comes. A job
-    /// enqueued with `maxAttempts` 0 has its type's policy's, from `policies`.
+    /// the active list, claimed, its status unchanged, holding the lease token as a mark
+    /// (`startWaited` starts it when its slot comes, `startClaimed` leaves it alone, a reaper
+    /// takes the mark away). A job enqueued with `maxAttempts` 0 has its type's policy's,
+    /// from `policies`.
     ///
     /// KEYS: active:{W}, dead, stats, then each id's hash key.
-    /// ARGV: nowMs, lease token, defaultMaxAttempts (for jobs enqueued with 0: in the
-    /// lost-worker check, and in the last-attempt check for types not in `policies`),
-    /// deadTTLms, the queue's `finished` channel, slots, policies (`type max` pairs, space
-    /// separated: the caller's handler types), then the ids.
+    /// ARGV: nowMs, lease token, the most attempts any of the caller's handler types allows
+    /// (for jobs enqueued with 0: in the lost-worker check, and in the last-attempt check
+    /// for types not in `policies`), deadTTLms, the queue's `finished` channel, slots,
+    /// policies (`type max` pairs, space separated: the caller's handler types), then the ids.
     /// Returns per job eight values: id, type, payload, attempt, maxAttempts (as stored: 0
     /// means the type's policy), enqueuedAt, traceparent ('' = none), and when this attempt
     /// became due (a retry's or deferral's retryAt, else enqueuedAt); attempt 0 is a job left
@@ -384,13 +386,12 @@ package enum QueueScripts {
                 -- The caller's active list read once (it holds only its claims), not searched per id.
                 local mine = {}
                 for _, id in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do mine[id] = true end
-                local seen = 0
+                local listed = 0
                 for i = 8, #ARGV do
                   local id, key = ARGV[i], KEYS[i - 4]
                   if mine[id] then
                     mine[id] = nil
-                    seen = seen + 1
-                    startOne(id, key, seen > slots and policies or nil)
+                    if startOne(id, key, listed >= slots and policies or nil) then listed = listed + 1 end
                   end
                 end
                 return out
@@ -401,8 +402,9 @@ package enum QueueScripts {
     /// the same write after it (`RedisDedicatedConnection.send(_:thenRun:)`), so the server
     /// runs it the moment the BLMOVE unblocks: an idle worker's pickup takes no round trip
     /// more. A head already started (the BLMOVE timed out: the head is a running job) is
-    /// left alone, as is an empty list; a head nobody started (a claim whose start reply was
-    /// lost) is started. The caller starts a moved id this did not with `start`: the job's
+    /// left alone, as is one waiting for its slot (its lease a mark, `start`) and an empty
+    /// list; a head nobody started (a claim whose start reply was lost) is started. The
+    /// caller starts a moved id this did not with `start`: the job's
     /// key is made here, not declared, which a cluster refuses while the slot migrates.
     ///
     /// KEYS: active:{W}, dead, stats. ARGV: as `start`'s first five, then the prefix of the
@@ -421,7 +423,29 @@ package enum QueueScripts {
             local out = {}
             """ + "\n" + startOne + "\n" + """
                 local id = redis.call('LINDEX', KEYS[1], 0)
-                if id and redis.call('HGET', ARGV[6] .. id, 'status') ~= 'processing' then startOne(id, ARGV[6] .. id) end
+                if id then
+                  local head = redis.call('HMGET', ARGV[6] .. id, 'status', 'lease')
+                  if head[1] ~= 'processing' and not head[2] then startOne(id, ARGV[6] .. id) end
+                end
+                return out
+                """
+    )
+
+    /// Starts a job `start` left waiting for its slot, now that the slot has come: only if
+    /// it is still in the caller's active list, not started, and holds the mark `start` left
+    /// (`mark`): a job reaped meanwhile lost the mark, and one claimed again carries another.
+    ///
+    /// KEYS: active:{W}, dead, stats, the job's hash key. ARGV: as `start`'s first five, then
+    /// the mark, then the id. Returns what `start` does, for the one job or none.
+    package static let startWaited = RedisScript(
+        name: "startWaited",
+        source: """
+            local now, lease, defaultMax, deadTTL, channel = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
+            local out = {}
+            """ + "\n" + startOne + "\n" + """
+                local id, key = ARGV[7], KEYS[4]
+                local f = redis.call('HMGET', key, 'status', 'lease')
+                if f[1] ~= 'processing' and f[2] == ARGV[6] and redis.call('LPOS', KEYS[1], id) then startOne(id, key) end
                 return out
                 """
     )
@@ -441,7 +465,8 @@ package enum QueueScripts {
     /// whose record is gone or finished; a job lost by crashed workers more often than it may
     /// run goes dead (and lets go of its unique key, as `finish` has a dead job do). A job
     /// claimed ahead of a handler slot (`ahead`: the handler types' attempts, by type) and
-    /// on its last attempt is left claimed, not started, and listed with attempt 0.
+    /// on its last attempt is left claimed, not started, marked with the lease token, and
+    /// listed with attempt 0. Returns whether it listed the job.
     private static let startOne =
         freeUnique + "\n" + """
             local function startOne(id, key, ahead)
@@ -449,7 +474,7 @@ package enum QueueScripts {
                 'traceparent', 'retryAt', 'waiter', 'createdAt', 'unique')
               if (not f[1]) or f[6] == 'succeeded' or f[6] == 'failed' then
                 redis.call('LREM', KEYS[1], -1, id)
-                return
+                return false
               end
               -- A field left out holds its default (Jobs/README.md, "The job's hash").
               local attempt = tonumber(f[3] or '0') + 1
@@ -467,7 +492,7 @@ package enum QueueScripts {
                 -- pcall: a server without SPUBLISH (or a user without the channel) wakes nobody but breaks nothing.
                 if f[9] then pcall(redis.call, 'SPUBLISH', channel, id) end
                 if f[11] then pcall(freeUnique, string.format('%sunique:%s', string.sub(key, 1, #key - #id - 4), f[11]), id) end
-                return
+                return false
               end
               if ahead then
                 local last = tonumber(f[4] or '0')
@@ -476,6 +501,8 @@ package enum QueueScripts {
               end
               if attempt > 0 then
                 redis.call('HSET', key, 'status', 'processing', 'attempt', attempt, 'startedAt', now, 'lease', lease)
+              else
+                redis.call('HSET', key, 'lease', lease)
               end
               out[#out + 1] = id
               out[#out + 1] = f[1]
@@ -485,6 +512,7 @@ package enum QueueScripts {
               out[#out + 1] = enqueuedAt
               out[#out + 1] = f[7] or ''
               out[#out + 1] = f[8] or enqueuedAt
+              return true
             end
             """
 
@@ -708,8 +736,9 @@ package enum QueueScripts {
                 if redis.call('HGET', key, 'status') == 'processing' then
                   redis.call('HINCRBY', key, 'attempt', -1)
                   redis.call('HSET', key, 'status', 'queued')
-                  redis.call('HDEL', key, 'lease')
                 end
+                -- A lease, or the mark of a job left waiting for its slot (`start`).
+                redis.call('HDEL', key, 'lease')
                 redis.call('RPUSH', KEYS[2], id)
                 n = n + 1
               end

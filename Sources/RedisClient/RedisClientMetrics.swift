@@ -5,7 +5,8 @@ public struct RedisClientMetrics: Sendable {
     public static let shared = RedisClientMetrics()
 
     let commands = Counter(label: "entitle_redis_commands_total")
-    /// Writes then reads on a socket: a pipeline or a script call is one, however many commands.
+    /// Calls that wrote and read on a socket: a pipeline or a script call is one, however many
+    /// commands, and each caller of a shared write (`sharedWrites`) counts its own.
     let roundTrips = Counter(label: "entitle_redis_round_trips_total")
     /// Writes that carried more than one caller's commands (a pool's busy connections share
     /// their next write among the callers waiting for them).

@@ -51,7 +51,7 @@ public actor RedisConnection {
         self.name = name
         self.logger = logger
         self.metrics = metrics
-        self.executor = ThreadExecutor(name: "redis-\(name)")
+        self.executor = ThreadExecutor(name: name)
     }
 
     isolated deinit {
@@ -105,7 +105,7 @@ public actor RedisConnection {
         var all = commands
         for rider in riders { all += rider.commands }
         if !riders.isEmpty { sharedWriteCount.add(1, ordering: .relaxed) }
-        let outcome = Result { try roundTrip(all, timeout: nil, calls: 1 + riders.count) }
+        let (replies, failure) = exchange(all, timeout: nil, calls: 1 + riders.count)
         let next = waiting.withLock { waiting -> WaitingCall? in
             if waiting.calls.isEmpty {
                 waiting.sending = false
@@ -114,18 +114,19 @@ public actor RedisConnection {
             return waiting.calls.removeFirst()
         }
         next?.continuation.resume(returning: nil)
-        switch outcome {
-        case .success(let replies):
-            var offset = commands.count
-            for rider in riders {
-                rider.continuation.resume(returning: Array(replies[offset..<offset + rider.commands.count]))
-                offset += rider.commands.count
+        // A caller whose replies all came before a failure has its answer; the rest fail.
+        var offset = commands.count
+        for rider in riders {
+            let end = offset + rider.commands.count
+            if end <= replies.count {
+                rider.continuation.resume(returning: Array(replies[offset..<end]))
+            } else {
+                rider.continuation.resume(throwing: failure ?? RedisError(.connectionLost, "no reply"))
             }
-            return Array(replies[..<commands.count])
-        case .failure(let error):
-            for rider in riders { rider.continuation.resume(throwing: error) }
-            throw error
+            offset = end
         }
+        if commands.count <= replies.count { return Array(replies[..<commands.count]) }
+        throw failure ?? RedisError(.connectionLost, "no reply")
     }
 
     /// Runs a script by EVALSHA; on NOSCRIPT (which means nothing ran) runs it again by
@@ -203,31 +204,45 @@ public actor RedisConnection {
 
     // MARK: - hiredis
 
+    private func roundTrip(_ commands: [[String]], timeout: Duration?) throws -> [RedisReply] {
+        let (replies, failure) = exchange(commands, timeout: timeout)
+        if let failure { throw failure }
+        return replies
+    }
+
+    /// Sends `commands` and reads their replies: every reply, or those read before the
+    /// connection failed and the failure.
     /// - Parameter calls: how many callers' commands go in it (`pipelineShared`): the
     ///   round-trip counter counts each caller's, as if each had sent its own.
-    private func roundTrip(_ commands: [[String]], timeout: Duration?, calls: Int = 1) throws -> [RedisReply] {
-        let context = try connectedContext()
-        let wanted = timeout ?? configuration.commandTimeout
-        if wanted != currentTimeout {
-            guard redisSetTimeout(context, timeval(wanted)) == REDIS_OK else { throw fail(context, stage: "set timeout") }
-            currentTimeout = wanted
-        }
-        for command in commands {
-            guard Self.append(command, to: context) == REDIS_OK else { throw fail(context, stage: "append") }
-        }
+    private func exchange(_ commands: [[String]], timeout: Duration?, calls: Int = 1) -> ([RedisReply], RedisError?) {
         var replies: [RedisReply] = []
-        replies.reserveCapacity(commands.count)
-        for _ in commands {
-            var raw: UnsafeMutableRawPointer?
-            guard redisGetReply(context, &raw) == REDIS_OK, let raw else { throw fail(context, stage: "read") }
-            let reply = raw.assumingMemoryBound(to: redisReply.self)
-            replies.append(Self.convert(reply))
-            freeReplyObject(raw)
+        do {
+            let context = try connectedContext()
+            let wanted = timeout ?? configuration.commandTimeout
+            if wanted != currentTimeout {
+                guard redisSetTimeout(context, timeval(wanted)) == REDIS_OK else { throw fail(context, stage: "set timeout") }
+                currentTimeout = wanted
+            }
+            for command in commands {
+                guard Self.append(command, to: context) == REDIS_OK else { throw fail(context, stage: "append") }
+            }
+            replies.reserveCapacity(commands.count)
+            for _ in commands {
+                var raw: UnsafeMutableRawPointer?
+                guard redisGetReply(context, &raw) == REDIS_OK, let raw else { throw fail(context, stage: "read") }
+                let reply = raw.assumingMemoryBound(to: redisReply.self)
+                replies.append(Self.convert(reply))
+                freeReplyObject(raw)
+            }
+        } catch let error as RedisError {
+            return (replies, error)
+        } catch {
+            return (replies, RedisError(.connectionLost, "\(error)"))
         }
         metrics.commands.increment(by: Int64(commands.count))
         metrics.roundTrips.increment(by: Int64(calls))
         if calls > 1 { metrics.sharedWrites.increment() }
-        return replies
+        return (replies, nil)
     }
 
     /// Drops a context that hiredis marked failed and turns its error into a `RedisError`.

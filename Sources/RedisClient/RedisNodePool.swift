@@ -31,18 +31,22 @@ final class RedisNodePool: Sendable {
     }
 
     /// Sends `commands` and reads their replies on one of the pool's connections. With a
-    /// `timeout` (a blocking command's), the call has its connection's turn to itself.
+    /// `timeout` (a blocking command's), or ending in a `WAIT` for replicas (which may block
+    /// for its timeout), the call has its connection's turn to itself: in a shared write
+    /// each would hold up the callers after it.
     func pipeline(_ commands: [[String]], timeout: Duration?) async throws -> [RedisReply] {
         let (index, connection) = try take()
         defer { state.withLock { $0.callers[index] -= 1 } }
-        if let timeout { return try await connection.pipeline(commands, timeout: timeout) }
+        if timeout != nil || commands.last?.first == "WAIT" { return try await connection.pipeline(commands, timeout: timeout) }
         return try await connection.pipelineShared(commands)
     }
 
     /// Writes the pool's connections sent with more than one caller's commands.
     var sharedWrites: Int { state.withLock { $0.connections.reduce(0) { $0 + $1.sharedWrites } } }
 
-    /// Closes the connections; later calls fail. Calls under way finish on theirs.
+    /// Fails later calls and disconnects the connections; a call under way finishes (and a
+    /// shared write handed on after the disconnection opens a socket that closes when the
+    /// pool is gone).
     func close() {
         let connections = state.withLock { state in
             state.closed = true

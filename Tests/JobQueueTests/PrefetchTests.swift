@@ -128,8 +128,14 @@ import Testing
         let running = Box(0)
         let ran = Box(0)
         var registry = Self.blockingRegistry(gate, running: running, ran: ran)
+        let onceRan = Box(0)
         registry.register(
-            "once", JobRegistration(handler: ClosureHandler { _ in #""once""# }, retryPolicy: RetryPolicy(maxAttempts: 1)))
+            "once",
+            JobRegistration(
+                handler: ClosureHandler { _ in
+                    onceRan.update { $0 += 1 }
+                    return #""once""#
+                }, retryPolicy: RetryPolicy(maxAttempts: 1)))
         let requests = [
             h.request("work", maxAttempts: 1),  // runs, and is lost with the worker
             h.request("work", maxAttempts: 1),  // its last attempt: waits claimed, not started
@@ -174,8 +180,11 @@ import Testing
             let lost = try await h.waitForStatus(ids[0], .failed, timeout: .seconds(10))
             #expect(lost.lastError == "out of attempts: its workers were lost")
         }
+        // Each waiting job ran once, on its one attempt, though the lost worker still held it.
         #expect(try await h.job(ids[1])?.attempt == 1)
+        #expect(try await h.job(ids[3])?.attempt == 1)
         #expect(try await h.job(ids[3])?.result == #""once""#)
+        #expect(onceRan.current == 1)
     }
 
     /// A worker with every slot busy does not wait on the server for new jobs: one claimed then

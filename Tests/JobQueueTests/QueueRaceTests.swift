@@ -30,6 +30,68 @@ import Testing
         #expect(try await h.redis.run(QueueScripts.finish, keys: keys, arguments: other).array == [.integer(0)])
     }
 
+    /// A job claimed ahead of a slot on its last attempt waits claimed and marked with the
+    /// claim's lease (`start`): an idle claim's `startClaimed` leaves it alone at the head of
+    /// the active list; `startWaited` starts it only with that mark, once; a reaper takes
+    /// the mark away, so the job claimed again is not started by the old claim's task.
+    @Test func aJobLeftWaitingForItsSlotIsStartedOnlyByItsOwnClaimOnce() async throws {
+        let h = try await QueueHarness("start-waited")
+        let consumer = "host:1:\(h.name):waits"
+        let active = h.keys.active(consumer)
+        func start(_ id: String, lease: String) async throws -> [RedisReply] {
+            try await h.redis.run(
+                QueueScripts.start, keys: [active, h.keys.dead, h.keys.stats, h.keys.job(id)],
+                arguments: [String(JobQueueNow.milliseconds), lease, "10", "60000", h.keys.finished, "0", "", id]
+            ).array ?? []
+        }
+        func startWaited(_ id: String, mark: String, lease: String) async throws -> [RedisReply] {
+            try await h.redis.run(
+                QueueScripts.startWaited, keys: [active, h.keys.dead, h.keys.stats, h.keys.job(id)],
+                arguments: [String(JobQueueNow.milliseconds), lease, "10", "60000", h.keys.finished, mark, id]
+            ).array ?? []
+        }
+        func lease(_ id: String) async throws -> String? { try await h.redis.send(["HGET", h.keys.job(id), "lease"]).string }
+
+        let id = try await h.enqueue(maxAttempts: 1)
+        try await h.redis.send(["LMOVE", h.keys.pending, active, "RIGHT", "LEFT"])
+        // No slot: left waiting, attempt 0 in the reply, marked, not started.
+        let waiting = try await start(id, lease: "lease-1")
+        #expect(waiting.count == 8 && waiting.first?.string == id && waiting[3].int == 0, "\(waiting)")
+        #expect(try await lease(id) == "lease-1")
+        var record = try #require(try await h.job(id))
+        #expect(record.status == .queued && record.attempt == 0)
+        // An idle claim whose BLMOVE timed out finds it at the head and leaves it alone.
+        let (moved, claimed) = try await h.redis.makeDedicatedConnection(name: "waits-\(UUID().uuidString.prefix(8))").send(
+            ["BLMOVE", h.keys.pending, active, "RIGHT", "LEFT", "0.1"],
+            thenRun: QueueScripts.startClaimed, keys: [active, h.keys.dead, h.keys.stats],
+            arguments: ["1", "lease-2", "10", "60000", h.keys.finished, h.keys.jobPrefix], timeout: .seconds(30))
+        let claimedNothing = try claimed.get().array?.isEmpty ?? true
+        #expect(moved == .null && claimedNothing)
+        #expect(try await lease(id) == "lease-1")
+        // Another claim's mark starts nothing; its own starts it once.
+        #expect(try await startWaited(id, mark: "lease-2", lease: "lease-3").isEmpty)
+        let started = try await startWaited(id, mark: "lease-1", lease: "lease-4")
+        #expect(started.first?.string == id && started[3].int == 1, "\(started)")
+        #expect(try await startWaited(id, mark: "lease-1", lease: "lease-5").isEmpty)
+        record = try #require(try await h.job(id))
+        #expect(record.status == .processing && record.attempt == 1)
+        #expect(try await lease(id) == "lease-4")
+
+        // Another job left waiting, then its consumer is lost and reaped: no attempt spent,
+        // no mark left; claimed again, the old claim's task cannot start it.
+        let second = try await h.enqueue(maxAttempts: 1)
+        try await h.redis.send(["LMOVE", h.keys.pending, active, "RIGHT", "LEFT"])
+        #expect(try await start(second, lease: "lease-6")[3].int == 0)
+        try await h.redis.send(["ZADD", h.keys.consumers, "1", consumer])
+        _ = try await h.queue.reapExpiredConsumers(queue: h.name)
+        record = try #require(try await h.job(second))
+        #expect(record.status == .queued && record.attempt == 0)
+        #expect(try await lease(second) == nil)
+        try await h.redis.send(["LMOVE", h.keys.pending, active, "RIGHT", "LEFT"])
+        #expect(try await startWaited(second, mark: "lease-6", lease: "lease-7").isEmpty)
+        #expect(try await h.job(second)?.attempt == 0)
+    }
+
     /// An idle consumer's BLMOVE carries its start in the same write (`startClaimed`): the
     /// job the BLMOVE moved is started once the BLMOVE unblocks, at Redis's time then, not
     /// the time the wait began; after a BLMOVE that timed out, the head of the active list
