@@ -43,8 +43,12 @@ struct WorkerCommand: AsyncParsableCommand {
             """)
     var prefetch: Int?
 
-    @Option(help: "Redis connections this process opens (blocking claims use their own).")
-    var connections: Int = 8
+    @Option(
+        help: """
+            Redis connections this process opens for its handlers (blocking claims use their own); calls that find \
+            them all busy share their next write, so a few serve many jobs.
+            """)
+    var connections: Int = 4
 
     @Flag(
         inversion: .prefixedNo,
