@@ -77,8 +77,8 @@ public actor RedisConnection {
     /// `pipeline` for callers sharing the connection: commands that come while a write is
     /// under way go out together in the next, one write and one read for them all, each
     /// caller's contiguous and in its order. An idle connection sends at once. The replies and
-    /// errors are each caller's as `pipeline` gives them; a broken connection fails every
-    /// caller of that write. Uses the configured command timeout.
+    /// errors are each caller's as `pipeline` gives them; a connection that breaks part way
+    /// fails the callers whose replies had not all come. Uses the configured command timeout.
     public nonisolated func pipelineShared(_ commands: [[String]]) async throws -> [RedisReply] {
         let replies: [RedisReply]? = try await withCheckedThrowingContinuation { continuation in
             let send = waiting.withLock { waiting in
