@@ -374,29 +374,26 @@ package enum QueueScripts {
     /// claimed and not started (above).
     /// Ids whose record is gone or finished are dropped; a job lost by crashed workers more
     /// often than it may run goes dead.
-    package static let start = RedisScript(
-        name: "start",
-        source: """
-            local now, lease, defaultMax, deadTTL, channel = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
+    package static let start = startingScript(
+        "start",
+        prelude: """
             local slots = tonumber(ARGV[6])
             local policies = {}
             for t, m in string.gmatch(ARGV[7], '(%S+) (%d+)') do policies[t] = tonumber(m) end
-            local out = {}
-            """ + "\n" + startOne + "\n" + """
-                -- The caller's active list read once (it holds only its claims), not searched per id.
-                local mine = {}
-                for _, id in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do mine[id] = true end
-                local listed = 0
-                for i = 8, #ARGV do
-                  local id, key = ARGV[i], KEYS[i - 4]
-                  if mine[id] then
-                    mine[id] = nil
-                    if startOne(id, key, listed >= slots and policies or nil) then listed = listed + 1 end
-                  end
-                end
-                return out
-                """
-    )
+            """,
+        body: """
+            -- The caller's active list read once (it holds only its claims), not searched per id.
+            local mine = {}
+            for _, id in ipairs(redis.call('LRANGE', KEYS[1], 0, -1)) do mine[id] = true end
+            local listed = 0
+            for i = 8, #ARGV do
+              local id, key = ARGV[i], KEYS[i - 4]
+              if mine[id] then
+                mine[id] = nil
+                if startOne(id, key, listed >= slots and policies or nil) then listed = listed + 1 end
+              end
+            end
+            """)
 
     /// Starts the job a `BLMOVE` just moved to the head of the caller's active list, sent in
     /// the same write after it (`RedisDedicatedConnection.send(_:thenRun:)`), so the server
@@ -411,25 +408,22 @@ package enum QueueScripts {
     /// queue's job keys (`PREFIX:{Q}:job:`): the job's key, in the queue's slot, is made here.
     /// Returns what `start` does, for the one job or none. The one script that reads Redis's
     /// clock: its `startedAt` (and a lost job's `finishedAt`) is when the BLMOVE unblocked.
-    package static let startClaimed = RedisScript(
-        name: "startClaimed",
-        source: """
-            local now, lease, defaultMax, deadTTL, channel = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
+    package static let startClaimed = startingScript(
+        "startClaimed",
+        prelude: """
             -- Sent before the BLMOVE waited, ARGV[1] can be a second old: the start is Redis's time
             -- (effects replication, as on Redis 7 always, lets a script write after reading it).
             if redis.replicate_commands then redis.replicate_commands() end
             local t = redis.call('TIME')
             now = t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
-            local out = {}
-            """ + "\n" + startOne + "\n" + """
-                local id = redis.call('LINDEX', KEYS[1], 0)
-                if id then
-                  local head = redis.call('HMGET', ARGV[6] .. id, 'status', 'lease')
-                  if head[1] ~= 'processing' and not head[2] then startOne(id, ARGV[6] .. id) end
-                end
-                return out
-                """
-    )
+            """,
+        body: """
+            local id = redis.call('LINDEX', KEYS[1], 0)
+            if id then
+              local head = redis.call('HMGET', ARGV[6] .. id, 'status', 'lease')
+              if head[1] ~= 'processing' and not head[2] then startOne(id, ARGV[6] .. id) end
+            end
+            """)
 
     /// Starts a job `start` left waiting for its slot, now that the slot has come: only if
     /// it is still in the caller's active list, not started, and holds the mark `start` left
@@ -437,18 +431,28 @@ package enum QueueScripts {
     ///
     /// KEYS: active:{W}, dead, stats, the job's hash key. ARGV: as `start`'s first five, then
     /// the mark, then the id. Returns what `start` does, for the one job or none.
-    package static let startWaited = RedisScript(
-        name: "startWaited",
-        source: """
-            local now, lease, defaultMax, deadTTL, channel = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
-            local out = {}
-            """ + "\n" + startOne + "\n" + """
-                local id, key = ARGV[7], KEYS[4]
-                local f = redis.call('HMGET', key, 'status', 'lease')
-                if f[1] ~= 'processing' and f[2] == ARGV[6] and redis.call('LPOS', KEYS[1], id) then startOne(id, key) end
+    package static let startWaited = startingScript(
+        "startWaited",
+        body: """
+            local id, key = ARGV[7], KEYS[4]
+            local f = redis.call('HMGET', key, 'status', 'lease')
+            if f[1] ~= 'processing' and f[2] == ARGV[6] and redis.call('LPOS', KEYS[1], id) then startOne(id, key) end
+            """)
+
+    /// A script that starts jobs with `startOne`: `start`'s first five arguments read, then
+    /// `prelude`, then `body`; it returns what `startOne` listed.
+    private static func startingScript(_ name: String, prelude: String = "", body: String) -> RedisScript {
+        RedisScript(
+            name: name,
+            source: """
+                local now, lease, defaultMax, deadTTL, channel = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
+                \(prelude)
+                local out = {}
+                \(startOne)
+                \(body)
                 return out
-                """
-    )
+                """)
+    }
 
     /// Deletes a job's unique key if the key still names the job (`freeUnique(key, id)`), for
     /// the scripts that end a job; called under `pcall`, the key being made from the job's
