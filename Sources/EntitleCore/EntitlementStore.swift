@@ -11,7 +11,8 @@ import Reporting
 /// an owner index saying which customer holds each original transaction.
 ///
 /// Its keys are `EntitlementKeys`. Each operation touches one key (a pipeline several, each
-/// command one), so the store works on Redis Cluster unchanged.
+/// command one), so the store works on Redis Cluster unchanged; the one exception, a claim
+/// in the customer's write, is made only off a cluster (`claimsInWrite`).
 package struct EntitlementStore: Sendable {
     package let redis: RedisConnectionPool
     package let prefix: String
@@ -59,7 +60,13 @@ package struct EntitlementStore: Sendable {
     /// partition: `ARGV[9]` entries of a field and its JSON from `ARGV[11]`, trimming entries
     /// older than `ARGV[8]` ms) and the lifecycle events' ids to the customer's list of them
     /// (trimmed alike), then publishes the change. Returns the new version, 0 when someone
-    /// else wrote first, or -1 when the writer's lock was taken over (fenced out).
+    /// else wrote first, -1 when the writer's lock was taken over (fenced out), or -2 when
+    /// another customer holds a purchase the write claims.
+    ///
+    /// `KEYS[3]` on are the holder indexes (their scores after the customer in ARGV), then
+    /// the owner keys the write claims for the customer, as many as the last ARGV says:
+    /// written with the document or not at all. Those keys are in other hash slots, so only
+    /// a single server (or Sentinel's primary) is sent any (`claimsInWrite`).
     ///
     /// `ARGV[10]` is the layout written (`StoredCustomer.Layout`): `packed`, the field `doc`
     /// holding the version, the event ids, the fences and the document (`StoredCustomer.Record`,
@@ -115,8 +122,17 @@ package struct EntitlementStore: Sendable {
               if not fences[ARGV[5]] then table.insert(order, ARGV[5]) end
               fences[ARGV[5]] = ARGV[6]
             end
-            local version = (tonumber(current) or 0) + 1
             local count = tonumber(ARGV[9])
+            local customer = ARGV[11 + 2 * count]
+            -- The owner keys claimed in this write (one server only: KEYS' last ARGV[#ARGV]):
+            -- all or none, and none when another customer holds one.
+            local lastHolder = #KEYS - tonumber(ARGV[#ARGV])
+            for k = lastHolder + 1, #KEYS do
+              local holder = redis.call('GET', KEYS[k])
+              if holder and holder ~= customer then return -2 end
+            end
+            for k = lastHolder + 1, #KEYS do redis.call('SET', KEYS[k], customer, 'NX') end
+            local version = (tonumber(current) or 0) + 1
             local ids = {}
             if count > 0 then
               local time = redis.call('TIME')
@@ -165,13 +181,14 @@ package struct EntitlementStore: Sendable {
             -- The holder indexes (KEYS[3] on): the customer (after the entries) and a score
             -- per index key, '' to leave the index.
             local at = 11 + 2 * count
-            for k = 3, #KEYS do
+            for k = 3, lastHolder do
               local score = ARGV[at + k - 2]
-              if score == '' then redis.call('ZREM', KEYS[k], ARGV[at]) else redis.call('ZADD', KEYS[k], score, ARGV[at]) end
+              if score == '' then redis.call('ZREM', KEYS[k], customer) else redis.call('ZADD', KEYS[k], score, customer) end
             end
             redis.call('PUBLISH', ARGV[3], ARGV[4] .. version .. '}')
             return version
-            """)
+            """,
+        spansSlotsOffCluster: true)
 
     /// The customer's document and its version (0 when the customer is new).
     package func load(publisher: String, customer: String) async throws -> (state: CustomerEntitlements, version: Int) {
@@ -291,8 +308,12 @@ package struct EntitlementStore: Sendable {
     /// `snapshot`: the customer as the caller read it (`readForClaim`), taken for the first
     /// attempt instead of reading it again; the compare-and-set still refuses it if stale, and
     /// a change it shows as nothing to write is judged again on a fresh read.
+    /// `claiming`: original transactions the customer claims (`claim`) in the same write, a
+    /// round trip fewer, where `claimsInWrite`; when another customer holds one, nothing is
+    /// written and `EntitlementStoreError.claimTaken` is thrown (the caller decides again).
     package func update<Result: Sendable>(
         publisher: String, customer: String, fence: TransactionLock.Token?, snapshot: Snapshot? = nil,
+        claiming: [String] = [],
         _ change: (inout CustomerEntitlements) throws -> Result,
         effects: (_ before: CustomerEntitlements, _ after: CustomerEntitlements, _ version: Int) throws -> Change
     ) async throws -> (result: Result, outbox: [FollowUpJob], events: [LifecycleEvent]) {
@@ -313,6 +334,10 @@ package struct EntitlementStore: Sendable {
                 // A write's compare-and-set refuses a stale snapshot; "nothing to write" has no
                 // such check, so it is decided only on the customer as read here and now.
                 if wasPrefetched { continue }
+                if !claiming.isEmpty {
+                    let owners = try await claim(publisher: publisher, originalTransactionIds: claiming, for: customer)
+                    if owners.values.contains(where: { $0 != customer }) { throw Self.claimTaken(publisher, customer) }
+                }
                 return (result, outbox, [])
             }
             let effect = try effects(stored, state, version + 1)
@@ -332,17 +357,19 @@ package struct EntitlementStore: Sendable {
             let holders = holderChanges(publisher: publisher, customer: customer, before: stored, after: state)
             let written = try await redis.run(
                 Self.compareAndSet,
-                keys: [customerKey(publisher, customer), keys.events(publisher, customer: customer)] + holders.map(\.key),
+                keys: [customerKey(publisher, customer), keys.events(publisher, customer: customer)] + holders.map(\.key)
+                    + claiming.map { ownerKey(publisher, $0) },
                 arguments: [
                     version == 0 ? "" : String(version), document, channel(publisher), event,
                     fence.map { StoredCustomer.Record.fenceName($0.originalTransactionId) } ?? "", fence.map { String($0.value) } ?? "",
                     newOutbox, String(effect.retention.components.seconds * 1000), String(entries.count / 2), format.layout.rawValue,
-                ] + entries + [customer] + holders.map(\.score))
+                ] + entries + [customer] + holders.map(\.score) + [String(claiming.count)])
             if let newVersion = written.int, newVersion > 0 { return (result, outbox + added, effect.events) }
             if written.int == -1, let fence {
                 throw EntitlementStoreError(
                     .fenced, "the lock on \(fence.originalTransactionId) passed to a later job before this one wrote")
             }
+            if written.int == -2 { throw Self.claimTaken(publisher, customer) }
             logger.debug("entitlement write raced; retrying", metadata: ["attempt": "\(attempt)"])
         }
         throw EntitlementStoreError(.contended, "customer \(customer) of \(publisher) kept changing under \(maximumAttempts) attempts")
@@ -452,6 +479,17 @@ package struct EntitlementStore: Sendable {
     }
 
     // MARK: Owners
+
+    /// Whether `update` may claim purchases in the customer's write (`claiming`): the owner
+    /// keys share no hash slot with the customer, so not on a Redis Cluster.
+    package var claimsInWrite: Bool {
+        if case .cluster = redis.configuration.topology { return false }
+        return true
+    }
+
+    static func claimTaken(_ publisher: String, _ customer: String) -> EntitlementStoreError {
+        EntitlementStoreError(.claimTaken, "another customer of \(publisher) claimed a purchase customer \(customer) was claiming")
+    }
 
     /// Records `customer` as the holder of `originalTransactionId` unless someone holds it;
     /// returns the holder (`customer` when the claim succeeded or it already held it).

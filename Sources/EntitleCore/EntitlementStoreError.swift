@@ -10,6 +10,9 @@ package struct EntitlementStoreError: Error, Sendable, Hashable, CustomStringCon
         package static let contended = Code(rawValue: "contended")
         /// The job's per-transaction lock passed to a later job, which already wrote.
         package static let fenced = Code(rawValue: "fenced")
+        /// Another customer claimed a purchase this write was claiming (`update(claiming:)`);
+        /// nothing was written, and the claim is to be decided again.
+        package static let claimTaken = Code(rawValue: "claimTaken")
     }
 
     package let code: Code

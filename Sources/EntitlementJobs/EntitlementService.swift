@@ -21,6 +21,9 @@ package struct EntitlementService: Sendable {
     /// Runs after an entitlement write, before its follow-ups are enqueued and the job is
     /// acknowledged: a fault point for crash tests (the CLI sets it in development only).
     package var afterEntitlementWrite: (@Sendable (JobContext) -> Void)?
+    /// Runs before a write that claims purchases (`apply(claiming:)`), with their ids: a
+    /// fault point for tests of a claim made meanwhile.
+    package var beforeClaimingWrite: (@Sendable (JobContext, [String]) async throws -> Void)?
 
     /// Locks whose release failed (Redis unreachable at that moment); each expires with its lease.
     static let lockReleaseFailures = Counter(label: "entitle_lock_release_failures_total")
@@ -115,12 +118,13 @@ package struct EntitlementService: Sendable {
     /// `sharing` are the customer's through the `share` policy, those in `holding` theirs as
     /// holder from now on. Returns the engine's decision per transaction id. Evidence with
     /// `provisionalUntil` was verified here while Apple could not be asked: its purchases
-    /// give access until then unless Apple's word comes first.
+    /// give access until then unless Apple's word comes first. The purchases in `claiming` are
+    /// claimed for the customer in the same write (`EntitlementStore.update(claiming:)`).
     func apply(
         _ evidence: AppleEvidence, publisher: Publisher, customer: String, fence: TransactionLock.Token?, now: Date,
         accessFrom: Date? = nil, extraEvents: [LifecycleEvent] = [], sharing: Set<String> = [],
         holding: Set<String> = [], imported: Bool = false, importWebhooks: Bool = false, snapshot: EntitlementStore.Snapshot? = nil,
-        closing: ClosingWrites? = nil, job: JobContext
+        claiming: [String] = [], closing: ClosingWrites? = nil, job: JobContext
     ) async throws -> [String: EntitlementDecision] {
         let engine = EntitlementEngine(publisher: publisher)
         var events = changeEvents(publisher, now: now)
@@ -129,8 +133,9 @@ package struct EntitlementService: Sendable {
         let facts = evidence.facts.sorted { ($0.purchaseDate, $0.transactionId) < ($1.purchaseDate, $1.transactionId) }
         // Renewal info speaks of a subscription's newest transaction (its billing, its grace).
         let newest = Dictionary(facts.map { ($0.originalTransactionId, $0.transactionId) }) { _, later in later }
+        if !claiming.isEmpty, let beforeClaimingWrite { try await beforeClaimingWrite(job, claiming) }
         let (decisions, outbox, _) = try await store.update(
-            publisher: publisher.id, customer: customer, fence: fence, snapshot: snapshot,
+            publisher: publisher.id, customer: customer, fence: fence, snapshot: snapshot, claiming: claiming,
             { state in
                 state.sharedPurchases.formUnion(sharing)
                 state.sharedPurchases.subtract(holding)

@@ -16,6 +16,10 @@ extension JobFailure {
                 Duration.milliseconds(AppleTimestamp.milliseconds(min(max(0, $0.timeIntervalSinceNow), 86_400) * 1000))
             }
             return JobFailure.retryable("apple.\(error.code.rawValue)", error.message, after: wait)
+        case let error as EntitlementStoreError where error.code == .claimTaken:
+            // Decided on owners that changed before the write, which wrote nothing: run again at
+            // once, the attempt given back, to decide on what is read then.
+            return JobFailure.deferred("store.\(error.code.rawValue)", error.message, after: .zero)
         case let error as EntitlementStoreError:
             return JobFailure.retryable("store.\(error.code.rawValue)", error.message)
         case let error as WorkerError:

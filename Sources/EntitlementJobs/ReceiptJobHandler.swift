@@ -435,9 +435,14 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
             }
             // Only what the claim may take becomes the claimant's (nothing before the primary
             // purchase is known to be granted); one claimed meanwhile (a notification naming an
-            // appAccountToken) is decided again.
+            // appAccountToken) is decided again. Off a cluster the claim goes in the customer's
+            // write, a round trip fewer: one claimed meanwhile leaves the write undone and the
+            // job is run again (`claimTaken`), to decide on what it then reads.
             let unclaimed = decisions.filter { owners[$0.key] == nil && $0.value.outcome == .granted }.keys
-            if !unclaimed.isEmpty {
+            var claiming: [String] = []
+            if !unclaimed.isEmpty, service.store.claimsInWrite {
+                claiming = unclaimed.sorted()
+            } else if !unclaimed.isEmpty {
                 let claimed = try await service.store.claim(
                     publisher: publisher.id, originalTransactionIds: unclaimed, for: payload.customer)
                 if claimed.values.contains(where: { $0 != payload.customer }) {
@@ -468,7 +473,7 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
             let decisionsByTransaction = try await service.apply(
                 evidence, publisher: publisher, customer: payload.customer, fence: fence, now: now,
                 sharing: Set(sharingNow), imported: payload.imported == true, importWebhooks: payload.importWebhooks == true,
-                snapshot: read.snapshot, closing: moment.closing, job: job)
+                snapshot: read.snapshot, claiming: claiming, closing: moment.closing, job: job)
             if payload.appReceipt != nil, let receipt = evidence.latestReceipt,
                 try !service.reader(publisher, bundleId: primary.bundleId).gateway.hasServerAPI
             {

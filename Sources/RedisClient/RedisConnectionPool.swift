@@ -146,7 +146,7 @@ extension RedisRouter {
         _ command: [String], thenRun script: RedisScript, keys: [String], arguments: [String], timeout: Duration?,
         through source: any RedisConnectionSource
     ) async throws -> (command: RedisReply, script: Result<RedisReply, RedisError>) {
-        let slot = try Self.slot(of: script, keys)
+        let slot = try slot(of: script, keys)
         var run = RoutedCommand(command: script.command(keys: keys, arguments: arguments), slot: slot, script: script)
         run.confirmed = false
         let routed = [RoutedCommand(command: command, slot: isCluster ? try RedisCommandKeys.slot(command) : nil), run]
@@ -169,7 +169,7 @@ extension RedisRouter {
     ) async throws -> [Result<RedisReply, RedisError>] {
         let routed = try calls.map { call in
             RoutedCommand(
-                command: script.command(keys: call.keys, arguments: call.arguments), slot: try Self.slot(of: script, call.keys),
+                command: script.command(keys: call.keys, arguments: call.arguments), slot: try slot(of: script, call.keys),
                 script: script)
         }
         return try await execute(routed, timeout: nil, through: source).map { reply in
@@ -179,10 +179,12 @@ extension RedisRouter {
     }
 
     /// The one slot of a script's keys, checked on every topology, so that a test on one
-    /// server refuses what a cluster (or a strict proxy) would.
-    static func slot(of script: RedisScript, _ keys: [String]) throws -> Int? {
+    /// server refuses what a cluster (or a strict proxy) would; but for a script that
+    /// `spansSlotsOffCluster`, checked only on a cluster.
+    func slot(of script: RedisScript, _ keys: [String]) throws -> Int? {
         guard let first = keys.first else { return nil }
         let slot = RedisKeySlot.slot(first)
+        if script.spansSlotsOffCluster && !isCluster { return slot }
         for key in keys.dropFirst() where RedisKeySlot.slot(key) != slot {
             throw RedisError(.crossSlot, "script \(script.name) names keys in different cluster slots; its keys must share one hash tag")
         }

@@ -70,12 +70,14 @@ struct APIStack: Sendable {
     /// - Parameter notify: publishers whose notification route gets each V2 notification the
     ///   simulator sends (as Apple would post it to each publisher's URL); none: they stay in `inbox`.
     /// - Parameter notifyV1: the V1 notifications (with their receipts) go there too.
+    /// - Parameter serviceHooks: sets the worker's entitlement service's fault points.
     static func run(
         _ name: String, worker: Bool = false, sweep: Bool = false, adminToken: String? = adminToken, redisDown: Bool = false,
         notify: [String] = [], notifyV1: Bool = false,
         environment extra: [String: String] = [:], configure: @Sendable (inout EntitleAPI.Configuration) -> Void = { _ in },
         catalog change: @Sendable (inout [[String: Any]]) -> Void = { _ in },
-        settings tune: @Sendable (inout EntitleConfiguration) -> Void = { _ in }, _ body: @Sendable (APIStack) async throws -> Void
+        settings tune: @Sendable (inout EntitleConfiguration) -> Void = { _ in },
+        service serviceHooks: @Sendable (inout EntitlementService) -> Void = { _ in }, _ body: @Sendable (APIStack) async throws -> Void
     ) async throws {
         let inbox = RequestLog()
         let forwarder = Forwarder(publishers: notify)
@@ -142,8 +144,9 @@ struct APIStack: Sendable {
                 var workerService: WorkerService?
                 if worker {
                     var handlers = JobHandlerRegistry.builtIn()
-                    EntitlementJobs.register(
-                        in: &handlers, service: EntitlementService(configuration: settings, jobQueue: jobQueue, logger: TestRedis.logger))
+                    var service = EntitlementService(configuration: settings, jobQueue: jobQueue, logger: TestRedis.logger)
+                    serviceHooks(&service)
+                    EntitlementJobs.register(in: &handlers, service: service)
                     var settings = QueueConsumer.Settings(concurrency: 8)
                     settings.blockTimeout = .milliseconds(200)
                     var workerConfiguration = WorkerService.Configuration(queues: ["default": settings])

@@ -254,4 +254,59 @@ import Testing
         #expect(try await store.owner(publisher: "voip", originalTransactionId: "77") == "bob")
         #expect(try await store.owner(publisher: "other", originalTransactionId: "77") == nil)
     }
+
+    /// Off a cluster a purchase is claimed in the customer's write: the claims and the
+    /// document land together or not at all, and a purchase another customer holds leaves
+    /// everything as it was (`claimTaken`), the events too. A change with nothing to write
+    /// still claims.
+    @Test func claimsInTheWriteLandWithTheDocumentOrNotAtAll() async throws {
+        let store = try await store()
+        #expect(store.claimsInWrite)
+        let clusterStore = EntitlementStore(
+            redis: RedisConnectionPool(configuration: try RedisConfiguration(url: "redis+cluster://127.0.0.1:1"), logger: TestRedis.logger),
+            logger: TestRedis.logger)
+        #expect(!clusterStore.claimsInWrite)
+
+        func credit(_ id: String, claiming: [String]) async throws {
+            _ = try await store.update(
+                publisher: "voip", customer: "alice", fence: nil, claiming: claiming,
+                { state in engine.apply(self.credit(id), to: &state, now: Date()) },
+                effects: { _, _, version in
+                    var event = LifecycleEvent(
+                        id: "voip:alice:credits_granted:\(id)", type: .creditsGranted, publisher: "voip", customer: "alice",
+                        occurredAt: Date(), recordedAt: Date())
+                    (event.transactionId, event.customerVersion, event.amount) = (id, version, 10)
+                    return EntitlementStore.Change(events: [event])
+                })
+        }
+        func owner(_ id: String) async throws -> String? { try await store.owner(publisher: "voip", originalTransactionId: id) }
+        let events = store.keys.events("voip", customer: "alice")
+
+        try await credit("1", claiming: ["1", "2"])
+        #expect(try await owner("1") == "alice")
+        #expect(try await owner("2") == "alice")
+        #expect(try await store.redis.send(["XLEN", events]).int == 1)
+
+        // One held by bob: nothing is written, the free one is not claimed either.
+        #expect(try await store.claim(publisher: "voip", originalTransactionId: "3", for: "bob") == "bob")
+        await #expect(throws: EntitlementStoreError.self) { try await credit("3", claiming: ["4", "3"]) }
+        do {
+            try await credit("3", claiming: ["4", "3"])
+        } catch let error as EntitlementStoreError {
+            #expect(error.code == .claimTaken)
+        }
+        #expect(try await owner("4") == nil)
+        #expect(try await owner("3") == "bob")
+        let (state, version) = try await store.load(publisher: "voip", customer: "alice")
+        #expect(version == 1)
+        #expect(state.credits.balance == 10)
+        #expect(try await store.redis.send(["XLEN", events]).int == 1)
+
+        // Nothing to write (credit 1 again) still claims, and still refuses one bob holds.
+        try await credit("1", claiming: ["5"])
+        #expect(try await owner("5") == "alice")
+        await #expect(throws: EntitlementStoreError.self) { try await credit("1", claiming: ["3"]) }
+        #expect(try await owner("3") == "bob")
+        #expect(try await store.load(publisher: "voip", customer: "alice").version == 1)
+    }
 }

@@ -1,7 +1,8 @@
 import Foundation
-@testable import RedisClient
 import RedisTestSupport
 import Testing
+
+@testable import RedisClient
 
 /// The client on a real 3-primary, 3-replica Redis Cluster on loopback. Serialized: each
 /// test has a cluster of its own, and six servers at a time is enough for two cores.
@@ -28,8 +29,11 @@ import Testing
     @Test func routesCommandsPipelinesAndScriptsToTheirSlotsAndRefusesCrossSlot() async throws {
         try await withCluster { cluster in
             // Slots: ours agree with the server's, hash tags included.
-            let samples = ["", "a", "foo", "{user1000}.following", "{user1000}.followers", "foo{}{bar}", "foo{{bar}}zap", "foo{bar}{zap}",
-                "entitle:{default}:pending", "entitle:{receipts}:job:0123456789abcdef", "entitle:ent:app:customer:42", "ünïcødé"]
+            let samples =
+                [
+                    "", "a", "foo", "{user1000}.following", "{user1000}.followers", "foo{}{bar}", "foo{{bar}}zap", "foo{bar}{zap}",
+                    "entitle:{default}:pending", "entitle:{receipts}:job:0123456789abcdef", "entitle:ent:app:customer:42", "ünïcødé",
+                ]
                 + (0..<200).map { "key-\($0)" }
             let node = try await cluster.anyNode()
             for key in samples {
@@ -68,6 +72,12 @@ import Testing
             #expect(crossCommand?.code == .crossSlot)
             let crossScript = await #expect(throws: RedisError.self) { try await redis.run(script, keys: ["k:1", "k:2"], arguments: []) }
             #expect(crossScript?.code == .crossSlot)
+            // A script whose keys may span slots off a cluster is refused on one all the same.
+            let spanning = RedisScript(name: "swap-spanning", source: script.source, spansSlotsOffCluster: true)
+            let crossSpanning = await #expect(throws: RedisError.self) {
+                try await redis.run(spanning, keys: ["k:1", "k:2"], arguments: [])
+            }
+            #expect(crossSpanning?.code == .crossSlot)
         }
     }
 
@@ -122,7 +132,9 @@ import Testing
             let received = Task {
                 var got: [String] = []
                 while got.count < 2 {
-                    if let item = try? await blocking.send(["BLMOVE", list, "{blk}:taken", "RIGHT", "LEFT", "0.5"], timeout: .seconds(3)).string {
+                    if let item = try? await blocking.send(["BLMOVE", list, "{blk}:taken", "RIGHT", "LEFT", "0.5"], timeout: .seconds(3))
+                        .string
+                    {
                         got.append(item)
                     }
                 }
@@ -215,7 +227,9 @@ import Testing
         #expect(cluster.topology == .cluster(seeds: [.init(host: "10.0.0.1", port: 7000), .init(host: "10.0.0.2", port: 7001)]))
         #expect(cluster.password == "pw" && cluster.replicaAcknowledgements == 1)
         let sentinel = try RedisConfiguration(url: "redis+sentinel://s1:26379,s2:26380/main/2")
-        #expect(sentinel.topology == .sentinel(sentinels: [.init(host: "s1", port: 26379), .init(host: "s2", port: 26380)], primaryName: "main"))
+        #expect(
+            sentinel.topology
+                == .sentinel(sentinels: [.init(host: "s1", port: 26379), .init(host: "s2", port: 26380)], primaryName: "main"))
         #expect(sentinel.database == 2)
         #expect(throws: RedisError.self) { try RedisConfiguration(url: "redis+cluster://h:1/3") }
         #expect(throws: RedisError.self) { try RedisConfiguration(url: "redis+sentinel://h:1") }

@@ -1,6 +1,7 @@
-import RedisClient
 import RedisTestSupport
 import Testing
+
+@testable import RedisClient
 
 @Suite struct RedisConnectionPoolTests {
     @Test func manyTasksShareABoundedNumberOfConnections() async throws {
@@ -69,6 +70,25 @@ import Testing
         var keys = ["\(key):count"]
         for caller in 0..<200 { keys.append("\(key):list:\(caller)") }
         try await pool.send(["DEL"] + keys)
+    }
+
+    /// On one server a script's keys must share a slot as on a cluster, so a test here
+    /// refuses what a cluster would; a script that `spansSlotsOffCluster` runs across slots.
+    @Test func aScriptsKeysShareASlotOnOneServerUnlessItSpansSlotsOffCluster() async throws {
+        let pool = try await TestRedis.pool()
+        let prefix = TestRedis.uniquePrefix("slots")
+        let (a, b) = ("\(prefix):a", "\(prefix):b")
+        #expect(RedisKeySlot.slot(a) != RedisKeySlot.slot(b))
+        let source = "redis.call('SET', KEYS[2], ARGV[1]); return redis.call('GET', KEYS[1])"
+        let strict = RedisScript(name: "strict", source: source)
+        let refused = await #expect(throws: RedisError.self) { try await pool.run(strict, keys: [a, b], arguments: ["x"]) }
+        #expect(refused?.code == .crossSlot)
+        #expect(try await pool.send(["EXISTS", b]).int == 0, "refused before it was sent")
+        let spanning = RedisScript(name: "spanning", source: source, spansSlotsOffCluster: true)
+        try await pool.send(["SET", a, "y"])
+        #expect(try await pool.run(spanning, keys: [a, b], arguments: ["x"]).string == "y")
+        #expect(try await pool.send(["GET", b]).string == "x")
+        try await pool.send(["DEL", a, b])
     }
 
     @Test func sha1MatchesKnownDigests() {
