@@ -5,6 +5,7 @@ import Foundation
 import Logging
 import RedisClient
 import Reporting
+import Synchronization
 
 /// Customers' entitlements in Redis: one document per customer, written with a version
 /// check (optimistic concurrency), each change published on the publisher's channel; and
@@ -27,6 +28,13 @@ package struct EntitlementStore: Sendable {
     package var format: StoredCustomer.Format
     /// How the event log's events are written (both forms are read).
     package var eventFormat: EventLog.Format
+    /// Set once the server refused a claim in the customer's write (`claimsInWrite`).
+    private let claimsRefused = ClaimsRefused()
+
+    /// Whether a server refused keys across slots in one script; shared by the store's copies.
+    private final class ClaimsRefused: Sendable {
+        let value = Atomic<Bool>(false)
+    }
 
     package init(
         redis: RedisConnectionPool, prefix: String = "entitle", format: StoredCustomer.Format = .deflated,
@@ -187,8 +195,7 @@ package struct EntitlementStore: Sendable {
             end
             redis.call('PUBLISH', ARGV[3], ARGV[4] .. version .. '}')
             return version
-            """,
-        spansSlotsOffCluster: true)
+            """)
 
     /// The customer's document and its version (0 when the customer is new).
     package func load(publisher: String, customer: String) async throws -> (state: CustomerEntitlements, version: Int) {
@@ -308,9 +315,10 @@ package struct EntitlementStore: Sendable {
     /// `snapshot`: the customer as the caller read it (`readForClaim`), taken for the first
     /// attempt instead of reading it again; the compare-and-set still refuses it if stale, and
     /// a change it shows as nothing to write is judged again on a fresh read.
-    /// `claiming`: original transactions the customer claims (`claim`) in the same write, a
-    /// round trip fewer, where `claimsInWrite`; when another customer holds one, nothing is
-    /// written and `EntitlementStoreError.claimTaken` is thrown (the caller decides again).
+    /// `claiming`: original transactions the customer claims (`claim`): in the same write
+    /// where `claimsInWrite` (a round trip fewer), else just before it; when another customer
+    /// holds one, nothing is written and `EntitlementStoreError.claimTaken` is thrown (the
+    /// caller decides again).
     package func update<Result: Sendable>(
         publisher: String, customer: String, fence: TransactionLock.Token?, snapshot: Snapshot? = nil,
         claiming: [String] = [],
@@ -318,6 +326,7 @@ package struct EntitlementStore: Sendable {
         effects: (_ before: CustomerEntitlements, _ after: CustomerEntitlements, _ version: Int) throws -> Change
     ) async throws -> (result: Result, outbox: [FollowUpJob], events: [LifecycleEvent]) {
         var prefetched = snapshot
+        var claiming = claiming
         for attempt in 1...maximumAttempts {
             let read: Snapshot
             let wasPrefetched = prefetched != nil
@@ -334,11 +343,13 @@ package struct EntitlementStore: Sendable {
                 // A write's compare-and-set refuses a stale snapshot; "nothing to write" has no
                 // such check, so it is decided only on the customer as read here and now.
                 if wasPrefetched { continue }
-                if !claiming.isEmpty {
-                    let owners = try await claim(publisher: publisher, originalTransactionIds: claiming, for: customer)
-                    if owners.values.contains(where: { $0 != customer }) { throw Self.claimTaken(publisher, customer) }
-                }
+                try await claimApart(claiming, publisher: publisher, customer: customer)
                 return (result, outbox, [])
+            }
+            // Claimed apart, before the write, where the write cannot carry the claims.
+            if !claiming.isEmpty, !claimsInWrite {
+                try await claimApart(claiming, publisher: publisher, customer: customer)
+                claiming = []
             }
             let effect = try effects(stored, state, version + 1)
             let added = effect.followUps.filter { job in !outbox.contains { $0.id == job.id } }
@@ -355,15 +366,25 @@ package struct EntitlementStore: Sendable {
                 entries += [entry.field, entry.value]
             }
             let holders = holderChanges(publisher: publisher, customer: customer, before: stored, after: state)
-            let written = try await redis.run(
-                Self.compareAndSet,
-                keys: [customerKey(publisher, customer), keys.events(publisher, customer: customer)] + holders.map(\.key)
-                    + claiming.map { ownerKey(publisher, $0) },
-                arguments: [
-                    version == 0 ? "" : String(version), document, channel(publisher), event,
-                    fence.map { StoredCustomer.Record.fenceName($0.originalTransactionId) } ?? "", fence.map { String($0.value) } ?? "",
-                    newOutbox, String(effect.retention.components.seconds * 1000), String(entries.count / 2), format.layout.rawValue,
-                ] + entries + [customer] + holders.map(\.score) + [String(claiming.count)])
+            let written: RedisReply
+            do {
+                written = try await redis.run(
+                    Self.compareAndSet,
+                    keys: [customerKey(publisher, customer), keys.events(publisher, customer: customer)] + holders.map(\.key),
+                    otherSlotKeys: claiming.map { ownerKey(publisher, $0) },
+                    arguments: [
+                        version == 0 ? "" : String(version), document, channel(publisher), event,
+                        fence.map { StoredCustomer.Record.fenceName($0.originalTransactionId) } ?? "", fence.map { String($0.value) } ?? "",
+                        newOutbox, String(effect.retention.components.seconds * 1000), String(entries.count / 2), format.layout.rawValue,
+                    ] + entries + [customer] + holders.map(\.score) + [String(claiming.count)])
+            } catch let error as RedisError where !claiming.isEmpty && error.code == .serverError && error.message.hasPrefix("CROSSSLOT") {
+                // A `redis://` endpoint that shards (or a proxy checking slots): claims go apart
+                // from now on, and this attempt is made again with its claim made first.
+                if !claimsRefused.value.exchange(true, ordering: .relaxed) {
+                    logger.notice("the Redis server refuses a script's keys across hash slots; purchases are claimed before the write")
+                }
+                continue
+            }
             if let newVersion = written.int, newVersion > 0 { return (result, outbox + added, effect.events) }
             if written.int == -1, let fence {
                 throw EntitlementStoreError(
@@ -482,9 +503,18 @@ package struct EntitlementStore: Sendable {
 
     /// Whether `update` may claim purchases in the customer's write (`claiming`): the owner
     /// keys share no hash slot with the customer, so not on a Redis Cluster.
+    /// Not where the server refused one either (a `redis://` endpoint that shards).
     package var claimsInWrite: Bool {
         if case .cluster = redis.configuration.topology { return false }
-        return true
+        return !claimsRefused.value.load(ordering: .relaxed)
+    }
+
+    /// Claims these purchases for `customer` in their own round trip (`claim`); throws
+    /// `claimTaken` when another customer holds one.
+    func claimApart(_ originalTransactionIds: [String], publisher: String, customer: String) async throws {
+        guard !originalTransactionIds.isEmpty else { return }
+        let owners = try await claim(publisher: publisher, originalTransactionIds: originalTransactionIds, for: customer)
+        if owners.values.contains(where: { $0 != customer }) { throw Self.claimTaken(publisher, customer) }
     }
 
     static func claimTaken(_ publisher: String, _ customer: String) -> EntitlementStoreError {

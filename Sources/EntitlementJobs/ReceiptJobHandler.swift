@@ -437,10 +437,12 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
             // purchase is known to be granted); one claimed meanwhile (a notification naming an
             // appAccountToken) is decided again. Off a cluster the claim goes in the customer's
             // write, a round trip fewer: one claimed meanwhile leaves the write undone and the
-            // job is run again (`claimTaken`), to decide on what it then reads.
+            // job is run again (`claimTaken`), to decide on what it then reads. A job that asks
+            // for a transfer (and so runs again before it writes) claims first, as on a cluster.
             let unclaimed = decisions.filter { owners[$0.key] == nil && $0.value.outcome == .granted }.keys
+            let asksForTransfer = decisions.contains { $0.value.outcome == .transfer && owners[$0.key] != payload.customer }
             var claiming: [String] = []
-            if !unclaimed.isEmpty, service.store.claimsInWrite {
+            if !unclaimed.isEmpty, !asksForTransfer, service.store.claimsInWrite {
                 claiming = unclaimed.sorted()
             } else if !unclaimed.isEmpty {
                 let claimed = try await service.store.claim(

@@ -17,7 +17,7 @@ extension RedisConnectionPool {
                 return RoutedCommand(command: command, slot: router.isCluster ? try RedisCommandKeys.slot(command) : nil)
             case .script(let script, let keys, let arguments):
                 return RoutedCommand(
-                    command: script.command(keys: keys, arguments: arguments), slot: try router.slot(of: script, keys), script: script)
+                    command: script.command(keys: keys, arguments: arguments), slot: try RedisRouter.slot(of: script, keys), script: script)
             }
         }
         let replies = try await router.execute(routed, timeout: nil, through: self)

@@ -54,6 +54,21 @@ public final class RedisConnectionPool: Sendable {
         try await router.runPipelined(script, calls: [(keys, arguments)], through: self)[0].get()
     }
 
+    /// Runs a script whose `otherSlotKeys` (after `keys` in its KEYS) need not share the
+    /// slot of `keys`: for a write folded into one script where one server holds every key
+    /// (a single server, Sentinel's primary). `keys` are checked as `run` checks them; on a
+    /// cluster the others are too, so keys that span slots are refused (`.crossSlot`). A
+    /// server that itself refuses keys across slots (a sharded endpoint or a proxy behind a
+    /// `redis://` URL) answers `CROSSSLOT`, thrown as its error reply.
+    @discardableResult
+    public func run(_ script: RedisScript, keys: [String], otherSlotKeys: [String], arguments: [String]) async throws -> RedisReply {
+        let slot = try RedisRouter.slot(of: script, router.isCluster ? keys + otherSlotKeys : keys)
+        let routed = RoutedCommand(command: script.command(keys: keys + otherSlotKeys, arguments: arguments), slot: slot, script: script)
+        let reply = try await router.execute([routed], timeout: nil, through: self)[0]
+        if case .error(let message) = reply { throw RedisError.script(script, replied: message) }
+        return reply
+    }
+
     /// Runs several calls of one script, pipelined per server; each result is its reply or its error.
     public func runPipelined(
         _ script: RedisScript, calls: [(keys: [String], arguments: [String])]
@@ -146,7 +161,7 @@ extension RedisRouter {
         _ command: [String], thenRun script: RedisScript, keys: [String], arguments: [String], timeout: Duration?,
         through source: any RedisConnectionSource
     ) async throws -> (command: RedisReply, script: Result<RedisReply, RedisError>) {
-        let slot = try slot(of: script, keys)
+        let slot = try Self.slot(of: script, keys)
         var run = RoutedCommand(command: script.command(keys: keys, arguments: arguments), slot: slot, script: script)
         run.confirmed = false
         let routed = [RoutedCommand(command: command, slot: isCluster ? try RedisCommandKeys.slot(command) : nil), run]
@@ -169,7 +184,7 @@ extension RedisRouter {
     ) async throws -> [Result<RedisReply, RedisError>] {
         let routed = try calls.map { call in
             RoutedCommand(
-                command: script.command(keys: call.keys, arguments: call.arguments), slot: try slot(of: script, call.keys),
+                command: script.command(keys: call.keys, arguments: call.arguments), slot: try Self.slot(of: script, call.keys),
                 script: script)
         }
         return try await execute(routed, timeout: nil, through: source).map { reply in
@@ -179,12 +194,10 @@ extension RedisRouter {
     }
 
     /// The one slot of a script's keys, checked on every topology, so that a test on one
-    /// server refuses what a cluster (or a strict proxy) would; but for a script that
-    /// `spansSlotsOffCluster`, checked only on a cluster.
-    func slot(of script: RedisScript, _ keys: [String]) throws -> Int? {
+    /// server refuses what a cluster (or a strict proxy) would.
+    static func slot(of script: RedisScript, _ keys: [String]) throws -> Int? {
         guard let first = keys.first else { return nil }
         let slot = RedisKeySlot.slot(first)
-        if script.spansSlotsOffCluster && !isCluster { return slot }
         for key in keys.dropFirst() where RedisKeySlot.slot(key) != slot {
             throw RedisError(.crossSlot, "script \(script.name) names keys in different cluster slots; its keys must share one hash tag")
         }

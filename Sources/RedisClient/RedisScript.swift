@@ -5,17 +5,11 @@ public struct RedisScript: Sendable, Hashable {
     public let name: String
     public let source: String
     public let sha1: String
-    /// Whether its keys may span hash slots off a cluster, where one server (or Sentinel's
-    /// primary) holds every key: a write folded into one script only there. On a cluster a
-    /// call whose keys span slots is refused with `.crossSlot` all the same; the caller
-    /// checks the topology (`RedisConfiguration.topology`) before it sends one.
-    public let spansSlotsOffCluster: Bool
 
-    public init(name: String, source: String, spansSlotsOffCluster: Bool = false) {
+    public init(name: String, source: String) {
         self.name = name
         self.source = source
         self.sha1 = SHA1.hexDigest(Array(source.utf8))
-        self.spansSlotsOffCluster = spansSlotsOffCluster
     }
 
     /// The EVALSHA command (or EVAL, `bySource`) for these keys and arguments.

@@ -256,21 +256,50 @@ import Testing
     }
 
     /// Off a cluster a purchase is claimed in the customer's write: the claims and the
-    /// document land together or not at all, and a purchase another customer holds leaves
-    /// everything as it was (`claimTaken`), the events too. A change with nothing to write
-    /// still claims.
+    /// document (its holder indexes too) land together or not at all, and a purchase another
+    /// customer holds leaves everything as it was (`claimTaken`), the events too. A change
+    /// with nothing to write still claims. A server that shards behind a `redis://` URL
+    /// refuses the write's keys across slots: the store then claims apart, before the write,
+    /// with the same outcomes.
     @Test func claimsInTheWriteLandWithTheDocumentOrNotAtAll() async throws {
-        let store = try await store()
-        #expect(store.claimsInWrite)
         let clusterStore = EntitlementStore(
             redis: RedisConnectionPool(configuration: try RedisConfiguration(url: "redis+cluster://127.0.0.1:1"), logger: TestRedis.logger),
             logger: TestRedis.logger)
         #expect(!clusterStore.claimsInWrite)
+        let store = try await store()
+        #expect(store.claimsInWrite)
+        try await claimsLandWithTheDocumentOrNotAtAll(store, inWrite: true)
+        #expect(store.claimsInWrite)
 
-        func credit(_ id: String, claiming: [String]) async throws {
+        let shard = try await LocalRedisCluster.startOneNode()
+        let sharded = EntitlementStore(
+            redis: RedisConnectionPool(
+                configuration: try RedisConfiguration(url: "redis://\(shard.nodes[0].address)"), logger: TestRedis.logger),
+            prefix: TestRedis.uniquePrefix("shard"), logger: TestRedis.logger)
+        #expect(sharded.claimsInWrite)
+        do {
+            try await claimsLandWithTheDocumentOrNotAtAll(sharded, inWrite: false)
+            #expect(!sharded.claimsInWrite, "the server's refusal turned the claim in the write off")
+        } catch {
+            Issue.record("\(error)")
+        }
+        sharded.redis.close()
+        await shard.stop()
+    }
+
+    /// `inWrite`: the claims go in the write (all or none), else apart (one by one, as on a cluster).
+    func claimsLandWithTheDocumentOrNotAtAll(_ store: EntitlementStore, inWrite: Bool) async throws {
+        func buy(_ id: String, claiming: [String]) async throws {
             _ = try await store.update(
                 publisher: "voip", customer: "alice", fence: nil, claiming: claiming,
-                { state in engine.apply(self.credit(id), to: &state, now: Date()) },
+                { state in
+                    engine.apply(self.credit(id), to: &state, now: Date())
+                    // A period too, so the write moves the holder indexes beside the claims.
+                    state.periods.append(
+                        AccessPeriod(
+                            transactionId: "p\(id)", originalTransactionId: "p\(id)", offerId: "premium", productId: "premium",
+                            entitlements: ["premium"], start: Date(timeIntervalSince1970: 1_790_000_000), end: nil))
+                },
                 effects: { _, _, version in
                     var event = LifecycleEvent(
                         id: "voip:alice:credits_granted:\(id)", type: .creditsGranted, publisher: "voip", customer: "alice",
@@ -280,32 +309,42 @@ import Testing
                 })
         }
         func owner(_ id: String) async throws -> String? { try await store.owner(publisher: "voip", originalTransactionId: id) }
+        func holders() async throws -> [String] { try await store.holders(publisher: "voip", entitlement: "premium", after: 0) }
         let events = store.keys.events("voip", customer: "alice")
 
-        try await credit("1", claiming: ["1", "2"])
+        try await buy("1", claiming: ["1", "2"])
         #expect(try await owner("1") == "alice")
         #expect(try await owner("2") == "alice")
         #expect(try await store.redis.send(["XLEN", events]).int == 1)
+        #expect(try await holders() == ["alice"])
 
-        // One held by bob: nothing is written, the free one is not claimed either.
+        // One held by bob: nothing is written; in the write the free one is not claimed either.
         #expect(try await store.claim(publisher: "voip", originalTransactionId: "3", for: "bob") == "bob")
-        await #expect(throws: EntitlementStoreError.self) { try await credit("3", claiming: ["4", "3"]) }
-        do {
-            try await credit("3", claiming: ["4", "3"])
-        } catch let error as EntitlementStoreError {
-            #expect(error.code == .claimTaken)
-        }
-        #expect(try await owner("4") == nil)
+        let taken = await #expect(throws: EntitlementStoreError.self) { try await buy("3", claiming: ["4", "3"]) }
+        #expect(taken?.code == .claimTaken)
+        #expect(try await owner("4") == (inWrite ? nil : "alice"))
         #expect(try await owner("3") == "bob")
         let (state, version) = try await store.load(publisher: "voip", customer: "alice")
         #expect(version == 1)
         #expect(state.credits.balance == 10)
+        #expect(state.periods.map(\.transactionId) == ["p1"])
         #expect(try await store.redis.send(["XLEN", events]).int == 1)
 
         // Nothing to write (credit 1 again) still claims, and still refuses one bob holds.
-        try await credit("1", claiming: ["5"])
+        _ = try await store.update(publisher: "voip", customer: "alice", fence: nil, claiming: ["5"]) { state in
+            engine.apply(self.credit("1"), to: &state, now: Date())
+        } effects: { _, _, _ in
+            EntitlementStore.Change()
+        }
         #expect(try await owner("5") == "alice")
-        await #expect(throws: EntitlementStoreError.self) { try await credit("1", claiming: ["3"]) }
+        let stillTaken = await #expect(throws: EntitlementStoreError.self) {
+            _ = try await store.update(publisher: "voip", customer: "alice", fence: nil, claiming: ["3"]) { state in
+                engine.apply(self.credit("1"), to: &state, now: Date())
+            } effects: { _, _, _ in
+                EntitlementStore.Change()
+            }
+        }
+        #expect(stillTaken?.code == .claimTaken)
         #expect(try await owner("3") == "bob")
         #expect(try await store.load(publisher: "voip", customer: "alice").version == 1)
     }

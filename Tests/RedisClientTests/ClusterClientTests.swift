@@ -72,10 +72,9 @@ import Testing
             #expect(crossCommand?.code == .crossSlot)
             let crossScript = await #expect(throws: RedisError.self) { try await redis.run(script, keys: ["k:1", "k:2"], arguments: []) }
             #expect(crossScript?.code == .crossSlot)
-            // A script whose keys may span slots off a cluster is refused on one all the same.
-            let spanning = RedisScript(name: "swap-spanning", source: script.source, spansSlotsOffCluster: true)
+            // Keys let span slots off a cluster are refused on one all the same.
             let crossSpanning = await #expect(throws: RedisError.self) {
-                try await redis.run(spanning, keys: ["k:1", "k:2"], arguments: [])
+                try await redis.run(script, keys: ["k:1"], otherSlotKeys: ["k:2"], arguments: [])
             }
             #expect(crossSpanning?.code == .crossSlot)
         }

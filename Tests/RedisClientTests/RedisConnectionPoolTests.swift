@@ -73,22 +73,35 @@ import Testing
     }
 
     /// On one server a script's keys must share a slot as on a cluster, so a test here
-    /// refuses what a cluster would; a script that `spansSlotsOffCluster` runs across slots.
-    @Test func aScriptsKeysShareASlotOnOneServerUnlessItSpansSlotsOffCluster() async throws {
+    /// refuses what a cluster would; keys passed as `otherSlotKeys` may be in other slots.
+    /// A server that shards behind a `redis://` URL refuses them itself (`CROSSSLOT`).
+    @Test func aScriptsOtherSlotKeysRunOnOneServerAndAShardingServerSaysCrossSlot() async throws {
         let pool = try await TestRedis.pool()
         let prefix = TestRedis.uniquePrefix("slots")
         let (a, b) = ("\(prefix):a", "\(prefix):b")
         #expect(RedisKeySlot.slot(a) != RedisKeySlot.slot(b))
-        let source = "redis.call('SET', KEYS[2], ARGV[1]); return redis.call('GET', KEYS[1])"
-        let strict = RedisScript(name: "strict", source: source)
-        let refused = await #expect(throws: RedisError.self) { try await pool.run(strict, keys: [a, b], arguments: ["x"]) }
+        let script = RedisScript(name: "copy", source: "redis.call('SET', KEYS[2], ARGV[1]); return redis.call('GET', KEYS[1])")
+        let refused = await #expect(throws: RedisError.self) { try await pool.run(script, keys: [a, b], arguments: ["x"]) }
         #expect(refused?.code == .crossSlot)
         #expect(try await pool.send(["EXISTS", b]).int == 0, "refused before it was sent")
-        let spanning = RedisScript(name: "spanning", source: source, spansSlotsOffCluster: true)
         try await pool.send(["SET", a, "y"])
-        #expect(try await pool.run(spanning, keys: [a, b], arguments: ["x"]).string == "y")
+        #expect(try await pool.run(script, keys: [a], otherSlotKeys: [b], arguments: ["x"]).string == "y")
         #expect(try await pool.send(["GET", b]).string == "x")
-        try await pool.send(["DEL", a, b])
+        try await pool.send(["DEL", a])
+        try await pool.send(["DEL", b])
+
+        let shard = try await LocalRedisCluster.startOneNode()
+        let sharded = RedisConnectionPool(
+            configuration: try RedisConfiguration(url: "redis://\(shard.nodes[0].address)"), logger: TestRedis.logger)
+        try await sharded.send(["SET", a, "y"])
+        let crossed = await #expect(throws: RedisError.self) {
+            try await sharded.run(script, keys: [a], otherSlotKeys: [b], arguments: ["x"])
+        }
+        #expect(crossed?.code == .serverError)
+        #expect(crossed?.message.hasPrefix("CROSSSLOT") == true, "\(String(describing: crossed))")
+        #expect(try await sharded.send(["EXISTS", b]).int == 0)
+        sharded.close()
+        await shard.stop()
     }
 
     @Test func sha1MatchesKnownDigests() {

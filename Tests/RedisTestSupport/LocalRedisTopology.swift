@@ -191,6 +191,32 @@ public final class LocalRedisCluster: Sendable {
         }
     }
 
+    /// One cluster-mode server serving every slot: behind a plain `redis://` URL, what a
+    /// sharded endpoint or a slot-checking proxy is to the client (its own replies say
+    /// `CROSSSLOT` to keys across slots in one command or script).
+    public static func startOneNode() async throws -> LocalRedisCluster {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("entitle-shard-\(UUID().uuidString.prefix(8))")
+        await TopologySlots.shared.acquire()
+        let cluster: LocalRedisCluster
+        do {
+            let node = try await LocalRedisNode.start(
+                ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--save", "", "--appendonly", "no"],
+                directory: directory)
+            cluster = LocalRedisCluster(nodes: [node], directory: directory)
+        } catch {
+            await TopologySlots.shared.release()
+            throw error
+        }
+        do {
+            _ = try await cluster.nodes[0].send(["CLUSTER", "ADDSLOTSRANGE", "0", "16383"])
+            try await cluster.waitUntilHealthy(primaries: 1, replicas: 0)
+            return cluster
+        } catch {
+            await cluster.stop()
+            throw error
+        }
+    }
+
     private init(nodes: [LocalRedisNode], directory: URL) {
         self.nodes = nodes
         self.directory = directory
