@@ -503,10 +503,10 @@ package struct EntitlementStore: Sendable {
 
     /// Whether `update` may claim purchases in the customer's write (`claiming`): the owner
     /// keys share no hash slot with the customer, so not on a Redis Cluster.
-    /// Not where the server refused one either (a `redis://` endpoint that shards).
+    /// Nor behind a sharded address (`?sharded=yes`), nor once the server refused one (an
+    /// endpoint that shards unannounced).
     package var claimsInWrite: Bool {
-        if case .cluster = redis.configuration.topology { return false }
-        return !claimsRefused.value.load(ordering: .relaxed)
+        redis.configuration.holdsEveryKeyOnOneServer && !claimsRefused.value.load(ordering: .relaxed)
     }
 
     /// Claims these purchases for `customer` in their own round trip (`claim`); throws

@@ -45,6 +45,19 @@ public struct RedisConfiguration: Sendable, Hashable {
     /// The longest `WAIT` for those replicas; a write they did not confirm in time is still
     /// answered (it did happen on the primary) and counted in `entitle_redis_unreplicated_writes_total`.
     public var replicaTimeout: Duration = .seconds(1)
+    /// The `redis://` address spreads keys over several servers by hash slot (a proxy such
+    /// as twemproxy or Envoy, a sharded managed Redis): no script may name keys of two
+    /// slots, as on a cluster, even where the endpoint itself would not refuse one. URL:
+    /// `?sharded=yes`.
+    public var sharded = false
+
+    /// Whether one server (or Sentinel's primary) holds every key, so one call may name keys
+    /// of several slots (`RedisConnectionPool.run(_:keys:otherSlotKeys:arguments:)`): not on
+    /// a cluster, nor behind a sharded address.
+    public var holdsEveryKeyOnOneServer: Bool {
+        if case .cluster = topology { return false }
+        return !sharded
+    }
 
     public init(
         host: String = "127.0.0.1", port: Int = 6379, username: String? = nil, password: String? = nil,
@@ -97,7 +110,8 @@ public struct RedisConfiguration: Sendable, Hashable {
             try setDatabase(segments.first)
         case "redis+cluster":
             guard !addresses.isEmpty, segments.isEmpty else {
-                throw RedisError(.invalidURL, "expected redis+cluster://[[user]:password@]host:port[,host:port...] (a cluster has only database 0)")
+                throw RedisError(
+                    .invalidURL, "expected redis+cluster://[[user]:password@]host:port[,host:port...] (a cluster has only database 0)")
             }
             topology = .cluster(seeds: addresses)
         case "redis+sentinel":
@@ -125,14 +139,18 @@ public struct RedisConfiguration: Sendable, Hashable {
                     throw RedisError(.invalidURL, "replicaTimeoutMs= takes 1-60000, got '\(pair[1])'")
                 }
                 replicaTimeout = .milliseconds(value)
+            case "sharded":
+                guard ["yes", "no"].contains(pair[1]) else { throw RedisError(.invalidURL, "sharded= takes yes or no, got '\(pair[1])'") }
+                sharded = pair[1] == "yes"
             default:
-                throw RedisError(.invalidURL, "unknown URL parameter '\(pair[0])' (known: replicas, replicaTimeoutMs)")
+                throw RedisError(.invalidURL, "unknown URL parameter '\(pair[0])' (known: replicas, replicaTimeoutMs, sharded)")
             }
         }
     }
 
     private static let usage = RedisError(
-        .invalidURL, "expected redis://[[user]:password@]host[:port][/db], redis+cluster://host:port,... or redis+sentinel://host:port,.../primary")
+        .invalidURL,
+        "expected redis://[[user]:password@]host[:port][/db], redis+cluster://host:port,... or redis+sentinel://host:port,.../primary")
 
     private mutating func setDatabase(_ text: String?) throws {
         guard let text, !text.isEmpty else { return }

@@ -56,13 +56,13 @@ public final class RedisConnectionPool: Sendable {
 
     /// Runs a script whose `otherSlotKeys` (after `keys` in its KEYS) need not share the
     /// slot of `keys`: for a write folded into one script where one server holds every key
-    /// (a single server, Sentinel's primary). `keys` are checked as `run` checks them; on a
-    /// cluster the others are too, so keys that span slots are refused (`.crossSlot`). A
-    /// server that itself refuses keys across slots (a sharded endpoint or a proxy behind a
-    /// `redis://` URL) answers `CROSSSLOT`, thrown as its error reply.
+    /// (`RedisConfiguration.holdsEveryKeyOnOneServer`). `keys` are checked as `run` checks
+    /// them; on a cluster or a sharded address the others are too, so keys that span slots
+    /// are refused (`.crossSlot`). An endpoint that shards unannounced and checks slots
+    /// answers `CROSSSLOT`, thrown as its error reply.
     @discardableResult
     public func run(_ script: RedisScript, keys: [String], otherSlotKeys: [String], arguments: [String]) async throws -> RedisReply {
-        let slot = try RedisRouter.slot(of: script, router.isCluster ? keys + otherSlotKeys : keys)
+        let slot = try RedisRouter.slot(of: script, configuration.holdsEveryKeyOnOneServer ? keys : keys + otherSlotKeys)
         let routed = RoutedCommand(command: script.command(keys: keys + otherSlotKeys, arguments: arguments), slot: slot, script: script)
         let reply = try await router.execute([routed], timeout: nil, through: self)[0]
         if case .error(let message) = reply { throw RedisError.script(script, replied: message) }

@@ -258,9 +258,9 @@ import Testing
     /// Off a cluster a purchase is claimed in the customer's write: the claims and the
     /// document (its holder indexes too) land together or not at all, and a purchase another
     /// customer holds leaves everything as it was (`claimTaken`), the events too. A change
-    /// with nothing to write still claims. A server that shards behind a `redis://` URL
-    /// refuses the write's keys across slots: the store then claims apart, before the write,
-    /// with the same outcomes.
+    /// with nothing to write still claims. Behind an address announced as sharded, or once a
+    /// server that shards refused the write's keys across slots, the store claims apart,
+    /// before the write, with the same outcomes.
     @Test func claimsInTheWriteLandWithTheDocumentOrNotAtAll() async throws {
         let clusterStore = EntitlementStore(
             redis: RedisConnectionPool(configuration: try RedisConfiguration(url: "redis+cluster://127.0.0.1:1"), logger: TestRedis.logger),
@@ -271,19 +271,29 @@ import Testing
         try await claimsLandWithTheDocumentOrNotAtAll(store, inWrite: true)
         #expect(store.claimsInWrite)
 
+        // Announced as sharded (`?sharded=yes`), the store claims apart from the start.
+        var announcedConfiguration = try await TestRedis.configuration()
+        announcedConfiguration.sharded = true
+        let announced = EntitlementStore(
+            redis: RedisConnectionPool(configuration: announcedConfiguration, logger: TestRedis.logger),
+            prefix: TestRedis.uniquePrefix("announced"), logger: TestRedis.logger)
+        #expect(!announced.claimsInWrite)
+        try await claimsLandWithTheDocumentOrNotAtAll(announced, inWrite: false)
+        announced.redis.close()
+
         let shard = try await LocalRedisCluster.startOneNode()
-        let sharded = EntitlementStore(
-            redis: RedisConnectionPool(
-                configuration: try RedisConfiguration(url: "redis://\(shard.nodes[0].address)"), logger: TestRedis.logger),
-            prefix: TestRedis.uniquePrefix("shard"), logger: TestRedis.logger)
-        #expect(sharded.claimsInWrite)
         do {
+            let sharded = EntitlementStore(
+                redis: RedisConnectionPool(
+                    configuration: try RedisConfiguration(url: "redis://\(shard.nodes[0].address)"), logger: TestRedis.logger),
+                prefix: TestRedis.uniquePrefix("shard"), logger: TestRedis.logger)
+            #expect(sharded.claimsInWrite)
             try await claimsLandWithTheDocumentOrNotAtAll(sharded, inWrite: false)
             #expect(!sharded.claimsInWrite, "the server's refusal turned the claim in the write off")
+            sharded.redis.close()
         } catch {
             Issue.record("\(error)")
         }
-        sharded.redis.close()
         await shard.stop()
     }
 

@@ -233,6 +233,14 @@ import Testing
         #expect(throws: RedisError.self) { try RedisConfiguration(url: "redis+cluster://h:1/3") }
         #expect(throws: RedisError.self) { try RedisConfiguration(url: "redis+sentinel://h:1") }
         #expect(throws: RedisError.self) { try RedisConfiguration(url: "redis://h:1?bogus=1") }
+        // Who holds every key on one server: one server and Sentinel's primary, not a cluster
+        // nor a sharded address.
+        #expect(try RedisConfiguration(url: "redis://h:1").holdsEveryKeyOnOneServer)
+        #expect(sentinel.holdsEveryKeyOnOneServer)
+        #expect(!cluster.holdsEveryKeyOnOneServer)
+        let sharded = try RedisConfiguration(url: "redis://h:1?sharded=yes")
+        #expect(sharded.sharded && !sharded.holdsEveryKeyOnOneServer)
+        #expect(throws: RedisError.self) { try RedisConfiguration(url: "redis://h:1?sharded=maybe") }
         #expect(throws: RedisError.self) { try RedisConfiguration(url: "redis://h:99999") }
     }
 }

@@ -90,17 +90,32 @@ import Testing
         try await pool.send(["DEL", a])
         try await pool.send(["DEL", b])
 
-        let shard = try await LocalRedisCluster.startOneNode()
-        let sharded = RedisConnectionPool(
-            configuration: try RedisConfiguration(url: "redis://\(shard.nodes[0].address)"), logger: TestRedis.logger)
-        try await sharded.send(["SET", a, "y"])
-        let crossed = await #expect(throws: RedisError.self) {
-            try await sharded.run(script, keys: [a], otherSlotKeys: [b], arguments: ["x"])
+        // Announced (`?sharded=yes`), the client refuses them itself, before they are sent.
+        var announcedConfiguration = try await TestRedis.configuration()
+        announcedConfiguration.sharded = true
+        let announced = RedisConnectionPool(configuration: announcedConfiguration, logger: TestRedis.logger)
+        let refusedHere = await #expect(throws: RedisError.self) {
+            try await announced.run(script, keys: [a], otherSlotKeys: [b], arguments: ["x"])
         }
-        #expect(crossed?.code == .serverError)
-        #expect(crossed?.message.hasPrefix("CROSSSLOT") == true, "\(String(describing: crossed))")
-        #expect(try await sharded.send(["EXISTS", b]).int == 0)
-        sharded.close()
+        #expect(refusedHere?.code == .crossSlot)
+        #expect(try await pool.send(["EXISTS", b]).int == 0)
+        announced.close()
+
+        let shard = try await LocalRedisCluster.startOneNode()
+        do {
+            let sharded = RedisConnectionPool(
+                configuration: try RedisConfiguration(url: "redis://\(shard.nodes[0].address)"), logger: TestRedis.logger)
+            try await sharded.send(["SET", a, "y"])
+            let crossed = await #expect(throws: RedisError.self) {
+                try await sharded.run(script, keys: [a], otherSlotKeys: [b], arguments: ["x"])
+            }
+            #expect(crossed?.code == .serverError)
+            #expect(crossed?.message.hasPrefix("CROSSSLOT") == true, "\(String(describing: crossed))")
+            #expect(try await sharded.send(["EXISTS", b]).int == 0)
+            sharded.close()
+        } catch {
+            Issue.record("\(error)")
+        }
         await shard.stop()
     }
 
