@@ -285,24 +285,33 @@ public final class QueueConsumer: Sendable {
     /// Whether this consumer still holds `job`'s lease. The registration is renewed first in
     /// the same round trip (one slot, in order), so no reaper can take the job between the
     /// answer and the run: `release` takes only from a consumer whose deadline has passed.
-    /// When Redis does not answer, the job runs: its lease fences its outcome off if it was
-    /// taken.
+    /// Asked up to three times; a lease not known after them counts as lost, and the job is
+    /// not run: its lease fences off only its outcome, not what its handler does, and the
+    /// caller puts a job still listed as this consumer's back in pending, its attempt given
+    /// back (a run elsewhere is never doubled, a job nobody took is run later).
     private func stillHolds(_ job: ClaimedJob) async -> Bool {
-        let sentAt = elapsedNanoseconds()
-        do {
-            let replies = try await jobQueue.redis.pipeline([registration(), ["HGET", keys.job(job.id), "lease"]])
-            if let error = replies.first(where: { if case .error = $0 { true } else { false } }) {
-                logger.debug("could not check the lease after a pause; running the job", metadata: ["error": "\(error)"])
-                return true
+        var failure = ""
+        for attempt in 1...3 {
+            if attempt > 1 { try? await Task.sleep(for: .milliseconds(100 * (attempt - 1))) }
+            let sentAt = elapsedNanoseconds()
+            do {
+                let replies = try await jobQueue.redis.pipeline([registration(), ["HGET", keys.job(job.id), "lease"]])
+                if let error = replies.first(where: { if case .error = $0 { true } else { false } }) {
+                    failure = "\(error)"
+                    continue
+                }
+                beatLanded(sentAt: sentAt)
+                if replies[1].string == job.lease { return true }
+                logger.notice("a job of this worker was reaped while the worker was paused; not running it", metadata: ["job": "\(job.id)"])
+                return false
+            } catch {
+                failure = "\(error)"
             }
-            beatLanded(sentAt: sentAt)
-            if replies[1].string == job.lease { return true }
-            logger.notice("a job of this worker was reaped while the worker was paused; not running it", metadata: ["job": "\(job.id)"])
-            return false
-        } catch {
-            logger.debug("could not check the lease after a pause; running the job", metadata: ["error": "\(error)"])
-            return true
         }
+        logger.warning(
+            "could not check the lease after a pause; not running the job (it goes back to pending unless it was reaped)",
+            metadata: ["job": "\(job.id)", "error": "\(failure)"])
+        return false
     }
 
     // MARK: Claiming

@@ -53,6 +53,10 @@ import Testing
             return lease.contains(":\(other.pid):")
         }
         paused.signal(SIGCONT)
+        // Woken, it finds the job reaped (or cannot tell) and does not run it.
+        try await eventually("the woken worker to leave the job alone", timeout: .seconds(30)) {
+            paused.errors.contains("not running")
+        }
 
         try await eventually("all 40 jobs to succeed", timeout: .seconds(60)) {
             try await cli.redis.send(["HGET", cli.key(queue, "stats"), "succeeded:noop"]).int == 40
@@ -72,7 +76,8 @@ import Testing
         let effects = try await cli.redis.send(["HGETALL", cli.key(queue, "effects:paused")]).fieldValues
         #expect(
             effects["applied"] == "40" && Int(effects["runs"] ?? "") == 40 + retried,
-            "each job ran once (the woken worker ran none), and again only when retried (\(retried)): \(effects)")
+            "each job ran once (the woken worker ran none), and again only when retried (\(retried)): \(effects); the woken worker said: \(String(paused.errors.suffix(2000)))"
+        )
         for process in [paused, other] { process.signal(SIGTERM) }
         for process in [paused, other] { #expect(try await process.wait() == 0) }
     }
