@@ -381,8 +381,11 @@ public final class QueueConsumer: Sendable {
     /// After a failed claim, Redis may have moved or started jobs whose reply never came:
     /// they sit in this consumer's active list with nobody running them, and the reaper
     /// leaves a live consumer alone. Put them back. Only the fetch loop claims, so while it
-    /// is here no new id can appear that is not yet in `inFlight`.
+    /// is here no new id can appear that is not yet in `inFlight`. The suspicion is cleared
+    /// before the list is read: a task that lets go of its job meanwhile (a lease it could
+    /// not check) raises it again, and its job goes back at the next claim.
     private func requeueOrphans() async {
+        orphansSuspected.store(false, ordering: .relaxed)
         do {
             let listed = try await fetchConnection.send(["LRANGE", keys.active(consumerID), "0", "-1"]).array?.compactMap(\.string) ?? []
             let running = inFlight.withLock { Set($0.keys) }
@@ -395,8 +398,8 @@ public final class QueueConsumer: Sendable {
                     ).int ?? 0
                 logger.notice("requeued jobs whose claim reply was lost", metadata: ["jobs": "\(moved)"])
             }
-            orphansSuspected.store(false, ordering: .relaxed)
         } catch {
+            orphansSuspected.store(true, ordering: .relaxed)
             logger.warning("could not check for lost claims; will before the next claim", metadata: ["error": "\(error)"])
         }
     }
