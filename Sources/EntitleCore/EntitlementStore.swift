@@ -132,14 +132,17 @@ package struct EntitlementStore: Sendable {
             end
             local count = tonumber(ARGV[9])
             local customer = ARGV[11 + 2 * count]
-            -- The owner keys claimed in this write (one server only: KEYS' last ARGV[#ARGV]):
-            -- all or none, and none when another customer holds one.
-            local lastHolder = #KEYS - tonumber(ARGV[#ARGV])
-            for k = lastHolder + 1, #KEYS do
+            -- KEYS end with the owner keys claimed in this write (ARGV[#ARGV] of them), then
+            -- the locks it releases (ARGV[#ARGV - 1]; their holders' values just before): one
+            -- server only. Claims are all or none, and none when another customer holds one.
+            local locks = tonumber(ARGV[#ARGV - 1])
+            local lastOwner = #KEYS - locks
+            local lastHolder = lastOwner - tonumber(ARGV[#ARGV])
+            for k = lastHolder + 1, lastOwner do
               local holder = redis.call('GET', KEYS[k])
               if holder and holder ~= customer then return -2 end
             end
-            for k = lastHolder + 1, #KEYS do redis.call('SET', KEYS[k], customer, 'NX') end
+            for k = lastHolder + 1, lastOwner do redis.call('SET', KEYS[k], customer, 'NX') end
             local version = (tonumber(current) or 0) + 1
             local ids = {}
             if count > 0 then
@@ -194,6 +197,9 @@ package struct EntitlementStore: Sendable {
               if score == '' then redis.call('ZREM', KEYS[k], customer) else redis.call('ZADD', KEYS[k], score, customer) end
             end
             redis.call('PUBLISH', ARGV[3], ARGV[4] .. version .. '}')
+            for i = 1, locks do
+              if redis.call('GET', KEYS[lastOwner + i]) == ARGV[#ARGV - 2 - locks + i] then redis.call('DEL', KEYS[lastOwner + i]) end
+            end
             return version
             """)
 
@@ -258,19 +264,67 @@ package struct EntitlementStore: Sendable {
     /// to `extra` commands, in one pipelined round trip: what a claim reads before it decides.
     package func readForClaim(
         publisher: String, originalTransactionIds: some Collection<String>, customer: String, extra: [[String]] = []
-    ) async throws -> (owners: [String: String], snapshot: Snapshot, extra: [RedisReply]) {
-        let sorted = originalTransactionIds.sorted()
-        let replies = try await redis.pipeline(
-            sorted.map { ["GET", ownerKey(publisher, $0)] } + [snapshotCommand(publisher: publisher, customer: customer)] + extra)
+    ) async throws -> ClaimRead {
+        try await readForClaim(
+            ClaimReadRequest(publisher: publisher, originalTransactionIds: originalTransactionIds, customer: customer, extra: extra))
+    }
+
+    /// `readForClaim` of a request.
+    package func readForClaim(_ request: ClaimReadRequest) async throws -> ClaimRead {
+        try claimRead(from: try await redis.pipeline(claimReads(request)), request)
+    }
+
+    /// What a claim reads (`readForClaim`), asked before it is sent: with the locks' acquisition
+    /// where the server runs them in order (`TransactionLock.acquire(_:publisher:job:then:)`).
+    package struct ClaimReadRequest: Sendable {
+        package var publisher: String
+        /// Sorted.
+        package var originalTransactionIds: [String]
+        package var customer: String
+        /// The caller's own commands (its job's memo), whose replies come back in `ClaimRead.extra`.
+        package var extra: [[String]]
+
+        package init(publisher: String, originalTransactionIds: some Collection<String>, customer: String, extra: [[String]] = []) {
+            self.publisher = publisher
+            self.originalTransactionIds = originalTransactionIds.sorted()
+            self.customer = customer
+            self.extra = extra
+        }
+    }
+
+    /// What a claim reads: who holds each purchase, the customer, and the caller's own.
+    package struct ClaimRead: Sendable {
+        /// By original transaction id; absent: nobody.
+        package var owners: [String: String]
+        package var snapshot: Snapshot
+        /// The replies to the request's `extra` commands.
+        package var extra: [RedisReply]
+    }
+
+    /// The commands of a claim's read, in the order `claimRead(from:_:)` reads their replies.
+    package func claimReads(_ request: ClaimReadRequest) -> [[String]] {
+        request.originalTransactionIds.map { ["GET", ownerKey(request.publisher, $0)] }
+            + [snapshotCommand(publisher: request.publisher, customer: request.customer)] + request.extra
+    }
+
+    /// The results of `claimReads` sent with other calls; an error among them throws.
+    package func claimRead(from results: [Result<RedisReply, RedisError>], _ request: ClaimReadRequest) throws -> ClaimRead {
+        try claimRead(from: results.map { try $0.get() }, request)
+    }
+
+    /// The replies to `claimReads`, read; an error reply throws.
+    func claimRead(from replies: [RedisReply], _ request: ClaimReadRequest) throws -> ClaimRead {
+        let ids = request.originalTransactionIds
+        guard replies.count > ids.count else { throw RedisError(.unexpectedReply, "a claim's reads came back short") }
         var owners: [String: String] = [:]
-        for (index, id) in sorted.enumerated() {
+        for (index, id) in ids.enumerated() {
             if case .error(let message) = replies[index] { throw RedisError(.serverError, message) }
             owners[id] = replies[index].string
         }
         // An error reply is no empty customer and no missing memo.
-        for reply in replies[sorted.count...] { if case .error(let message) = reply { throw RedisError(.serverError, message) } }
-        let snapshot = try snapshot(replies[sorted.count], publisher: publisher, customer: customer)
-        return (owners, snapshot, Array(replies[(sorted.count + 1)...]))
+        for reply in replies[ids.count...] { if case .error(let message) = reply { throw RedisError(.serverError, message) } }
+        let snapshot = try snapshot(replies[ids.count], publisher: request.publisher, customer: request.customer)
+        return ClaimRead(owners: owners, snapshot: snapshot, extra: Array(replies[(ids.count + 1)...]))
     }
 
     /// What a change to a customer writes besides the document, in the same script: its
@@ -319,9 +373,13 @@ package struct EntitlementStore: Sendable {
     /// where `claimsInWrite` (a round trip fewer), else just before it; when another customer
     /// holds one, nothing is written and `EntitlementStoreError.claimTaken` is thrown (the
     /// caller decides again).
+    /// `releasing`: the closing writes of a job that writes nothing more under its locks once
+    /// this write is made. Where `claimsInWrite`, and when the write leaves no follow-up job
+    /// to deliver (an empty outbox) and nothing to close, the locks are released in the write
+    /// (a round trip fewer) and `releasing` says so (`ClosingWrites.released`).
     package func update<Result: Sendable>(
         publisher: String, customer: String, fence: TransactionLock.Token?, snapshot: Snapshot? = nil,
-        claiming: [String] = [],
+        claiming: [String] = [], releasing: ClosingWrites? = nil,
         _ change: (inout CustomerEntitlements) throws -> Result,
         effects: (_ before: CustomerEntitlements, _ after: CustomerEntitlements, _ version: Int) throws -> Change
     ) async throws -> (result: Result, outbox: [FollowUpJob], events: [LifecycleEvent]) {
@@ -366,26 +424,36 @@ package struct EntitlementStore: Sendable {
                 entries += [entry.field, entry.value]
             }
             let holders = holderChanges(publisher: publisher, customer: customer, before: stored, after: state)
+            // The locks go with the write only where nothing follows it under them.
+            let release = claimsInWrite && outbox.isEmpty && added.isEmpty ? releasing?.releasableLocks() : nil
             let written: RedisReply
             do {
                 written = try await redis.run(
                     Self.compareAndSet,
                     keys: [customerKey(publisher, customer), keys.events(publisher, customer: customer)] + holders.map(\.key),
-                    otherSlotKeys: claiming.map { ownerKey(publisher, $0) },
+                    otherSlotKeys: claiming.map { ownerKey(publisher, $0) } + (release?.keys ?? []),
                     arguments: [
                         version == 0 ? "" : String(version), document, channel(publisher), event,
                         fence.map { StoredCustomer.Record.fenceName($0.originalTransactionId) } ?? "", fence.map { String($0.value) } ?? "",
                         newOutbox, String(effect.retention.components.seconds * 1000), String(entries.count / 2), format.layout.rawValue,
-                    ] + entries + [customer] + holders.map(\.score) + [String(claiming.count)])
-            } catch let error as RedisError where !claiming.isEmpty && error.code == .serverError && error.message.hasPrefix("CROSSSLOT") {
-                // A `redis://` endpoint that shards (or a proxy checking slots): claims go apart
-                // from now on, and this attempt is made again with its claim made first.
+                    ] + entries + [customer] + holders.map(\.score) + (release?.values ?? [])
+                        + [String(release?.keys.count ?? 0), String(claiming.count)])
+            } catch let error as RedisError
+                where !(claiming.isEmpty && release == nil) && error.code == .serverError && error.message.hasPrefix("CROSSSLOT")
+            {
+                // A `redis://` endpoint that shards (or a proxy checking slots): claims and
+                // releases go apart from now on, and this attempt is made again that way.
                 if !claimsRefused.value.exchange(true, ordering: .relaxed) {
-                    logger.notice("the Redis server refuses a script's keys across hash slots; purchases are claimed before the write")
+                    logger.notice(
+                        "the Redis server refuses a script's keys across hash slots; purchases are claimed before the write, locks released after it"
+                    )
                 }
                 continue
             }
-            if let newVersion = written.int, newVersion > 0 { return (result, outbox + added, effect.events) }
+            if let newVersion = written.int, newVersion > 0 {
+                if release != nil { releasing?.markReleased() }
+                return (result, outbox + added, effect.events)
+            }
             if written.int == -1, let fence {
                 throw EntitlementStoreError(
                     .fenced, "the lock on \(fence.originalTransactionId) passed to a later job before this one wrote")
@@ -509,6 +577,15 @@ package struct EntitlementStore: Sendable {
         redis.configuration.holdsEveryKeyOnOneServer && !claimsRefused.value.load(ordering: .relaxed)
     }
 
+    /// Whether a job's reads may follow its locks in their round trip
+    /// (`TransactionLock.acquire(_:publisher:job:then:)`): one server, which runs them in the
+    /// order sent, so they read what the locks' previous holder wrote before letting go. An
+    /// endpoint that shards unannounced (no `?sharded=yes`) is taken for one server until it
+    /// refuses a script's keys, as for `claimsInWrite`.
+    package var readsWithLocks: Bool {
+        redis.configuration.runsPipelinesInOrder && claimsInWrite
+    }
+
     /// Claims these purchases for `customer` in their own round trip (`claim`); throws
     /// `claimTaken` when another customer holds one.
     func claimApart(_ originalTransactionIds: [String], publisher: String, customer: String) async throws {
@@ -598,12 +675,22 @@ package struct EntitlementStore: Sendable {
     /// transfer policy: it is the same subscription under a new id, not another customer's
     /// purchase. A new id someone already holds keeps its holder.
     package func carryMigrations(of facts: [PurchaseFact], publisher: String) async throws {
+        try await carryMigrations(Self.migrations(of: facts), publisher: publisher)
+    }
+
+    /// The migrated subscriptions among `facts`: new original transaction id -> previous.
+    package static func migrations(of facts: [PurchaseFact]) -> [String: String] {
         var moves: [String: String] = [:]
         for fact in facts {
             if let previous = fact.previousOriginalTransactionId, previous != fact.originalTransactionId {
                 moves[fact.originalTransactionId] = previous
             }
         }
+        return moves
+    }
+
+    /// `carryMigrations(of:)` for the moves `migrations(of:)` found.
+    package func carryMigrations(_ moves: [String: String], publisher: String) async throws {
         for (new, previous) in moves.sorted(by: { $0.key < $1.key }) {
             let from = try await holders(publisher: publisher, originalTransactionId: previous)
             guard let owner = from.first else { continue }

@@ -74,9 +74,45 @@ package struct TransactionLock: Sendable {
         return Token(originalTransactionId: originalTransactionId, value: value)
     }
 
+    /// Takes the locks of these transactions for `job` in one round trip, with `reads` after
+    /// them on the same connection: on one server they run once the locks are taken (the
+    /// locks go by their source, so a server that lost its scripts cannot run them after the
+    /// reads). Only where `RedisConfiguration.runsPipelinesInOrder`: elsewhere they would run
+    /// in no set order. Every lock is asked, even after one found busy (the caller gives back
+    /// those it got); one server runs a connection's pipeline in one go as a rule, so two jobs
+    /// wanting the same locks seldom get one each.
+    /// Returns the locks taken, the first error a lock's call replied, and the reads' replies.
+    package func acquire(
+        _ originalTransactionIds: [String], publisher: String, job: String, then reads: [[String]]
+    ) async throws -> (tokens: [String: Token], error: RedisError?, reads: [Result<RedisReply, RedisError>]) {
+        let arguments = [job, String(lease.milliseconds), String(Self.fenceRetention.milliseconds)]
+        let locking = originalTransactionIds.map { id in
+            RedisCall.scriptInPlace(Self.acquireScript, keys: keys(publisher, id), arguments: arguments)
+        }
+        let results = try await redis.execute(locking + reads.map(RedisCall.command))
+        var tokens: [String: Token] = [:]
+        var error: RedisError?
+        for (id, result) in zip(originalTransactionIds, results) {
+            switch result {
+            case .success(let reply):
+                if let value = reply.int, value > 0 { tokens[id] = Token(originalTransactionId: id, value: value) }
+            case .failure(let failure):
+                error = error ?? failure
+            }
+        }
+        return (tokens, error, Array(results.dropFirst(locking.count)))
+    }
+
     /// Releases the lock if `job` still holds it with `token`.
     package func release(publisher: String, token: Token, job: String) async throws {
         if let failed = try await release([token], publisher: publisher, job: job, with: ClosingWrites()).first { throw failed.error }
+    }
+
+    /// The lock keys of these tokens and the values `job` left in them, for a write that
+    /// releases them itself (`ClosingWrites.offer(locks:)`): deleted only while they hold them.
+    package func releaseInWrite(_ tokens: [Token], publisher: String, job: String) -> (keys: [String], values: [String]) {
+        let sorted = tokens.sorted { $0.originalTransactionId < $1.originalTransactionId }
+        return (sorted.map { keys(publisher, $0.originalTransactionId)[0] }, sorted.map { "\(job):\($0.value)" })
     }
 
     /// Releases these locks of `job`, sending `writes` first in the same round trip (per
@@ -86,6 +122,7 @@ package struct TransactionLock: Sendable {
         _ tokens: [Token], publisher: String, job: String, with writes: ClosingWrites
     ) async throws -> [(token: Token, error: any Error)] {
         let closing = writes.take()
+        guard !(closing.isEmpty && tokens.isEmpty) else { return [] }
         let releases = tokens.map { token in
             RedisCall.script(
                 Self.releaseScript, keys: [keys(publisher, token.originalTransactionId)[0]], arguments: ["\(job):\(token.value)"])

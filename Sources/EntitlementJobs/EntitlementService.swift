@@ -61,14 +61,22 @@ package struct EntitlementService: Sendable {
         var now: Date
         /// Writes that go with the locks' release, in its round trip (`apply(closing:)`).
         var closing: ClosingWrites? = nil
+        /// What `withLocks(readingForClaim:)` read with the locks; nil when the caller must
+        /// read it itself.
+        var claimRead: EntitlementStore.ClaimRead? = nil
     }
 
     /// Runs `body` holding the locks of these original transactions for `job`, with the App
     /// Store's now read once they are held: a decision is never dated before a change
     /// another job made under the same lock (a transfer the job waited for). When another
     /// job holds one, the job is deferred (run again shortly, its attempt given back).
+    ///
+    /// `readingForClaim`: what the body would read first. On a single server it is read in
+    /// the locks' round trip, once they are taken, and is the moment's `claimRead`; elsewhere
+    /// (`EntitlementStore.readsWithLocks`) that is nil.
     func withLocks<Result: Sendable>(
         publisher: String, originalTransactionIds: some Sequence<String>, job: JobContext,
+        readingForClaim request: EntitlementStore.ClaimReadRequest? = nil,
         _ body: ([String: TransactionLock.Token], AppleMoment) async throws -> Result
     ) async throws -> Result {
         var tokens: [String: TransactionLock.Token] = [:]
@@ -77,8 +85,9 @@ package struct EntitlementService: Sendable {
         // lost (the lease expires on its own, and the fence keeps a late writer out); a
         // closing write that fails fails the job, whose rerun delivers its outbox again.
         func releaseAll() async throws {
-            let sorted = tokens.values.sorted { $0.originalTransactionId < $1.originalTransactionId }
-            for (token, error) in try await locks.release(sorted, publisher: publisher, job: job.id, with: closing) {
+            // Released already by the job's last write (`apply(lastWriteUnderLocks:)`).
+            let held = closing.released ? [] : tokens.values.sorted { $0.originalTransactionId < $1.originalTransactionId }
+            for (token, error) in try await locks.release(held, publisher: publisher, job: job.id, with: closing) {
                 Self.lockReleaseFailures.increment()
                 job.logger.warning(
                     "a transaction lock was not released; it expires with its lease",
@@ -86,17 +95,39 @@ package struct EntitlementService: Sendable {
             }
         }
         // Sorted, so two jobs wanting the same pair never hold one each forever.
-        for id in Set(originalTransactionIds).sorted() {
-            guard let token = try await locks.acquire(publisher: publisher, originalTransactionId: id, job: job.id) else {
-                try await releaseAll()
-                throw JobFailure.deferred("locked", "another job is working on \(id)", after: .milliseconds(200))
+        let ids = Set(originalTransactionIds).sorted()
+        var claimRead: EntitlementStore.ClaimRead?
+        if let request, store.readsWithLocks {
+            let taken = try await locks.acquire(ids, publisher: publisher, job: job.id, then: store.claimReads(request))
+            tokens = taken.tokens
+            if let error = taken.error {
+                try? await releaseAll()
+                throw error
             }
-            tokens[id] = token
+            if let busy = ids.first(where: { taken.tokens[$0] == nil }) {
+                try await releaseAll()
+                throw JobFailure.deferred("locked", "another job is working on \(busy)", after: .milliseconds(200))
+            }
+            do {
+                claimRead = try store.claimRead(from: taken.reads, request)
+            } catch {
+                try? await releaseAll()
+                throw error
+            }
+        } else {
+            for id in ids {
+                guard let token = try await locks.acquire(publisher: publisher, originalTransactionId: id, job: job.id) else {
+                    try await releaseAll()
+                    throw JobFailure.deferred("locked", "another job is working on \(id)", after: .milliseconds(200))
+                }
+                tokens[id] = token
+            }
         }
+        closing.offer(locks: locks.releaseInWrite(Array(tokens.values), publisher: publisher, job: job.id))
         let result: Result
         do {
             let offset = try await configuration.clock.offset()
-            result = try await body(tokens, AppleMoment(now: Date().addingTimeInterval(offset), closing: closing))
+            result = try await body(tokens, AppleMoment(now: Date().addingTimeInterval(offset), closing: closing, claimRead: claimRead))
         } catch {
             try? await releaseAll()
             throw error
@@ -120,11 +151,13 @@ package struct EntitlementService: Sendable {
     /// `provisionalUntil` was verified here while Apple could not be asked: its purchases
     /// give access until then unless Apple's word comes first. The purchases in `claiming` are
     /// claimed for the customer in the same write (`EntitlementStore.update(claiming:)`).
+    /// `lastWriteUnderLocks`: the caller writes nothing more under `closing`'s locks after
+    /// this, so the write may release them (`EntitlementStore.update(releasing:)`).
     func apply(
         _ evidence: AppleEvidence, publisher: Publisher, customer: String, fence: TransactionLock.Token?, now: Date,
         accessFrom: Date? = nil, extraEvents: [LifecycleEvent] = [], sharing: Set<String> = [],
         holding: Set<String> = [], imported: Bool = false, importWebhooks: Bool = false, snapshot: EntitlementStore.Snapshot? = nil,
-        claiming: [String] = [], closing: ClosingWrites? = nil, job: JobContext
+        claiming: [String] = [], closing: ClosingWrites? = nil, lastWriteUnderLocks: Bool = false, job: JobContext
     ) async throws -> [String: EntitlementDecision] {
         let engine = EntitlementEngine(publisher: publisher)
         var events = changeEvents(publisher, now: now)
@@ -136,6 +169,7 @@ package struct EntitlementService: Sendable {
         if !claiming.isEmpty, let beforeClaimingWrite { try await beforeClaimingWrite(job, claiming) }
         let (decisions, outbox, _) = try await store.update(
             publisher: publisher.id, customer: customer, fence: fence, snapshot: snapshot, claiming: claiming,
+            releasing: lastWriteUnderLocks ? closing : nil,
             { state in
                 state.sharedPurchases.formUnion(sharing)
                 state.sharedPurchases.subtract(holding)

@@ -389,14 +389,24 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
     ) async throws -> Result {
         var evidence = verified
         let originals = Set(evidence.facts.map(\.originalTransactionId))
-        return try await service.withLocks(publisher: publisher.id, originalTransactionIds: originals, job: job) { tokens, moment in
+        // The owners, the customer (the write's first attempt starts from it) and this job's
+        // memo, read in one round trip; in the locks' own where that may be (one server) and
+        // no migrated subscription's holder must be carried over first.
+        let request = EntitlementStore.ClaimReadRequest(
+            publisher: publisher.id, originalTransactionIds: originals, customer: payload.customer,
+            extra: job.memoReads("transfer", legacyField: "transfer"))
+        let carries = EntitlementStore.migrations(of: evidence.facts)
+        return try await service.withLocks(
+            publisher: publisher.id, originalTransactionIds: originals, job: job, readingForClaim: carries.isEmpty ? request : nil
+        ) { tokens, moment in
             let now = moment.now
-            try await service.store.carryMigrations(of: evidence.facts, publisher: publisher.id)
-            // One round trip: the owners, the customer (the write's first attempt starts from
-            // it) and this job's memo.
-            let read = try await service.store.readForClaim(
-                publisher: publisher.id, originalTransactionIds: originals, customer: payload.customer,
-                extra: job.memoReads("transfer", legacyField: "transfer"))
+            let read: EntitlementStore.ClaimRead
+            if let claimRead = moment.claimRead {
+                read = claimRead
+            } else {
+                try await service.store.carryMigrations(carries, publisher: publisher.id)
+                read = try await service.store.readForClaim(request)
+            }
             var (owners, sharing) = try await holders(evidence, payload: payload, publisher: publisher, read: read.owners)
             // Written by this job's earlier run (`requestTransfers`); one that does not decode is
             // said in the log and left out of the result, as it changes no decision.
@@ -472,13 +482,14 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
             }
 
             let fence = tokens[primary.originalTransactionId]
+            let keepsReceipt =
+                try payload.appReceipt != nil && evidence.latestReceipt != nil
+                && !service.reader(publisher, bundleId: primary.bundleId).gateway.hasServerAPI
             let decisionsByTransaction = try await service.apply(
                 evidence, publisher: publisher, customer: payload.customer, fence: fence, now: now,
                 sharing: Set(sharingNow), imported: payload.imported == true, importWebhooks: payload.importWebhooks == true,
-                snapshot: read.snapshot, claiming: claiming, closing: moment.closing, job: job)
-            if payload.appReceipt != nil, let receipt = evidence.latestReceipt,
-                try !service.reader(publisher, bundleId: primary.bundleId).gateway.hasServerAPI
-            {
+                snapshot: read.snapshot, claiming: claiming, closing: moment.closing, lastWriteUnderLocks: !keepsReceipt, job: job)
+            if keepsReceipt, let receipt = evidence.latestReceipt {
                 // Kept for the purchases the claim applied, not those it refused, and only
                 // where a renewal check must ask verifyReceipt again: subscriptions of an app
                 // without an App Store Server API key (the statuses answer for the others).

@@ -3,6 +3,10 @@
 public enum RedisCall: Sendable {
     case command([String])
     case script(RedisScript, keys: [String], arguments: [String])
+    /// A script sent by EVAL, its whole source: it runs in its place in the pipeline even on
+    /// a server that lost its scripts, where EVALSHA's NOSCRIPT is answered by sending it
+    /// again after the calls that follow it. For a script that later calls must follow.
+    case scriptInPlace(RedisScript, keys: [String], arguments: [String])
 }
 
 extension RedisConnectionPool {
@@ -18,13 +22,19 @@ extension RedisConnectionPool {
             case .script(let script, let keys, let arguments):
                 return RoutedCommand(
                     command: script.command(keys: keys, arguments: arguments), slot: try RedisRouter.slot(of: script, keys), script: script)
+            case .scriptInPlace(let script, let keys, let arguments):
+                return RoutedCommand(
+                    command: script.command(keys: keys, arguments: arguments, bySource: true), slot: try RedisRouter.slot(of: script, keys))
             }
         }
         let replies = try await router.execute(routed, timeout: nil, through: self)
         return zip(calls, replies).map { call, reply in
             guard case .error(let message) = reply else { return .success(reply) }
-            if case .script(let script, _, _) = call { return .failure(RedisError.script(script, replied: message)) }
-            return .failure(RedisError(.serverError, message))
+            switch call {
+            case .script(let script, _, _), .scriptInPlace(let script, _, _):
+                return .failure(RedisError.script(script, replied: message))
+            case .command: return .failure(RedisError(.serverError, message))
+            }
         }
     }
 }

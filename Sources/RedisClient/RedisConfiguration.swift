@@ -59,6 +59,16 @@ public struct RedisConfiguration: Sendable, Hashable {
         return !sharded
     }
 
+    /// Whether one server runs a pipeline's calls in the order sent: a single server only.
+    /// A cluster splits a pipeline per server; behind Sentinel the client sends again, a round
+    /// trip later, a call refused while the deployment changes (READONLY, LOADING), after the
+    /// calls beside it ran. Anywhere, a script sent by its SHA that the server lacks is sent
+    /// again after the others (`RedisCall.scriptInPlace` is not).
+    public var runsPipelinesInOrder: Bool {
+        if case .standalone = topology { return !sharded }
+        return false
+    }
+
     public init(
         host: String = "127.0.0.1", port: Int = 6379, username: String? = nil, password: String? = nil,
         database: Int = 0, connectTimeout: Duration = .seconds(2), commandTimeout: Duration = .seconds(5),

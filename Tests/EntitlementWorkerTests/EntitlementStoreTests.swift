@@ -270,6 +270,7 @@ import Testing
         #expect(store.claimsInWrite)
         try await claimsLandWithTheDocumentOrNotAtAll(store, inWrite: true)
         #expect(store.claimsInWrite)
+        try await locksGoWithALastWriteThatLeavesNothingToClose(store, inWrite: true)
 
         // Announced as sharded (`?sharded=yes`), the store claims apart from the start.
         var announcedConfiguration = try await TestRedis.configuration()
@@ -279,6 +280,7 @@ import Testing
             prefix: TestRedis.uniquePrefix("announced"), logger: TestRedis.logger)
         #expect(!announced.claimsInWrite)
         try await claimsLandWithTheDocumentOrNotAtAll(announced, inWrite: false)
+        try await locksGoWithALastWriteThatLeavesNothingToClose(announced, inWrite: false)
         announced.redis.close()
 
         let shard = try await LocalRedisCluster.startOneNode()
@@ -291,10 +293,69 @@ import Testing
             try await claimsLandWithTheDocumentOrNotAtAll(sharded, inWrite: false)
             #expect(!sharded.claimsInWrite, "the server's refusal turned the claim in the write off")
             sharded.redis.close()
+            // Refused for the locks alone (no claim), the write is made again without them.
+            let releasing = EntitlementStore(
+                redis: RedisConnectionPool(
+                    configuration: try RedisConfiguration(url: "redis://\(shard.nodes[0].address)"), logger: TestRedis.logger),
+                prefix: TestRedis.uniquePrefix("shard-locks"), logger: TestRedis.logger)
+            try await locksGoWithALastWriteThatLeavesNothingToClose(releasing, inWrite: false)
+            #expect(!releasing.claimsInWrite)
+            releasing.redis.close()
         } catch {
             Issue.record("\(error)")
         }
         await shard.stop()
+    }
+
+    /// A job's locks offered to its last write (`update(releasing:)`) are released by it where
+    /// `inWrite` (one server), and only when it leaves nothing to deliver or close; otherwise
+    /// they stay for the job's own release.
+    func locksGoWithALastWriteThatLeavesNothingToClose(_ store: EntitlementStore, inWrite: Bool) async throws {
+        let locks = TransactionLock(redis: store.redis, prefix: store.prefix, lease: .seconds(30))
+        func write(_ id: String, closing: ClosingWrites, followUp: Bool = false) async throws -> Int {
+            _ = try await store.update(
+                publisher: "voip", customer: "carol", fence: nil, releasing: closing,
+                { state in engine.apply(self.credit(id), to: &state, now: Date()) },
+                effects: { _, _, _ in
+                    EntitlementStore.Change(
+                        followUps: followUp
+                            ? [try FollowUpJob(id: "webhook:\(id)", JobPayloads.Webhook(publisher: "voip", event: "{}", eventId: id))] : [])
+                })
+            return try await store.load(publisher: "voip", customer: "carol").version
+        }
+        func held(_ id: String) async throws -> Bool {
+            try await store.redis.send(["EXISTS", store.keys.lock("voip", id)]).int == 1
+        }
+        func offered(_ ids: [String], job: String) async throws -> (ClosingWrites, [TransactionLock.Token]) {
+            var tokens: [TransactionLock.Token] = []
+            for id in ids { tokens.append(try #require(try await locks.acquire(publisher: "voip", originalTransactionId: id, job: job))) }
+            let closing = ClosingWrites()
+            closing.offer(locks: locks.releaseInWrite(tokens, publisher: "voip", job: job))
+            return (closing, tokens)
+        }
+
+        // Nothing follows the write: both locks go with it (one server), or stay.
+        let (first, firstTokens) = try await offered(["L1", "L2"], job: "job-1")
+        #expect(try await write("L1", closing: first) == 1)
+        #expect(first.released == inWrite)
+        #expect(try await held("L1") == !inWrite)
+        #expect(try await held("L2") == !inWrite)
+        if !inWrite { #expect(try await locks.release(firstTokens, publisher: "voip", job: "job-1", with: first).isEmpty) }
+
+        // A follow-up job to deliver after the write: the locks stay for the release after it.
+        let (second, secondTokens) = try await offered(["L3"], job: "job-2")
+        #expect(try await write("L3", closing: second, followUp: true) == 2)
+        #expect(!second.released)
+        #expect(try await held("L3"))
+        try await store.clear(outbox: ["webhook:L3"], publisher: "voip", customer: "carol")
+        #expect(try await locks.release(secondTokens, publisher: "voip", job: "job-2", with: second).isEmpty)
+
+        // A lock that passed to another job meanwhile is left to it.
+        let (third, thirdTokens) = try await offered(["L4"], job: "job-3")
+        _ = try await store.redis.send(["SET", store.keys.lock("voip", "L4"), "job-4:\(thirdTokens[0].value + 1)"])
+        #expect(try await write("L4", closing: third) == 3)
+        #expect(try await store.redis.send(["GET", store.keys.lock("voip", "L4")]).string == "job-4:\(thirdTokens[0].value + 1)")
+        _ = try await store.redis.send(["DEL", store.keys.lock("voip", "L4")])
     }
 
     /// `inWrite`: the claims go in the write (all or none), else apart (one by one, as on a cluster).

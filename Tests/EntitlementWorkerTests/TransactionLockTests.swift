@@ -40,4 +40,30 @@ import Testing
         #expect(try await store.load(publisher: "p", customer: "c").version == 2)
         pool.close()
     }
+
+    /// The locks with the reads that follow them, in one round trip: the reads see the
+    /// locks taken; a lock another job holds is not taken, and the reads come back all the same.
+    @Test func locksTakenInOneRoundTripWithReadsThatFollowThem() async throws {
+        let pool = try await TestRedis.pool()
+        defer { pool.close() }
+        let prefix = TestRedis.uniquePrefix("locks-reads")
+        let locks = TransactionLock(redis: pool, prefix: prefix, lease: .seconds(30))
+        let keys = EntitlementKeys(prefix: prefix)
+        let reads = [["GET", keys.lock("p", "T1")], ["GET", keys.lock("p", "T2")]]
+        let taken = try await locks.acquire(["T1", "T2"], publisher: "p", job: "job-a", then: reads)
+        #expect(taken.error == nil)
+        let t1 = try #require(taken.tokens["T1"])
+        let t2 = try #require(taken.tokens["T2"])
+        #expect(try taken.reads.map { try $0.get().string } == ["job-a:\(t1.value)", "job-a:\(t2.value)"])
+
+        // Another job: T2 is job-a's, T3 free.
+        let other = try await locks.acquire(
+            ["T2", "T3"], publisher: "p", job: "job-b", then: [["GET", keys.lock("p", "T2")]])
+        #expect(other.tokens["T2"] == nil)
+        let t3 = try #require(other.tokens["T3"])
+        #expect(try other.reads.map { try $0.get().string } == ["job-a:\(t2.value)"])
+        #expect(try await locks.release([t1, t2], publisher: "p", job: "job-a", with: ClosingWrites()).isEmpty)
+        #expect(try await locks.release([t3], publisher: "p", job: "job-b", with: ClosingWrites()).isEmpty)
+        #expect(try await pool.send(["EXISTS", keys.lock("p", "T1"), keys.lock("p", "T2"), keys.lock("p", "T3")]) == .integer(0))
+    }
 }

@@ -240,6 +240,10 @@ import Testing
         #expect(!cluster.holdsEveryKeyOnOneServer)
         let sharded = try RedisConfiguration(url: "redis://h:1?sharded=yes")
         #expect(sharded.sharded && !sharded.holdsEveryKeyOnOneServer)
+        // Who runs a pipeline's calls in the order sent: one server only (Sentinel's client
+        // sends again what a changing deployment refused, after the calls beside it).
+        #expect(try RedisConfiguration(url: "redis://h:1").runsPipelinesInOrder)
+        #expect(!sentinel.runsPipelinesInOrder && !cluster.runsPipelinesInOrder && !sharded.runsPipelinesInOrder)
         #expect(throws: RedisError.self) { try RedisConfiguration(url: "redis://h:1?sharded=maybe") }
         #expect(throws: RedisError.self) { try RedisConfiguration(url: "redis://h:99999") }
     }

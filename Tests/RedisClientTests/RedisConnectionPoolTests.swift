@@ -119,6 +119,31 @@ import Testing
         await shard.stop()
     }
 
+    /// A script the calls after it must follow runs first even where the server does not
+    /// know it: by EVALSHA it would be sent again after them (NOSCRIPT), and they would read
+    /// what it had not written yet.
+    @Test func aScriptSentInPlaceRunsBeforeTheCallsAfterItOnAServerThatLacksIt() async throws {
+        let pool = try await TestRedis.pool()
+        defer { pool.close() }
+        let key = TestRedis.uniquePrefix("in-place")
+        // Unique source, so no other test has loaded it.
+        let script = RedisScript(name: "set-it", source: "return redis.call('SET', KEYS[1], ARGV[1]) -- \(key)")
+        let inPlace = try await pool.execute([
+            .scriptInPlace(script, keys: [key + ":a"], arguments: ["written"]), .command(["GET", key + ":a"]),
+        ])
+        #expect(try inPlace[0].get() == .status("OK"))
+        #expect(try inPlace[1].get().string == "written", "the read follows the script")
+
+        // The same by EVALSHA on a server that lacks it: the read ran first.
+        let other = RedisScript(name: "set-it", source: "return redis.call('SET', KEYS[1], ARGV[1]) -- \(key) again")
+        let bySHA = try await pool.execute([
+            .script(other, keys: [key + ":b"], arguments: ["written"]), .command(["GET", key + ":b"]),
+        ])
+        #expect(try bySHA[0].get() == .status("OK"))
+        #expect(try bySHA[1].get() == .null)
+        _ = try await pool.send(["DEL", key + ":a", key + ":b"])
+    }
+
     @Test func sha1MatchesKnownDigests() {
         #expect(RedisScript(name: "empty", source: "").sha1 == "da39a3ee5e6b4b0d3255bfef95601890afd80709")
         #expect(
