@@ -41,6 +41,6 @@ package final class ClosingWrites: Sendable {
 
     func markReleased() { state.withLock { $0.released = true } }
 
-    /// Whether a write released the offered locks.
+    /// Whether a write deleted every lock offered (the job's release is then not sent).
     package var released: Bool { state.withLock { $0.released } }
 }

@@ -73,8 +73,11 @@ package struct EntitlementStore: Sendable {
     ///
     /// `KEYS[3]` on are the holder indexes (their scores after the customer in ARGV), then
     /// the owner keys the write claims for the customer, as many as the last ARGV says:
-    /// written with the document or not at all. Those keys are in other hash slots, so only
-    /// a single server (or Sentinel's primary) is sent any (`claimsInWrite`).
+    /// written with the document or not at all; then the transaction locks the write
+    /// releases, as many as the ARGV before it says, each deleted after the write while it
+    /// holds the value given for it (the ARGVs before the two counts). With locks, the reply
+    /// is the new version and how many were deleted. Owner and lock keys are in other hash
+    /// slots, so only a single server (or Sentinel's primary) is sent any (`claimsInWrite`).
     ///
     /// `ARGV[10]` is the layout written (`StoredCustomer.Layout`): `packed`, the field `doc`
     /// holding the version, the event ids, the fences and the document (`StoredCustomer.Record`,
@@ -197,10 +200,14 @@ package struct EntitlementStore: Sendable {
               if score == '' then redis.call('ZREM', KEYS[k], customer) else redis.call('ZADD', KEYS[k], score, customer) end
             end
             redis.call('PUBLISH', ARGV[3], ARGV[4] .. version .. '}')
+            if locks == 0 then return version end
+            local released = 0
             for i = 1, locks do
-              if redis.call('GET', KEYS[lastOwner + i]) == ARGV[#ARGV - 2 - locks + i] then redis.call('DEL', KEYS[lastOwner + i]) end
+              if redis.call('GET', KEYS[lastOwner + i]) == ARGV[#ARGV - 2 - locks + i] then
+                released = released + redis.call('DEL', KEYS[lastOwner + i])
+              end
             end
-            return version
+            return {version, released}
             """)
 
     /// The customer's document and its version (0 when the customer is new).
@@ -450,10 +457,13 @@ package struct EntitlementStore: Sendable {
                 }
                 continue
             }
-            if let newVersion = written.int, newVersion > 0 {
-                if release != nil { releasing?.markReleased() }
+            if let reply = written.array, reply.count == 2, let newVersion = reply[0].int, newVersion > 0 {
+                // Marked released only when every lock went: one that passed to another job
+                // meanwhile is not, and the job's own release then finds it gone.
+                if let release, reply[1].int == release.keys.count { releasing?.markReleased() }
                 return (result, outbox + added, effect.events)
             }
+            if let newVersion = written.int, newVersion > 0 { return (result, outbox + added, effect.events) }
             if written.int == -1, let fence {
                 throw EntitlementStoreError(
                     .fenced, "the lock on \(fence.originalTransactionId) passed to a later job before this one wrote")

@@ -73,7 +73,8 @@ package struct EntitlementService: Sendable {
     ///
     /// `readingForClaim`: what the body would read first. On a single server it is read in
     /// the locks' round trip, once they are taken, and is the moment's `claimRead`; elsewhere
-    /// (`EntitlementStore.readsWithLocks`) that is nil.
+    /// (`EntitlementStore.readsWithLocks`) that is nil. The locks are offered to the body's
+    /// last write (`apply(lastWriteUnderLocks:)`); those it released are not released again.
     func withLocks<Result: Sendable>(
         publisher: String, originalTransactionIds: some Sequence<String>, job: JobContext,
         readingForClaim request: EntitlementStore.ClaimReadRequest? = nil,
