@@ -24,6 +24,9 @@ package struct EntitlementService: Sendable {
     /// Runs before a write that claims purchases (`apply(claiming:)`), with their ids: a
     /// fault point for tests of a claim made meanwhile.
     package var beforeClaimingWrite: (@Sendable (JobContext, [String]) async throws -> Void)?
+    /// Runs before a job takes its transaction locks (`withLocks`), with their ids: a fault
+    /// point for tests of what another job did just before.
+    package var beforeTakingLocks: (@Sendable (JobContext, [String]) async throws -> Void)?
 
     /// Locks whose release failed (Redis unreachable at that moment); each expires with its lease.
     static let lockReleaseFailures = Counter(label: "entitle_lock_release_failures_total")
@@ -97,6 +100,7 @@ package struct EntitlementService: Sendable {
         }
         // Sorted, so two jobs wanting the same pair never hold one each forever.
         let ids = Set(originalTransactionIds).sorted()
+        if let beforeTakingLocks { try await beforeTakingLocks(job, ids) }
         var claimRead: EntitlementStore.ClaimRead?
         if let request, store.readsWithLocks {
             let taken = try await locks.acquire(ids, publisher: publisher, job: job.id, then: store.claimReads(request))

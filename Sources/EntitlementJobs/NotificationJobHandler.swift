@@ -332,15 +332,13 @@ package struct NotificationJobHandler: EntitlementJobHandler {
                 ).id
             return
         }
-        let holders = try await service.store.holders(publisher: publisher.id, originalTransactionId: transactionId)
-        guard let customer = holders.first else {
-            result.message = "no customer holds purchase \(transactionId)"
-            return
-        }
-        result.customer = customer
         let engine = EntitlementEngine(publisher: publisher)
-        let decision = try await service.withLocks(publisher: publisher.id, originalTransactionIds: [transactionId], job: job) {
-            tokens, moment in
+        // Whom it reaches is read under the lock: a transfer that ran before it was taken
+        // moved the purchase, and its new holder must lose it too.
+        let applied = try await service.withLocks(publisher: publisher.id, originalTransactionIds: [transactionId], job: job) {
+            tokens, moment -> Applied<EntitlementDecision?>? in
+            let holders = try await service.store.holders(publisher: publisher.id, originalTransactionId: transactionId)
+            guard let customer = holders.first else { return nil }
             var first: EntitlementDecision?
             for holder in holders {
                 let decision = try await service.change(
@@ -349,10 +347,21 @@ package struct NotificationJobHandler: EntitlementJobHandler {
                 ) { state in engine.refund(transactionId: transactionId, at: moment.now, in: &state) }
                 first = first ?? decision
             }
-            return first
+            return Applied(customer: customer, decisions: first)
         }
-        result.accessGranted = decision?.accessGranted
-        result.entitlements = decision?.entitlements
+        guard let applied else {
+            result.message = "no customer holds purchase \(transactionId)"
+            return
+        }
+        result.customer = applied.customer
+        result.accessGranted = applied.decisions?.accessGranted
+        result.entitlements = applied.decisions?.entitlements
+    }
+
+    /// What was applied under a purchase's lock, and to whom first (its owner).
+    struct Applied<Decisions: Sendable>: Sendable {
+        var customer: String
+        var decisions: Decisions
     }
 
     // MARK: Applying
@@ -367,18 +376,16 @@ package struct NotificationJobHandler: EntitlementJobHandler {
             result.message = "the notification names no purchase"
             return
         }
-        try await service.store.carryMigrations(of: evidence.facts, publisher: publisher.id)
-        var holders = try await service.store.holders(publisher: publisher.id, originalTransactionId: original)
-        if holders.isEmpty, publisher.customerIdentity == .appAccountToken, let token = appAccountToken {
-            holders = [try await service.store.claim(publisher: publisher.id, originalTransactionId: original, for: token)]
-        }
-        guard let customer = holders.first else {
-            result.message = "no customer holds this purchase yet; its receipt job will apply it"
-            return
-        }
-        result.customer = customer
-        let decisions = try await service.withLocks(publisher: publisher.id, originalTransactionIds: [original], job: job) {
-            tokens, moment in
+        // Whom it reaches is read under the lock: a transfer that ran before it was taken
+        // moved the purchase, and its new holder is the one Apple's news is for.
+        let applied = try await service.withLocks(publisher: publisher.id, originalTransactionIds: [original], job: job) {
+            tokens, moment -> Applied<[String: EntitlementDecision]>? in
+            try await service.store.carryMigrations(of: evidence.facts, publisher: publisher.id)
+            var holders = try await service.store.holders(publisher: publisher.id, originalTransactionId: original)
+            if holders.isEmpty, publisher.customerIdentity == .appAccountToken, let token = appAccountToken {
+                holders = [try await service.store.claim(publisher: publisher.id, originalTransactionId: original, for: token)]
+            }
+            guard let customer = holders.first else { return nil }
             var first: [String: EntitlementDecision] = [:]
             for (index, holder) in holders.enumerated() {
                 let decisions = try await service.apply(
@@ -390,10 +397,15 @@ package struct NotificationJobHandler: EntitlementJobHandler {
             try await service.amendFormerHolders(
                 evidence.facts, publisher: publisher, originalTransactionId: original, current: holders, fence: tokens[original],
                 moment: moment, job: job)
-            return first
+            return Applied(customer: customer, decisions: first)
         }
+        guard let applied else {
+            result.message = "no customer holds this purchase yet; its receipt job will apply it"
+            return
+        }
+        result.customer = applied.customer
         let newest = evidence.facts.max { $0.purchaseDate < $1.purchaseDate }
-        let decision = newest.flatMap { decisions[$0.transactionId] }
+        let decision = newest.flatMap { applied.decisions[$0.transactionId] }
         result.accessGranted = decision?.accessGranted
         result.entitlements = decision?.entitlements
     }

@@ -61,16 +61,18 @@ package struct RefundJobHandler: EntitlementJobHandler {
             throw JobRefusal.invalidPayload("the signed transaction is \(fact.transactionId), not \(payload.transactionId)")
         }
         let id = fact.originalTransactionId
-        try await service.store.carryMigrations(of: [fact], publisher: publisher.id)
-        let holders = try await service.store.holders(publisher: publisher.id, originalTransactionId: id)
-        guard let customer = holders.first else {
-            return Result(
-                publisher: publisher.id, customer: nil, transactionId: fact.transactionId, originalTransactionId: id,
-                refunded: fact.revocationDate != nil, revocationDate: fact.revocationDate, revocationType: fact.revocationType,
-                revocationPercentage: fact.revocationPercentage, entitlements: [], creditBalance: nil, changed: false,
-                message: "no customer holds this purchase yet")
-        }
         return try await service.withLocks(publisher: publisher.id, originalTransactionIds: [id], job: job) { tokens, moment in
+            // Whom it reaches is read under the lock: a transfer that ran before it was taken
+            // moved the purchase, and its new holder must lose it too.
+            try await service.store.carryMigrations(of: [fact], publisher: publisher.id)
+            let holders = try await service.store.holders(publisher: publisher.id, originalTransactionId: id)
+            guard let customer = holders.first else {
+                return Result(
+                    publisher: publisher.id, customer: nil, transactionId: fact.transactionId, originalTransactionId: id,
+                    refunded: fact.revocationDate != nil, revocationDate: fact.revocationDate, revocationType: fact.revocationType,
+                    revocationPercentage: fact.revocationPercentage, entitlements: [], creditBalance: nil, changed: false,
+                    message: "no customer holds this purchase yet")
+            }
             let now = moment.now
             var decision: EntitlementDecision?
             // The owner's answer is the result; those sharing the purchase lose or regain it too.
