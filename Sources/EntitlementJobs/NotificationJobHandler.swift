@@ -377,8 +377,10 @@ package struct NotificationJobHandler: EntitlementJobHandler {
             return
         }
         // Whom it reaches is read under the lock: a transfer that ran before it was taken
-        // moved the purchase, and its new holder is the one Apple's news is for.
-        let applied = try await service.withLocks(publisher: publisher.id, originalTransactionIds: [original], job: job) {
+        // moved the purchase, and its new holder is the one Apple's news is for. A migrated
+        // subscription's previous chain is locked too: its holder, carried over, must not move.
+        let locked = [original] + EntitlementStore.migrations(of: evidence.facts).values
+        let applied = try await service.withLocks(publisher: publisher.id, originalTransactionIds: locked, job: job) {
             tokens, moment -> Applied<[String: EntitlementDecision]>? in
             try await service.store.carryMigrations(of: evidence.facts, publisher: publisher.id)
             var holders = try await service.store.holders(publisher: publisher.id, originalTransactionId: original)

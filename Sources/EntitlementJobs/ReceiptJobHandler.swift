@@ -395,9 +395,12 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
         let request = EntitlementStore.ClaimReadRequest(
             publisher: publisher.id, originalTransactionIds: originals, customer: payload.customer,
             extra: job.memoReads("transfer", legacyField: "transfer"))
+        // A migrated subscription's previous chain is locked too: its holder, carried over,
+        // must not move meanwhile.
         let carries = EntitlementStore.migrations(of: evidence.facts)
         return try await service.withLocks(
-            publisher: publisher.id, originalTransactionIds: originals, job: job, readingForClaim: carries.isEmpty ? request : nil
+            publisher: publisher.id, originalTransactionIds: originals.union(carries.values), job: job,
+            readingForClaim: carries.isEmpty ? request : nil
         ) { tokens, moment in
             let now = moment.now
             let read: EntitlementStore.ClaimRead
@@ -444,11 +447,12 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
                 return try await refused(reason, refusal.message ?? reason.rawValue, answer(decisions))
             }
             // Only what the claim may take becomes the claimant's (nothing before the primary
-            // purchase is known to be granted); one claimed meanwhile (a notification naming an
-            // appAccountToken) is decided again. Off a cluster the claim goes in the customer's
-            // write, a round trip fewer: one claimed meanwhile leaves the write undone and the
-            // job is run again (`claimTaken`), to decide on what it then reads. A job that asks
-            // for a transfer (and so runs again before it writes) claims first, as on a cluster.
+            // purchase is known to be granted). Every claim is made under the purchase's lock,
+            // so one claimed meanwhile means this job's lease ran out and the lock passed on; it
+            // is decided again. Off a cluster the claim goes in the customer's write, a round
+            // trip fewer: one claimed meanwhile leaves the write undone and the job is run again
+            // (`claimTaken`), to decide on what it then reads. A job that asks for a transfer
+            // (and so runs again before it writes) claims first, as on a cluster.
             let unclaimed = decisions.filter { owners[$0.key] == nil && $0.value.outcome == .granted }.keys
             let asksForTransfer = decisions.contains { $0.value.outcome == .transfer && owners[$0.key] != payload.customer }
             var claiming: [String] = []

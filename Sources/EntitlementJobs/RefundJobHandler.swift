@@ -61,7 +61,10 @@ package struct RefundJobHandler: EntitlementJobHandler {
             throw JobRefusal.invalidPayload("the signed transaction is \(fact.transactionId), not \(payload.transactionId)")
         }
         let id = fact.originalTransactionId
-        return try await service.withLocks(publisher: publisher.id, originalTransactionIds: [id], job: job) { tokens, moment in
+        // A migrated subscription's previous chain is locked too: its holder, carried over,
+        // must not move meanwhile.
+        let locked = [id] + EntitlementStore.migrations(of: [fact]).values
+        return try await service.withLocks(publisher: publisher.id, originalTransactionIds: locked, job: job) { tokens, moment in
             // Whom it reaches is read under the lock: a transfer that ran before it was taken
             // moved the purchase, and its new holder must lose it too.
             try await service.store.carryMigrations(of: [fact], publisher: publisher.id)

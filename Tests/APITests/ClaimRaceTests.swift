@@ -5,10 +5,11 @@ import RedisTestSupport
 import Synchronization
 import Testing
 
-/// A purchase claimed by another customer between a receipt job's read and its write (a
-/// notification naming an appAccountToken claims without the job's lock). Off a cluster
-/// the job's claim rides in the customer's write, which must then write nothing at all;
-/// the job runs again and decides on the holder it reads then.
+/// A purchase claimed by another customer between a receipt job's read and its write (every
+/// claim is made under the purchase's lock, so only after the job's lease ran out and the
+/// lock passed on; the fault point claims directly). Off a cluster the job's claim rides in
+/// the customer's write, which must then write nothing at all; the job runs again and
+/// decides on the holder it reads then.
 @Suite struct ClaimRaceTests {
     /// The ids the fault point saw, and whether it has claimed them for someone else yet.
     final class Race: Sendable {
