@@ -35,7 +35,13 @@ package struct TransferJobHandler: EntitlementJobHandler {
             let now = moment.now
             let owner = try await service.store.owner(publisher: publisher.id, originalTransactionId: id)
             // After a crash between the owner change and the release, the owner is already
-            // the new one: the requester's `from` names whom to release.
+            // the new one: the requester's `from` names whom to release. Only for this job's
+            // own rerun (it kept its moment of transfer, below): where another job moved the
+            // purchase there first (a request made again, two claims of one customer), a second
+            // move would only write a second transfer and date the holding again.
+            if owner == payload.to, try await job.memo("transferredAt", legacyField: "transferredAt") == nil {
+                throw JobRefusal.notPossible(code: "alreadyHeld", "\(payload.to) already holds \(id)")
+            }
             guard let previous = owner == payload.to ? payload.from : owner else {
                 throw JobRefusal.notPossible(code: "notHeld", "no customer of \(publisher.id) holds \(id)")
             }

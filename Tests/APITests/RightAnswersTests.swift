@@ -52,6 +52,30 @@ import Testing
         }
     }
 
+    /// The same transfer asked again once its job moved the purchase (a new job: the first is
+    /// done) is refused and moves nothing twice: one transfer event, access where it was.
+    @Test(.timeLimit(.minutes(3))) func aTransferAskedAgainAfterItsJobMovedThePurchaseMovesNothingTwice() async throws {
+        try await APIStack.run("transfer-again", worker: true) { api in
+            let (ann, bob) = ("ann-again@example.com", "bob-again@example.com")
+            let bought = try await api.buy("premium.monthly", extra: ["environment": "Production"])
+            let original = try #require(bought["originalTransactionId"] as? String)
+            _ = try await api.claim(["customer": ann, "signedTransaction": try #require(bought["signedTransaction"] as? String)])
+            let first = try await api.transfer(original, to: bob, from: ann)
+            #expect(first["newOwner"] as? String == bob)
+
+            let reply = try await api.call(
+                .POST, "/v1/transfers", json: ["originalTransactionId": original, "to": bob, "from": ann], route: "POST /v1/transfers")
+            try #require(reply.status == 202, "\(reply.text)")
+            let again = try await api.finished(try #require(reply.json["jobId"] as? String))
+            #expect(again["status"] as? String == "failed", "\(again)")
+            #expect("\(again)".contains("alreadyHeld"), "\(again)")
+            let transfers = try await api.events(bob).filter { $0["type"] as? String == "transfer" }
+            #expect(transfers.count == 1, "\(transfers)")
+            #expect(try await api.access(bob, "premium"))
+            #expect(try await !api.access(ann, "premium"))
+        }
+    }
+
     @Test(.timeLimit(.minutes(3))) func aRepeatedRequestIsAnsweredFromTheStateNow() async throws {
         try await APIStack.run("repeat", worker: true) { api in
             // carol's subscription moves to dave; carol sends her first request again.
