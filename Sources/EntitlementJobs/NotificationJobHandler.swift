@@ -332,9 +332,15 @@ package struct NotificationJobHandler: EntitlementJobHandler {
                 ).id
             return
         }
+        let message = "no customer holds purchase \(transactionId)"
+        // Held by nobody: no lock is taken (nothing to move it meanwhile: a transfer needs a holder).
+        if try await service.store.holders(publisher: publisher.id, originalTransactionId: transactionId).isEmpty {
+            result.message = message
+            return
+        }
         let engine = EntitlementEngine(publisher: publisher)
-        // Whom it reaches is read under the lock: a transfer that ran before it was taken
-        // moved the purchase, and its new holder must lose it too.
+        // Whom it reaches is read again under the lock: a transfer that ran before it was
+        // taken moved the purchase, and its new holder must lose it too.
         let applied = try await service.withLocks(publisher: publisher.id, originalTransactionIds: [transactionId], job: job) {
             tokens, moment -> Applied<EntitlementDecision?>? in
             let holders = try await service.store.holders(publisher: publisher.id, originalTransactionId: transactionId)
@@ -350,7 +356,7 @@ package struct NotificationJobHandler: EntitlementJobHandler {
             return Applied(customer: customer, decisions: first)
         }
         guard let applied else {
-            result.message = "no customer holds purchase \(transactionId)"
+            result.message = message
             return
         }
         result.customer = applied.customer
@@ -376,10 +382,23 @@ package struct NotificationJobHandler: EntitlementJobHandler {
             result.message = "the notification names no purchase"
             return
         }
-        // Whom it reaches is read under the lock: a transfer that ran before it was taken
-        // moved the purchase, and its new holder is the one Apple's news is for. A migrated
-        // subscription's previous chain is locked too: its holder, carried over, must not move.
-        let locked = [original] + EntitlementStore.migrations(of: evidence.facts).values
+        let message = "no customer holds this purchase yet; its receipt job will apply it"
+        let migrations = EntitlementStore.migrations(of: evidence.facts)
+        let claimable = publisher.customerIdentity == .appAccountToken && appAccountToken != nil
+        // Held by nobody, with nobody to claim it and no holder to carry over: no lock is
+        // taken, so the purchase's own receipt job (often posted as Apple notifies) is not
+        // kept waiting behind this one. Nothing can move it meanwhile: a transfer needs a holder.
+        if migrations.isEmpty, !claimable,
+            try await service.store.holders(publisher: publisher.id, originalTransactionId: original).isEmpty
+        {
+            result.message = message
+            return
+        }
+        // Whom it reaches is read again under the lock: a transfer that ran before it was
+        // taken moved the purchase, and its new holder is the one Apple's news is for. A
+        // migrated subscription's previous chain is locked too: its holder, carried over, must
+        // not move.
+        let locked = [original] + migrations.values
         let applied = try await service.withLocks(publisher: publisher.id, originalTransactionIds: locked, job: job) {
             tokens, moment -> Applied<[String: EntitlementDecision]>? in
             try await service.store.carryMigrations(of: evidence.facts, publisher: publisher.id)
@@ -402,7 +421,7 @@ package struct NotificationJobHandler: EntitlementJobHandler {
             return Applied(customer: customer, decisions: first)
         }
         guard let applied else {
-            result.message = "no customer holds this purchase yet; its receipt job will apply it"
+            result.message = message
             return
         }
         result.customer = applied.customer

@@ -61,21 +61,26 @@ package struct RefundJobHandler: EntitlementJobHandler {
             throw JobRefusal.invalidPayload("the signed transaction is \(fact.transactionId), not \(payload.transactionId)")
         }
         let id = fact.originalTransactionId
+        let unheld = Result(
+            publisher: publisher.id, customer: nil, transactionId: fact.transactionId, originalTransactionId: id,
+            refunded: fact.revocationDate != nil, revocationDate: fact.revocationDate, revocationType: fact.revocationType,
+            revocationPercentage: fact.revocationPercentage, entitlements: [], creditBalance: nil, changed: false,
+            message: "no customer holds this purchase yet")
+        let migrations = EntitlementStore.migrations(of: [fact])
+        // Held by nobody, with no holder to carry over: no lock is taken (nothing can move it
+        // meanwhile: a transfer needs a holder), so the purchase's receipt job is not kept waiting.
+        if migrations.isEmpty, try await service.store.holders(publisher: publisher.id, originalTransactionId: id).isEmpty {
+            return unheld
+        }
         // A migrated subscription's previous chain is locked too: its holder, carried over,
         // must not move meanwhile.
-        let locked = [id] + EntitlementStore.migrations(of: [fact]).values
+        let locked = [id] + migrations.values
         return try await service.withLocks(publisher: publisher.id, originalTransactionIds: locked, job: job) { tokens, moment in
-            // Whom it reaches is read under the lock: a transfer that ran before it was taken
-            // moved the purchase, and its new holder must lose it too.
+            // Whom it reaches is read again under the lock: a transfer that ran before it was
+            // taken moved the purchase, and its new holder must lose it too.
             try await service.store.carryMigrations(of: [fact], publisher: publisher.id)
             let holders = try await service.store.holders(publisher: publisher.id, originalTransactionId: id)
-            guard let customer = holders.first else {
-                return Result(
-                    publisher: publisher.id, customer: nil, transactionId: fact.transactionId, originalTransactionId: id,
-                    refunded: fact.revocationDate != nil, revocationDate: fact.revocationDate, revocationType: fact.revocationType,
-                    revocationPercentage: fact.revocationPercentage, entitlements: [], creditBalance: nil, changed: false,
-                    message: "no customer holds this purchase yet")
-            }
+            guard let customer = holders.first else { return unheld }
             let now = moment.now
             var decision: EntitlementDecision?
             // The owner's answer is the result; those sharing the purchase lose or regain it too.
