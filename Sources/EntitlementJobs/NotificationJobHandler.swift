@@ -333,7 +333,8 @@ package struct NotificationJobHandler: EntitlementJobHandler {
             return
         }
         let message = "no customer holds purchase \(transactionId)"
-        // Held by nobody: no lock is taken (nothing to move it meanwhile: a transfer needs a holder).
+        // Held by nobody: no lock is taken, as before holders were read under it. A transfer
+        // needs a holder; a receipt job claiming it meanwhile applies Apple's view it read itself.
         if try await service.store.holders(publisher: publisher.id, originalTransactionId: transactionId).isEmpty {
             result.message = message
             return
@@ -387,7 +388,8 @@ package struct NotificationJobHandler: EntitlementJobHandler {
         let claimable = publisher.customerIdentity == .appAccountToken && appAccountToken != nil
         // Held by nobody, with nobody to claim it and no holder to carry over: no lock is
         // taken, so the purchase's own receipt job (often posted as Apple notifies) is not
-        // kept waiting behind this one. Nothing can move it meanwhile: a transfer needs a holder.
+        // kept waiting behind this one. A transfer needs a holder; a receipt job claiming it
+        // meanwhile applies Apple's view it read itself.
         if migrations.isEmpty, !claimable,
             try await service.store.holders(publisher: publisher.id, originalTransactionId: original).isEmpty
         {

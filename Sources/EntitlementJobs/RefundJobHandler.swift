@@ -67,8 +67,9 @@ package struct RefundJobHandler: EntitlementJobHandler {
             revocationPercentage: fact.revocationPercentage, entitlements: [], creditBalance: nil, changed: false,
             message: "no customer holds this purchase yet")
         let migrations = EntitlementStore.migrations(of: [fact])
-        // Held by nobody, with no holder to carry over: no lock is taken (nothing can move it
-        // meanwhile: a transfer needs a holder), so the purchase's receipt job is not kept waiting.
+        // Held by nobody, with no holder to carry over: no lock is taken, so the purchase's
+        // receipt job is not kept waiting. A transfer needs a holder; a receipt job claiming it
+        // meanwhile applies Apple's view it read itself.
         if migrations.isEmpty, try await service.store.holders(publisher: publisher.id, originalTransactionId: id).isEmpty {
             return unheld
         }
