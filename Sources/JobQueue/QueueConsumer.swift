@@ -219,6 +219,7 @@ public final class QueueConsumer: Sendable {
     }
 
     private func heartbeatLoop() async {
+        var sinceSweep = Duration.zero
         while true {
             do {
                 try await Task.sleep(for: settings.heartbeatInterval)
@@ -226,6 +227,15 @@ public final class QueueConsumer: Sendable {
                 return
             }
             await heartbeat()
+            // Once a heartbeat TTL, this consumer's own active list is checked at the next
+            // claim, failure seen or not: a write Redis confirmed and then lost (a failover to
+            // a replica it had not reached) can put back in it a job this worker already let
+            // go, and no reaper takes from a live consumer.
+            sinceSweep += settings.heartbeatInterval
+            if sinceSweep >= settings.heartbeatTTL {
+                sinceSweep = .zero
+                orphansSuspected.store(true, ordering: .relaxed)
+            }
         }
     }
 
@@ -237,6 +247,8 @@ public final class QueueConsumer: Sendable {
             beatLanded(sentAt: sentAt)
         } catch {
             logger.warning("heartbeat failed", metadata: ["error": "\(error)"])
+            // Redis is failing or moving: its replies may have been lost too.
+            orphansSuspected.store(true, ordering: .relaxed)
         }
     }
 

@@ -218,6 +218,32 @@ import Testing
         #expect(try await h.queue.stats(queue: h.name).counters["reaped"] == nil)
     }
 
+    /// A job back in a live consumer's active list with no failure seen by it (an
+    /// acknowledgement Redis confirmed and then lost in a failover) goes back to pending
+    /// within a heartbeat TTL: the consumer checks its own list once a TTL.
+    @Test func aJobLeftInALiveConsumersListWithNoFailureSeenIsRequeuedWithinItsTTL() async throws {
+        let h = try await QueueHarness("left")
+        let worker = h.worker(concurrency: 2, heartbeatInterval: .milliseconds(200), heartbeatTTL: .seconds(2))
+        let consumer = worker.consumers[0].consumerID
+        let admin = RedisConnection(configuration: try await TestRedis.configuration(), name: "admin", logger: TestRedis.logger)
+        try await h.whileRunning(worker) {
+            // Past its start (which checks its list once): blocked in BLMOVE, nothing failing.
+            try await eventually("the consumer to block in BLMOVE") {
+                let clients = try await admin.send(["CLIENT", "LIST", "TYPE", "normal"]).string ?? ""
+                return clients.split(separator: "\n").contains { $0.contains("name=fetch-\(h.name)") && $0.contains("cmd=blmove") }
+            }
+            // Started with a lease this worker no longer runs under: its finish was confirmed
+            // and then lost, so the job is back as it was while it ran.
+            let id = try await h.queue.enqueue(h.request(delay: .seconds(3600))).id
+            try await h.redis.send(["ZREM", h.keys.scheduled, id])
+            try await h.redis.send(["HSET", h.keys.job(id), "status", "processing", "attempt", "1", "lease", "a-lease-let-go"])
+            try await h.redis.send(["LPUSH", h.keys.active(consumer), id])
+            let job = try await h.waitForStatus(id, .succeeded, timeout: .seconds(15))
+            #expect(job.attempt == 1, "its lost run given back")
+        }
+        #expect(try await h.queue.stats(queue: h.name).counters["reaped"] == nil, "the live consumer put it back, not a reaper")
+    }
+
     @Test func theDeadSetIsCappedByCount() async throws {
         var configuration = JobQueueConfiguration()
         configuration.deadMaxCount = 5
