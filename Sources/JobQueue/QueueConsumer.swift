@@ -65,7 +65,9 @@ public final class QueueConsumer: Sendable {
     private let policies: String
     private let leaseCounter = Atomic<Int>(0)
     private let running = Atomic<Int>(0)
-    /// A claim failed and the orphan check after it has not yet run to the end.
+    /// This consumer's active list may hold jobs it does not run (a claim or heartbeat
+    /// failed, a lease could not be checked, or a heartbeat TTL passed since the last check),
+    /// and the check has not yet run to the end.
     private let orphansSuspected = Atomic<Bool>(false)
     /// Ids this consumer claimed and has not finished recording.
     /// Counted: a job reaped during a pause may be claimed again while the task of its first
@@ -390,7 +392,8 @@ public final class QueueConsumer: Sendable {
         }
     }
 
-    /// After a failed claim, Redis may have moved or started jobs whose reply never came:
+    /// After a failed claim, Redis may have moved or started jobs whose reply never came (and
+    /// after a failover, an ack it confirmed may be lost, its job back as it ran):
     /// they sit in this consumer's active list with nobody running them, and the reaper
     /// leaves a live consumer alone. Put them back. Only the fetch loop claims, so while it
     /// is here no new id can appear that is not yet in `inFlight`. The suspicion is cleared
@@ -408,7 +411,9 @@ public final class QueueConsumer: Sendable {
                         QueueScripts.requeueOrphans, keys: [keys.active(consumerID), keys.pending] + orphans.map(keys.job),
                         arguments: orphans
                     ).int ?? 0
-                logger.notice("requeued jobs whose claim reply was lost", metadata: ["jobs": "\(moved)"])
+                if moved > 0 {
+                    logger.notice("requeued jobs this worker does not run from its active list", metadata: ["jobs": "\(moved)"])
+                }
             }
         } catch {
             orphansSuspected.store(true, ordering: .relaxed)

@@ -725,8 +725,9 @@ package enum QueueScripts {
             """
     )
 
-    /// Puts ids that a live consumer claimed without knowing it (the reply to `claim`,
-    /// BLMOVE or `start` was lost with its connection) back at the head of pending. An id
+    /// Puts ids that a live consumer holds without running them (the reply to `claim`,
+    /// BLMOVE or `start` was lost with its connection, or a failover lost its ack) back at
+    /// the head of pending. An id
     /// already gone from the active list is left alone; a started job gets its attempt back.
     ///
     /// KEYS: active:{W}, pending, then each id's hash key. ARGV: the ids. Returns how many moved.

@@ -227,7 +227,7 @@ import Testing
         let consumer = worker.consumers[0].consumerID
         let admin = RedisConnection(configuration: try await TestRedis.configuration(), name: "admin", logger: TestRedis.logger)
         try await h.whileRunning(worker) {
-            // Past its start (which checks its list once): blocked in BLMOVE, nothing failing.
+            // Blocked in BLMOVE, nothing failing: no error of its own will make it look.
             try await eventually("the consumer to block in BLMOVE") {
                 let clients = try await admin.send(["CLIENT", "LIST", "TYPE", "normal"]).string ?? ""
                 return clients.split(separator: "\n").contains { $0.contains("name=fetch-\(h.name)") && $0.contains("cmd=blmove") }
