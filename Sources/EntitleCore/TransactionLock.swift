@@ -65,11 +65,16 @@ package struct TransactionLock: Sendable {
         return [keys.lock(publisher, originalTransactionId), keys.fence(publisher, originalTransactionId)]
     }
 
+    /// The acquire script's arguments: the holder, the lease and the fence's retention (ms).
+    func acquireArguments(_ job: String) -> [String] {
+        [job, String(lease.milliseconds), String(Self.fenceRetention.milliseconds)]
+    }
+
     /// Takes the lock for `job`; `nil` when another job holds it.
     package func acquire(publisher: String, originalTransactionId: String, job: String) async throws -> Token? {
         let reply = try await redis.run(
             Self.acquireScript, keys: keys(publisher, originalTransactionId),
-            arguments: [job, String(lease.milliseconds), String(Self.fenceRetention.milliseconds)])
+            arguments: acquireArguments(job))
         guard let value = reply.int, value > 0 else { return nil }
         return Token(originalTransactionId: originalTransactionId, value: value)
     }
@@ -85,9 +90,8 @@ package struct TransactionLock: Sendable {
     package func acquire(
         _ originalTransactionIds: [String], publisher: String, job: String, then reads: [[String]]
     ) async throws -> (tokens: [String: Token], error: RedisError?, reads: [Result<RedisReply, RedisError>]) {
-        let arguments = [job, String(lease.milliseconds), String(Self.fenceRetention.milliseconds)]
         let locking = originalTransactionIds.map { id in
-            RedisCall.scriptInPlace(Self.acquireScript, keys: keys(publisher, id), arguments: arguments)
+            RedisCall.scriptInPlace(Self.acquireScript, keys: keys(publisher, id), arguments: acquireArguments(job))
         }
         let results = try await redis.execute(locking + reads.map(RedisCall.command))
         var tokens: [String: Token] = [:]

@@ -192,6 +192,18 @@ import Testing
         for id in ids.prefix(50) { #expect(try await h.job(id)?.status == .succeeded) }
     }
 
+    /// Waits for the harness's consumer to block in BLMOVE; its fetch connection's client id.
+    func blockedFetchClient(_ h: QueueHarness, _ admin: RedisConnection) async throws -> String {
+        var fetchID: String?
+        try await eventually("the consumer to block in BLMOVE") {
+            let clients = try await admin.send(["CLIENT", "LIST", "TYPE", "normal"]).string ?? ""
+            let line = clients.split(separator: "\n").first { $0.contains("name=fetch-\(h.name)") && $0.contains("cmd=blmove") }
+            fetchID = line?.split(separator: " ").first { $0.hasPrefix("id=") }.map { String($0.dropFirst(3)) }
+            return fetchID != nil
+        }
+        return try #require(fetchID)
+    }
+
     @Test func jobsWhoseClaimReplyWasLostAreRequeuedByTheLiveConsumer() async throws {
         let h = try await QueueHarness("orphan")
         // A long heartbeat TTL: the reaper cannot be what rescues the job.
@@ -199,19 +211,13 @@ import Testing
         let consumer = worker.consumers[0].consumerID
         let admin = RedisConnection(configuration: try await TestRedis.configuration(), name: "admin", logger: TestRedis.logger)
         try await h.whileRunning(worker) {
-            var fetchID: String?
-            try await eventually("the consumer to block in BLMOVE") {
-                let clients = try await admin.send(["CLIENT", "LIST", "TYPE", "normal"]).string ?? ""
-                let line = clients.split(separator: "\n").first { $0.contains("name=fetch-\(h.name)") && $0.contains("cmd=blmove") }
-                fetchID = line?.split(separator: " ").first { $0.hasPrefix("id=") }.map { String($0.dropFirst(3)) }
-                return fetchID != nil
-            }
+            let fetchID = try await blockedFetchClient(h, admin)
             // Redis moved a job into the consumer's active list, but the reply never arrived:
             // as if BLMOVE had run just before its connection died.
             let id = try await h.queue.enqueue(h.request(delay: .seconds(3600))).id
             try await h.redis.send(["ZREM", h.keys.scheduled, id])
             try await h.redis.send(["LPUSH", h.keys.active(consumer), id])
-            try await admin.send(["CLIENT", "KILL", "ID", try #require(fetchID)])
+            try await admin.send(["CLIENT", "KILL", "ID", fetchID])
             let job = try await h.waitForStatus(id, .succeeded, timeout: .seconds(10))
             #expect(job.attempt == 1)
         }
@@ -228,10 +234,7 @@ import Testing
         let admin = RedisConnection(configuration: try await TestRedis.configuration(), name: "admin", logger: TestRedis.logger)
         try await h.whileRunning(worker) {
             // Blocked in BLMOVE, nothing failing: no error of its own will make it look.
-            try await eventually("the consumer to block in BLMOVE") {
-                let clients = try await admin.send(["CLIENT", "LIST", "TYPE", "normal"]).string ?? ""
-                return clients.split(separator: "\n").contains { $0.contains("name=fetch-\(h.name)") && $0.contains("cmd=blmove") }
-            }
+            _ = try await blockedFetchClient(h, admin)
             // Started with a lease this worker no longer runs under: its finish was confirmed
             // and then lost, so the job is back as it was while it ran.
             let id = try await h.queue.enqueue(h.request(delay: .seconds(3600))).id
