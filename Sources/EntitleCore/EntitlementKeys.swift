@@ -101,6 +101,10 @@ package struct EntitlementKeys: Sendable, Hashable {
     package func formerHolders(_ publisher: String, _ originalTransactionId: String) -> String {
         key(publisher, "former", originalTransactionId)
     }
+    /// Apple's signed word (a refund, its reversal) about a purchase nobody held when it came.
+    package func unheldFacts(_ publisher: String, _ originalTransactionId: String) -> String {
+        key(publisher, "unheld", originalTransactionId)
+    }
     package func receipt(_ publisher: String, _ originalTransactionId: String) -> String {
         key(publisher, "receipt", originalTransactionId)
     }

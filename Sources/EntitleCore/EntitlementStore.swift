@@ -304,6 +304,9 @@ package struct EntitlementStore: Sendable {
         /// By original transaction id; absent: nobody.
         package var owners: [String: String]
         package var snapshot: Snapshot
+        /// Apple's word kept for purchases nobody held when it came (`keepUnheld`): a refund a
+        /// signed transaction from before it does not show.
+        package var unheld: [PurchaseFact]
         /// The replies to the request's `extra` commands.
         package var extra: [RedisReply]
     }
@@ -311,6 +314,7 @@ package struct EntitlementStore: Sendable {
     /// The commands of a claim's read, in the order `claimRead(from:_:)` reads their replies.
     package func claimReads(_ request: ClaimReadRequest) -> [[String]] {
         request.originalTransactionIds.map { ["GET", ownerKey(request.publisher, $0)] }
+            + request.originalTransactionIds.map { ["HVALS", unheldFactsKey(request.publisher, $0)] }
             + [snapshotCommand(publisher: request.publisher, customer: request.customer)] + request.extra
     }
 
@@ -322,16 +326,14 @@ package struct EntitlementStore: Sendable {
     /// The replies to `claimReads`, read; an error reply throws.
     func claimRead(from replies: [RedisReply], _ request: ClaimReadRequest) throws -> ClaimRead {
         let ids = request.originalTransactionIds
-        guard replies.count > ids.count else { throw RedisError(.unexpectedReply, "a claim's reads came back short") }
+        guard replies.count > 2 * ids.count else { throw RedisError(.unexpectedReply, "a claim's reads came back short") }
+        // An error reply is no owner, no empty customer and no missing memo.
+        for reply in replies { if case .error(let message) = reply { throw RedisError(.serverError, message) } }
         var owners: [String: String] = [:]
-        for (index, id) in ids.enumerated() {
-            if case .error(let message) = replies[index] { throw RedisError(.serverError, message) }
-            owners[id] = replies[index].string
-        }
-        // An error reply is no empty customer and no missing memo.
-        for reply in replies[ids.count...] { if case .error(let message) = reply { throw RedisError(.serverError, message) } }
-        let snapshot = try snapshot(replies[ids.count], publisher: request.publisher, customer: request.customer)
-        return ClaimRead(owners: owners, snapshot: snapshot, extra: Array(replies[(ids.count + 1)...]))
+        for (index, id) in ids.enumerated() { owners[id] = replies[index].string }
+        let unheld = try replies[ids.count..<(2 * ids.count)].flatMap { try Self.unheldFacts(in: $0) }
+        let snapshot = try snapshot(replies[2 * ids.count], publisher: request.publisher, customer: request.customer)
+        return ClaimRead(owners: owners, snapshot: snapshot, unheld: unheld, extra: Array(replies[(2 * ids.count + 1)...]))
     }
 
     /// What a change to a customer writes besides the document, in the same script: its

@@ -386,12 +386,16 @@ package struct NotificationJobHandler: EntitlementJobHandler {
         let message = "no customer holds this purchase yet; its receipt job will apply it"
         let migrations = EntitlementStore.migrations(of: evidence.facts)
         let claimable = publisher.customerIdentity == .appAccountToken && appAccountToken != nil
-        // Held by nobody, with nobody to claim it and no holder to carry over: no lock is
-        // taken, so the purchase's own receipt job (often posted as Apple notifies) is not
-        // kept waiting behind this one. A transfer needs a holder; a receipt job claiming it
-        // meanwhile applies Apple's view it read itself.
+        // Held by nobody, with nobody to claim it, no holder to carry over and nothing to keep
+        // for whoever claims it: no lock is taken, so the purchase's own receipt job (often
+        // posted as Apple notifies) is not kept waiting behind this one. A transfer needs a
+        // holder. A refund, or newer word on one kept, is kept under the lock
+        // (`EntitlementStore.keepUnheld`): a claim with a transaction signed before it would
+        // not see it.
         if migrations.isEmpty, !claimable,
-            try await service.store.holders(publisher: publisher.id, originalTransactionId: original).isEmpty
+            try await service.store.holders(publisher: publisher.id, originalTransactionId: original).isEmpty,
+            !evidence.facts.contains(where: { $0.originalTransactionId == original && $0.revocationDate != nil }),
+            try await !service.store.keepsUnheldFacts(publisher: publisher.id, originalTransactionId: original)
         {
             result.message = message
             return
@@ -408,7 +412,10 @@ package struct NotificationJobHandler: EntitlementJobHandler {
             if holders.isEmpty, publisher.customerIdentity == .appAccountToken, let token = appAccountToken {
                 holders = [try await service.store.claim(publisher: publisher.id, originalTransactionId: original, for: token)]
             }
-            guard let customer = holders.first else { return nil }
+            guard let customer = holders.first else {
+                _ = try await service.store.keepUnheld(evidence.facts, publisher: publisher.id, originalTransactionId: original)
+                return nil
+            }
             var first: [String: EntitlementDecision] = [:]
             for (index, holder) in holders.enumerated() {
                 let decisions = try await service.apply(

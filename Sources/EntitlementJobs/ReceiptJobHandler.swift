@@ -353,6 +353,10 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
         refused: Refusing
     ) async throws -> Result {
         var evidence = verified
+        evidence.merge(
+            AppleEvidence(
+                facts: try await service.store.unheldFacts(
+                    publisher: publisher.id, originalTransactionIds: Set(evidence.facts.map(\.originalTransactionId)))))
         let (owners, sharing) = try await holders(evidence, payload: payload, publisher: publisher)
         let decisions = claims(evidence, owners: owners, sharing: sharing, payload: payload, publisher: publisher, now: now)
         let primaryDecision = decisions[primary.originalTransactionId] ?? .unheld
@@ -410,6 +414,9 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
                 try await service.store.carryMigrations(carries, publisher: publisher.id)
                 read = try await service.store.readForClaim(request)
             }
+            // Apple's word on a purchase nobody held when it came (a refund the proof, signed
+            // before it, does not show), read under the same lock it was kept under.
+            evidence.merge(AppleEvidence(facts: read.unheld))
             var (owners, sharing) = try await holders(evidence, payload: payload, publisher: publisher, read: read.owners)
             // Written by this job's earlier run (`requestTransfers`); one that does not decode is
             // said in the log and left out of the result, as it changes no decision.
@@ -492,7 +499,12 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
             let decisionsByTransaction = try await service.apply(
                 evidence, publisher: publisher, customer: payload.customer, fence: fence, now: now,
                 sharing: Set(sharingNow), imported: payload.imported == true, importWebhooks: payload.importWebhooks == true,
-                snapshot: read.snapshot, claiming: claiming, closing: moment.closing, lastWriteUnderLocks: !keepsReceipt, job: job)
+                snapshot: read.snapshot, claiming: claiming, closing: moment.closing,
+                lastWriteUnderLocks: !keepsReceipt && read.unheld.isEmpty, job: job)
+            // Held now: Apple's word reaches the claimant directly from here on. Forgotten under
+            // the lock, so no claim after this one merges a view older than what Apple says next.
+            let heldNow = Set(read.unheld.map(\.originalTransactionId)).filter { decisions[$0].map { $0.outcome != .refused } ?? true }
+            try await service.store.forgetUnheld(publisher: publisher.id, originalTransactionIds: heldNow)
             if keepsReceipt, let receipt = evidence.latestReceipt {
                 // Kept for the purchases the claim applied, not those it refused, and only
                 // where a renewal check must ask verifyReceipt again: subscriptions of an app

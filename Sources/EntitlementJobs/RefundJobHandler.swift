@@ -67,12 +67,9 @@ package struct RefundJobHandler: EntitlementJobHandler {
             revocationPercentage: fact.revocationPercentage, entitlements: [], creditBalance: nil, changed: false,
             message: "no customer holds this purchase yet")
         let migrations = EntitlementStore.migrations(of: [fact])
-        // Held by nobody, with no holder to carry over: no lock is taken, so the purchase's
-        // receipt job is not kept waiting. A transfer needs a holder; a receipt job claiming it
-        // meanwhile applies Apple's view it read itself.
-        if migrations.isEmpty, try await service.store.holders(publisher: publisher.id, originalTransactionId: id).isEmpty {
-            return unheld
-        }
+        // Always under the purchase's lock, held or not (refunds are rare, and not told as a
+        // purchase's receipt job runs): one nobody holds is kept for whoever claims it, and a
+        // refund and its reversal are kept in Apple's order.
         // A migrated subscription's previous chain is locked too: its holder, carried over,
         // must not move meanwhile.
         let locked = [id] + migrations.values
@@ -81,7 +78,12 @@ package struct RefundJobHandler: EntitlementJobHandler {
             // taken moved the purchase, and its new holder must lose it too.
             try await service.store.carryMigrations(of: [fact], publisher: publisher.id)
             let holders = try await service.store.holders(publisher: publisher.id, originalTransactionId: id)
-            guard let customer = holders.first else { return unheld }
+            guard let customer = holders.first else {
+                guard try await service.store.keepUnheld([fact], publisher: publisher.id, originalTransactionId: id) else { return unheld }
+                var kept = unheld
+                kept.message = "no customer holds this purchase yet: Apple's word is kept for whoever claims it"
+                return kept
+            }
             let now = moment.now
             var decision: EntitlementDecision?
             // The owner's answer is the result; those sharing the purchase lose or regain it too.

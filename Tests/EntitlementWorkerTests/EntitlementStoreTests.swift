@@ -255,6 +255,41 @@ import Testing
         #expect(try await store.owner(publisher: "other", originalTransactionId: "77") == nil)
     }
 
+    /// Apple's word on a purchase nobody holds: a refund is kept, a view that is no refund
+    /// only when it is newer word on a transaction kept already (a reversal), never an older
+    /// one; a claim's read returns what is kept, and the claim forgets it.
+    @Test func aRefundNobodyHoldsIsKeptForTheClaimNewestSignedFirst() async throws {
+        let store = try await store()
+        let signed = Date(timeIntervalSince1970: 1_790_000_000)
+        func view(_ id: String, signedAt offset: TimeInterval, refunded: Bool) -> PurchaseFact {
+            var fact = credit(id)
+            fact.signedDate = signed.addingTimeInterval(offset)
+            fact.revocationDate = refunded ? signed : nil
+            return fact
+        }
+        func kept() async throws -> [String: Bool] {
+            let facts = try await store.unheldFacts(publisher: "voip", originalTransactionIds: ["5", "6"])
+            return Dictionary(uniqueKeysWithValues: facts.map { ($0.transactionId, $0.revocationDate != nil) })
+        }
+        #expect(try await !store.keepUnheld([view("5", signedAt: 0, refunded: false)], publisher: "voip", originalTransactionId: "5"))
+        #expect(try await !store.keepsUnheldFacts(publisher: "voip", originalTransactionId: "5"))
+        // Another purchase's fact is not this one's to keep.
+        #expect(try await !store.keepUnheld([view("6", signedAt: 0, refunded: true)], publisher: "voip", originalTransactionId: "5"))
+        #expect(try await store.keepUnheld([view("5", signedAt: 10, refunded: true)], publisher: "voip", originalTransactionId: "5"))
+        #expect(try await store.keepsUnheldFacts(publisher: "voip", originalTransactionId: "5"))
+        #expect(try await !store.keepUnheld([view("5", signedAt: 5, refunded: false)], publisher: "voip", originalTransactionId: "5"))
+        #expect(try await kept() == ["5": true], "an older view does not undo the refund")
+        #expect(try await store.keepUnheld([view("5", signedAt: 20, refunded: false)], publisher: "voip", originalTransactionId: "5"))
+        #expect(try await kept() == ["5": false], "the reversal, newer, replaces it")
+        #expect(try await store.keepUnheld([view("5", signedAt: 30, refunded: true)], publisher: "voip", originalTransactionId: "5"))
+
+        let read = try await store.readForClaim(publisher: "voip", originalTransactionIds: ["5", "6"], customer: "alice")
+        #expect(read.unheld.map(\.transactionId) == ["5"] && read.unheld.first?.revocationDate != nil && read.owners.isEmpty)
+        try await store.forgetUnheld(publisher: "voip", originalTransactionIds: ["5"])
+        #expect(try await kept().isEmpty)
+        #expect(try await store.readForClaim(publisher: "voip", originalTransactionIds: ["5"], customer: "alice").unheld.isEmpty)
+    }
+
     /// Off a cluster a purchase is claimed in the customer's write: the claims and the
     /// document (its holder indexes too) land together or not at all, and a purchase another
     /// customer holds leaves everything as it was (`claimTaken`), the events too. A change

@@ -1,0 +1,78 @@
+import Entitlements
+import Foundation
+import RedisClient
+
+/// Apple's word about a purchase nobody holds yet. A refund Apple tells before any customer
+/// claimed the purchase reaches nobody, and a signed transaction from before it (what the app
+/// kept) does not show it: claimed later with that transaction, the purchase would give access
+/// Apple took back. So what Apple signed about such a purchase (a refund or revocation, and
+/// anything newer about a transaction kept already, such as its reversal) is kept here, under
+/// the purchase's lock, and a claim reads it under the same lock (`ClaimRead.unheld`) and
+/// merges it, the newest signed view of each transaction winning. Once a customer holds the
+/// purchase, Apple's word reaches them directly, and the claim forgets what was kept.
+///
+/// One hash per purchase (`EntitlementKeys.unheldFacts`): transaction id to its signed view,
+/// as JSON. Kept until a claim: only refunded purchases nobody claimed have one.
+extension EntitlementStore {
+    func unheldFactsKey(_ publisher: String, _ originalTransactionId: String) -> String {
+        keys.unheldFacts(publisher, originalTransactionId)
+    }
+
+    /// What is kept for these purchases.
+    package func unheldFacts(publisher: String, originalTransactionIds: some Collection<String>) async throws -> [PurchaseFact] {
+        let sorted = originalTransactionIds.sorted()
+        guard !sorted.isEmpty else { return [] }
+        let replies = try await redis.pipeline(sorted.map { ["HVALS", unheldFactsKey(publisher, $0)] })
+        return try replies.flatMap { try Self.unheldFacts(in: $0) }
+    }
+
+    /// Whether anything is kept for the purchase: Apple's newer word about it must be kept too.
+    package func keepsUnheldFacts(publisher: String, originalTransactionId: String) async throws -> Bool {
+        try await redis.send(["EXISTS", unheldFactsKey(publisher, originalTransactionId)]).int == 1
+    }
+
+    /// Keeps, of `facts`, those about `originalTransactionId` that a claim must not miss: a
+    /// refund or revocation, and a view signed no earlier than one kept already of the same
+    /// transaction. Called under the purchase's lock, nobody holding it. Returns whether
+    /// anything was kept.
+    package func keepUnheld(_ facts: [PurchaseFact], publisher: String, originalTransactionId: String) async throws -> Bool {
+        let key = unheldFactsKey(publisher, originalTransactionId)
+        let kept = Dictionary(
+            try Self.unheldFacts(in: try await redis.send(["HVALS", key])).map { ($0.transactionId, $0) }
+        ) { first, second in (first.signedDate ?? .distantPast) >= (second.signedDate ?? .distantPast) ? first : second }
+        var fields: [String] = []
+        let encoder = JSONEncoder()
+        for fact in facts where fact.originalTransactionId == originalTransactionId {
+            let old = kept[fact.transactionId]
+            guard fact.revocationDate != nil || old != nil else { continue }
+            if let old, (old.signedDate ?? .distantPast) > (fact.signedDate ?? .distantPast) { continue }
+            fields += [fact.transactionId, String(decoding: try encoder.encode(fact), as: UTF8.self)]
+        }
+        guard !fields.isEmpty else { return false }
+        _ = try await redis.send(["HSET", key] + fields)
+        return true
+    }
+
+    /// Forgets what was kept for these purchases: a customer holds them now.
+    package func forgetUnheld(publisher: String, originalTransactionIds: some Collection<String>) async throws {
+        let sorted = originalTransactionIds.sorted()
+        guard !sorted.isEmpty else { return }
+        // One key a command: Redis Cluster.
+        for reply in try await redis.pipeline(sorted.map { ["DEL", unheldFactsKey(publisher, $0)] }) {
+            if case .error(let message) = reply { throw RedisError(.serverError, message) }
+        }
+    }
+
+    /// The facts in an `HVALS` reply.
+    static func unheldFacts(in reply: RedisReply) throws -> [PurchaseFact] {
+        if case .error(let message) = reply { throw RedisError(.serverError, message) }
+        let decoder = JSONDecoder()
+        return try (reply.array ?? []).compactMap(\.string).map { text in
+            do {
+                return try decoder.decode(PurchaseFact.self, from: Data(text.utf8))
+            } catch {
+                throw EntitlementStoreError(.unreadable, "Apple's word kept for a purchase nobody held cannot be read: \(error)")
+            }
+        }
+    }
+}
