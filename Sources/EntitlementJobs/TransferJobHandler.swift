@@ -14,6 +14,14 @@ package struct TransferJobHandler: EntitlementJobHandler {
 
     package init(service: EntitlementService) { self.service = service }
 
+    /// Where a transfer stands, for the fault point `EntitlementService.duringTransfer`.
+    package enum Step: Sendable {
+        /// The purchase's owner is the new one; the previous holder is not released yet.
+        case ownerChanged
+        /// The previous holder is released; the job is not acknowledged yet.
+        case released
+    }
+
     package struct Result: Sendable, Hashable, Codable {
         package var publisher: String
         package var originalTransactionId: String
@@ -34,21 +42,38 @@ package struct TransferJobHandler: EntitlementJobHandler {
         return try await service.withLocks(publisher: publisher.id, originalTransactionIds: [id], job: job) { tokens, moment in
             let now = moment.now
             let owner = try await service.store.owner(publisher: publisher.id, originalTransactionId: id)
-            // After a crash between the owner change and the release, the owner is already
-            // the new one: the requester's `from` names whom to release. Only for this job's
-            // own rerun (it kept its moment of transfer, below): where another job moved the
-            // purchase there first (a request made again, two claims of one customer), a second
-            // move would only write a second transfer and date the holding again.
-            if owner == payload.to, try await job.memo("transferredAt", legacyField: "transferredAt") == nil {
-                throw JobRefusal.notPossible(code: "alreadyHeld", "\(payload.to) already holds \(id)")
+            var rerun: (from: String, at: String)?
+            if owner == payload.to {
+                // After a crash between the owner change and the release, the owner is already
+                // the new one. Only this job's own rerun (it kept its moment of transfer, below)
+                // finishes the move, releasing whom it moved the purchase from (its memo; the
+                // request's `from` for a job kept before the memo was). Where another job moved
+                // the purchase there first (a request made again, two claims of one customer), a
+                // second move would only write a second transfer and date the holding again.
+                guard let at = try await job.memo("transferredAt", legacyField: "transferredAt") else {
+                    throw JobRefusal.notPossible(code: "alreadyHeld", "\(payload.to) already holds \(id)")
+                }
+                guard let from = try await job.memo("transferFrom") ?? payload.from else {
+                    throw JobRefusal.notPossible(code: "notHeld", "no customer of \(publisher.id) holds \(id)")
+                }
+                rerun = (from, at)
             }
-            guard let previous = owner == payload.to ? payload.from : owner else {
+            guard let previous = rerun?.from ?? owner else {
                 throw JobRefusal.notPossible(code: "notHeld", "no customer of \(publisher.id) holds \(id)")
             }
             guard previous != payload.to else {
                 throw JobRefusal.notPossible(code: "alreadyHeld", "\(payload.to) already holds \(id)")
             }
             let held = try await service.store.load(publisher: publisher.id, customer: previous).state
+            if let rerun, !held.holds(originalTransactionId: id) {
+                // Released already: this job's run before ended after the release, or another
+                // job finished the move this one began. Nothing is left to do, nor written again.
+                let target = try await service.store.load(publisher: publisher.id, customer: payload.to).state
+                let transferredAt = Int64(rerun.at).map { AppleTimestamp(milliseconds: $0).date } ?? now
+                return Result(
+                    publisher: publisher.id, originalTransactionId: id, previousOwner: previous, newOwner: payload.to,
+                    transferredAt: transferredAt, entitlements: target.entitlements(at: now))
+            }
             let facts = held.transactions.values.filter { $0.originalTransactionId == id }
             guard !facts.isEmpty else { throw JobRefusal.notPossible(code: "notHeld", "\(previous) holds nothing of \(id)") }
             // Apple's binding of a purchase to an account outranks the transfer policy: the
@@ -74,6 +99,9 @@ package struct TransferJobHandler: EntitlementJobHandler {
             let kept = try await job.memo(
                 "transferredAt", keepingFirst: String(AppleTimestamp(now).milliseconds), legacyField: "transferredAt")
             let transferredAt = Int64(kept).map { AppleTimestamp(milliseconds: $0).date } ?? now
+            // Whom it is moved from, kept for a rerun after the owner change: the owner read now,
+            // whoever an earlier run that did not get that far read.
+            if rerun == nil { try await job.setMemo("transferFrom", previous) }
 
             let latest = facts.max { $0.purchaseDate < $1.purchaseDate }
             var moved = LifecycleEvent(
@@ -106,10 +134,12 @@ package struct TransferJobHandler: EntitlementJobHandler {
                 evidence, publisher: publisher, customer: payload.to, fence: tokens[id], now: now,
                 accessFrom: transferredAt, extraEvents: [moved], holding: [id], job: job)
             try await service.store.setOwner(publisher: publisher.id, originalTransactionId: id, to: payload.to)
+            try await service.duringTransfer?(job, .ownerChanged)
             try await service.store.addFormerHolder(previous, publisher: publisher.id, originalTransactionId: id)
             try await service.change(publisher: publisher, customer: previous, fence: tokens[id], now: now, job: job) {
                 $0.release(originalTransactionId: id, at: transferredAt)
             }
+            try await service.duringTransfer?(job, .released)
             return Result(
                 publisher: publisher.id, originalTransactionId: id, previousOwner: previous, newOwner: payload.to,
                 transferredAt: transferredAt,
