@@ -33,9 +33,12 @@ extension EntitlementStore {
 
     /// Keeps, of `facts`, those about `originalTransactionId` that a claim must not miss: a
     /// refund or revocation, and a view signed no earlier than one kept already of the same
-    /// transaction. Called under the purchase's lock, nobody holding it. Returns whether
-    /// anything was kept.
-    package func keepUnheld(_ facts: [PurchaseFact], publisher: String, originalTransactionId: String) async throws -> Bool {
+    /// transaction; with `views`, any view signed no earlier than the one kept (a reversal
+    /// told before its refund, which then does not outrank it). Called under the purchase's
+    /// lock, nobody holding it. Returns whether anything was kept.
+    package func keepUnheld(
+        _ facts: [PurchaseFact], publisher: String, originalTransactionId: String, views: Bool = false
+    ) async throws -> Bool {
         let key = unheldFactsKey(publisher, originalTransactionId)
         let kept = Dictionary(
             try Self.unheldFacts(in: try await redis.send(["HVALS", key])).map { ($0.transactionId, $0) }
@@ -44,7 +47,7 @@ extension EntitlementStore {
         let encoder = JSONEncoder()
         for fact in facts where fact.originalTransactionId == originalTransactionId {
             let old = kept[fact.transactionId]
-            guard fact.revocationDate != nil || old != nil else { continue }
+            guard views || fact.revocationDate != nil || old != nil else { continue }
             if let old, (old.signedDate ?? .distantPast) > (fact.signedDate ?? .distantPast) { continue }
             fields += [fact.transactionId, String(decoding: try encoder.encode(fact), as: UTF8.self)]
         }

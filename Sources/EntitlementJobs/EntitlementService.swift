@@ -195,6 +195,24 @@ package struct EntitlementService: Sendable {
         return decisions
     }
 
+    /// Keeps Apple's word on a purchase nobody holds for whoever claims it
+    /// (`EntitlementStore.keepUnheld`; `views`: every signed view, not only refunds: a
+    /// reversal told before its refund must outrank it). Called under the purchase's lock;
+    /// a holder found after the keeping means the lock's lease ran out and a claim came
+    /// meanwhile: the job runs again, to apply it to them. Returns whether anything was kept.
+    func keepForWhoeverClaims(
+        _ facts: [PurchaseFact], publisher: String, originalTransactionId: String, views: Bool = false
+    ) async throws -> Bool {
+        guard try await store.keepUnheld(facts, publisher: publisher, originalTransactionId: originalTransactionId, views: views) else {
+            return false
+        }
+        if try await !store.holders(publisher: publisher, originalTransactionId: originalTransactionId).isEmpty {
+            throw JobFailure.deferred(
+                "claimedMeanwhile", "\(originalTransactionId) was claimed while Apple's word on it was kept", after: .milliseconds(200))
+        }
+        return true
+    }
+
     /// Gives those who held a purchase before (transferred away) Apple's newer view of its
     /// transactions, a refund or its reversal, so their history stays true; `current`
     /// holders are applied to by the caller.

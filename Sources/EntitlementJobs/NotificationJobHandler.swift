@@ -409,20 +409,27 @@ package struct NotificationJobHandler: EntitlementJobHandler {
             tokens, moment -> Applied<[String: EntitlementDecision]>? in
             try await service.store.carryMigrations(of: evidence.facts, publisher: publisher.id)
             var holders = try await service.store.holders(publisher: publisher.id, originalTransactionId: original)
+            var told = evidence
+            var kept: [PurchaseFact] = []
             if holders.isEmpty, publisher.customerIdentity == .appAccountToken, let token = appAccountToken {
                 holders = [try await service.store.claim(publisher: publisher.id, originalTransactionId: original, for: token)]
+                // A claim as any other: Apple's word kept while nobody held it (a refund this
+                // notification's view, signed before it, does not show) goes with it.
+                kept = try await service.store.unheldFacts(publisher: publisher.id, originalTransactionIds: [original])
+                told.merge(AppleEvidence(facts: kept))
             }
             guard let customer = holders.first else {
-                _ = try await service.store.keepUnheld(evidence.facts, publisher: publisher.id, originalTransactionId: original)
+                _ = try await service.keepForWhoeverClaims(evidence.facts, publisher: publisher.id, originalTransactionId: original)
                 return nil
             }
             var first: [String: EntitlementDecision] = [:]
             for (index, holder) in holders.enumerated() {
                 let decisions = try await service.apply(
-                    evidence, publisher: publisher, customer: holder, fence: tokens[original], now: moment.now,
+                    told, publisher: publisher, customer: holder, fence: tokens[original], now: moment.now,
                     job: job)
                 if index == 0 { first = decisions }
             }
+            if !kept.isEmpty { try await service.store.forgetUnheld(publisher: publisher.id, originalTransactionIds: [original]) }
             // A refund or its reversal in Apple's answer (V1 REFUND, CANCEL) reaches former holders' history too.
             try await service.amendFormerHolders(
                 evidence.facts, publisher: publisher, originalTransactionId: original, current: holders, fence: tokens[original],

@@ -503,7 +503,9 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
                 lastWriteUnderLocks: !keepsReceipt && read.unheld.isEmpty, job: job)
             // Held now: Apple's word reaches the claimant directly from here on. Forgotten under
             // the lock, so no claim after this one merges a view older than what Apple says next.
-            let heldNow = Set(read.unheld.map(\.originalTransactionId)).filter { decisions[$0].map { $0.outcome != .refused } ?? true }
+            let heldNow = Set(read.unheld.map(\.originalTransactionId)).filter { id in
+                (owners[id] == nil || owners[id] == payload.customer) && decisions[id].map { $0.outcome != .refused } ?? true
+            }
             try await service.store.forgetUnheld(publisher: publisher.id, originalTransactionIds: heldNow)
             if keepsReceipt, let receipt = evidence.latestReceipt {
                 // Kept for the purchases the claim applied, not those it refused, and only

@@ -79,7 +79,10 @@ package struct RefundJobHandler: EntitlementJobHandler {
             try await service.store.carryMigrations(of: [fact], publisher: publisher.id)
             let holders = try await service.store.holders(publisher: publisher.id, originalTransactionId: id)
             guard let customer = holders.first else {
-                guard try await service.store.keepUnheld([fact], publisher: publisher.id, originalTransactionId: id) else { return unheld }
+                // Every view a refund job reads is a refund or its reversal: kept either way, so
+                // the newest signed stands whichever job ran first.
+                guard try await service.keepForWhoeverClaims([fact], publisher: publisher.id, originalTransactionId: id, views: true)
+                else { return unheld }
                 var kept = unheld
                 kept.message = "no customer holds this purchase yet: Apple's word is kept for whoever claims it"
                 return kept

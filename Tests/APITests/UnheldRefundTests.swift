@@ -9,9 +9,14 @@ import Testing
     /// The V2 notification a control call made, posted as Apple would; its job's result,
     /// and that of the refund job it queued.
     func forwarded(_ answer: [String: Any], _ api: APIStack) async throws -> [String: Any] {
-        let uuid = try #require((answer["notificationUUID"] as? String) ?? (answer["notifications"] as? [String])?.first, "\(answer)")
-        let notification = try await api.forward(try await api.sentNotification(uuid))
+        let notification = try await notified(answer, api)
         return try await api.result(try #require(notification["refundJobId"] as? String, "\(notification)"))
+    }
+
+    /// The V2 notification a control call made, posted as Apple would; its job's result.
+    func notified(_ answer: [String: Any], _ api: APIStack) async throws -> [String: Any] {
+        let uuid = try #require((answer["notificationUUID"] as? String) ?? (answer["notifications"] as? [String])?.first, "\(answer)")
+        return try await api.forward(try await api.sentNotification(uuid))
     }
 
     @Test(.timeLimit(.minutes(3))) func aPurchaseRefundedBeforeItsClaimGivesNoAccessWithAProofFromBefore() async throws {
@@ -59,6 +64,42 @@ import Testing
             ])
             #expect(claimed["accessGranted"] as? Bool == true, "\(claimed)")
             #expect(try await api.access(customer, "issue-2026-11"))
+        }
+    }
+
+    @Test(.timeLimit(.minutes(3))) func aReversalToldBeforeItsRefundStillOutranksIt() async throws {
+        try await APIStack.run("unheld-reversal-first", worker: true) { api in
+            let issue = try await api.buy("issue.2026.11", extra: ["environment": "Production"])
+            let id = try #require(issue["transactionId"] as? String)
+            let refund = try await api.simulator("/simulator/transactions/\(id)/refund", "{}")
+            try await api.advance(seconds: 60)
+            let reversal = try await api.simulator("/simulator/transactions/\(id)/refund-reversed", "{}")
+            // Apple's retries can bring them in any order: the newer signed view stands.
+            _ = try await forwarded(reversal, api)
+            _ = try await forwarded(refund, api)
+
+            let customer = "cid-unheld@example.com"
+            let claimed = try await api.claim([
+                "customer": customer, "signedTransaction": try #require(issue["signedTransaction"] as? String),
+            ])
+            #expect(claimed["accessGranted"] as? Bool == true, "the refund told late took back a purchase Apple gave back: \(claimed)")
+        }
+    }
+
+    @Test(.timeLimit(.minutes(3))) func aNotificationClaimingByTokenAfterTheRefundGrantsNothing() async throws {
+        try await APIStack.run(
+            "unheld-token", worker: true, catalog: { publishers in publishers[0]["customerIdentity"] = "appAccountToken" }
+        ) { api in
+            let token = UUID().uuidString.lowercased()
+            let credits = try await api.buy("credits.100", appAccountToken: token, extra: ["environment": "Production"])
+            let id = try #require(credits["transactionId"] as? String)
+            _ = try await forwarded(try await api.simulator("/simulator/transactions/\(id)/refund", "{}"), api)
+            // The purchase's own notification, signed before the refund, comes late: it
+            // claims the purchase for its token's customer.
+            let late = try await notified(credits, api)
+            #expect(late["customer"] as? String == token, "\(late)")
+            let balance = (try await api.customer(token)["credits"] as? [String: Any])?["balance"] as? Int
+            #expect(balance == 0, "refunded credits were granted: \(late)")
         }
     }
 }

@@ -283,9 +283,17 @@ import Testing
         #expect(try await kept() == ["5": false], "the reversal, newer, replaces it")
         #expect(try await store.keepUnheld([view("5", signedAt: 30, refunded: true)], publisher: "voip", originalTransactionId: "5"))
 
+        // A refund job's view is kept whatever it says: a reversal told first outranks its refund.
+        #expect(
+            try await store.keepUnheld(
+                [view("6", signedAt: 20, refunded: false)], publisher: "voip", originalTransactionId: "6", views: true))
+        #expect(try await !store.keepUnheld([view("6", signedAt: 10, refunded: true)], publisher: "voip", originalTransactionId: "6"))
+        #expect(try await kept() == ["5": true, "6": false])
+
         let read = try await store.readForClaim(publisher: "voip", originalTransactionIds: ["5", "6"], customer: "alice")
-        #expect(read.unheld.map(\.transactionId) == ["5"] && read.unheld.first?.revocationDate != nil && read.owners.isEmpty)
-        try await store.forgetUnheld(publisher: "voip", originalTransactionIds: ["5"])
+        #expect(read.unheld.map(\.transactionId).sorted() == ["5", "6"] && read.owners.isEmpty)
+        #expect(read.unheld.first { $0.transactionId == "5" }?.revocationDate != nil)
+        try await store.forgetUnheld(publisher: "voip", originalTransactionIds: ["5", "6"])
         #expect(try await kept().isEmpty)
         #expect(try await store.readForClaim(publisher: "voip", originalTransactionIds: ["5"], customer: "alice").unheld.isEmpty)
     }
