@@ -29,51 +29,51 @@ package struct TransferJobHandler: EntitlementJobHandler {
         package var newOwner: String
         package var transferredAt: Date
         package var entitlements: [String]
+        /// Set when another job had made the move this one asked for (an app's claim posted
+        /// twice): nothing moved, and `transferredAt` is when the new owner's holding began.
+        package var movedBefore: Bool?
     }
 
     func run(_ job: JobContext) async throws -> Result {
         let payload = try JobPayloads.decode(JobPayloads.Transfer.self, job.payload)
         guard !payload.to.isEmpty, payload.to.utf8.count <= 256 else { throw JobRefusal.invalidPayload("to must be 1 to 256 bytes") }
         let publisher = try service.publisher(payload.publisher)
-        guard publisher.transferPolicy != .keep else {
-            throw JobRefusal.notPossible(code: "transferRefused", "publisher \(publisher.id) keeps purchases with their first owner")
-        }
         let id = payload.originalTransactionId
         return try await service.withLocks(publisher: publisher.id, originalTransactionIds: [id], job: job) { tokens, moment in
             let now = moment.now
             let owner = try await service.store.owner(publisher: publisher.id, originalTransactionId: id)
-            var rerun: (from: String, at: String)?
+            // A rerun: this job kept whom it moves the purchase from, then its moment of
+            // transfer, before anything moved (a job kept before `transferFrom` was: the
+            // request's `from`). An owner other than that customer means the owner changed
+            // since: by this job's own owner change, or by another job's move.
+            if let at = try await job.memo("transferredAt", legacyField: "transferredAt"),
+                let from = try await job.memo("transferFrom") ?? payload.from, owner != from
+            {
+                return try await finish(
+                    from: from, at: at, owner: owner, payload: payload, publisher: publisher, fence: tokens[id], now: now, job: job)
+            }
+            guard publisher.transferPolicy != .keep else {
+                throw JobRefusal.notPossible(code: "transferRefused", "publisher \(publisher.id) keeps purchases with their first owner")
+            }
             if owner == payload.to {
-                // After a crash between the owner change and the release, the owner is already
-                // the new one. Only this job's own rerun (it kept its moment of transfer, below)
-                // finishes the move, releasing whom it moved the purchase from (its memo; the
-                // request's `from` for a job kept before the memo was). Where another job moved
-                // the purchase there first (a request made again, two claims of one customer), a
-                // second move would only write a second transfer and date the holding again.
-                guard let at = try await job.memo("transferredAt", legacyField: "transferredAt") else {
+                guard payload.road != nil else {
+                    // Where another job moved the purchase there first (the same request made
+                    // again), a second move would only write a second transfer and date the
+                    // holding again.
                     throw JobRefusal.notPossible(code: "alreadyHeld", "\(payload.to) already holds \(id)")
                 }
-                guard let from = try await job.memo("transferFrom") ?? payload.from else {
-                    throw JobRefusal.notPossible(code: "notHeld", "no customer of \(publisher.id) holds \(id)")
-                }
-                rerun = (from, at)
+                // An app's claim set this move off, and another job made it first (the app
+                // posted the purchase twice): what it asked for holds, and nothing moves. No
+                // dead job for an operator to look into.
+                let target = try await service.store.load(publisher: publisher.id, customer: payload.to).state
+                return Result(
+                    publisher: publisher.id, originalTransactionId: id, previousOwner: payload.from ?? "", newOwner: payload.to,
+                    transferredAt: target.heldSince[id] ?? now, entitlements: target.entitlements(at: now), movedBefore: true)
             }
-            guard let previous = rerun?.from ?? owner else {
+            guard let previous = owner else {
                 throw JobRefusal.notPossible(code: "notHeld", "no customer of \(publisher.id) holds \(id)")
             }
-            guard previous != payload.to else {
-                throw JobRefusal.notPossible(code: "alreadyHeld", "\(payload.to) already holds \(id)")
-            }
             let held = try await service.store.load(publisher: publisher.id, customer: previous).state
-            if let rerun, !held.holds(originalTransactionId: id) {
-                // Released already: this job's run before ended after the release, or another
-                // job finished the move this one began. Nothing is left to do, nor written again.
-                let target = try await service.store.load(publisher: publisher.id, customer: payload.to).state
-                let transferredAt = Int64(rerun.at).map { AppleTimestamp(milliseconds: $0).date } ?? now
-                return Result(
-                    publisher: publisher.id, originalTransactionId: id, previousOwner: previous, newOwner: payload.to,
-                    transferredAt: transferredAt, entitlements: target.entitlements(at: now))
-            }
             let facts = held.transactions.values.filter { $0.originalTransactionId == id }
             guard !facts.isEmpty else { throw JobRefusal.notPossible(code: "notHeld", "\(previous) holds nothing of \(id)") }
             // Apple's binding of a purchase to an account outranks the transfer policy: the
@@ -94,14 +94,13 @@ package struct TransferJobHandler: EntitlementJobHandler {
                 throw JobRefusal.notPossible(
                     code: "notTransferable", "\(id) is a consumable credited to \(previous): credits are delivered once and never move")
             }
-            // The moment of transfer is kept from the first run (in the job's record), so a
-            // rerun after a crash changes nothing, however often the purchase went back and forth.
+            // Whom it is moved from, then the moment of transfer, are kept (in the job's record)
+            // before anything moves: a rerun after the owner change releases that customer
+            // (`finish`); one before it moves the purchase with the first run's moment.
+            try await job.setMemo("transferFrom", previous)
             let kept = try await job.memo(
                 "transferredAt", keepingFirst: String(AppleTimestamp(now).milliseconds), legacyField: "transferredAt")
             let transferredAt = Int64(kept).map { AppleTimestamp(milliseconds: $0).date } ?? now
-            // Whom it is moved from, kept for a rerun after the owner change: the owner read now,
-            // whoever an earlier run that did not get that far read.
-            if rerun == nil { try await job.setMemo("transferFrom", previous) }
 
             let latest = facts.max { $0.purchaseDate < $1.purchaseDate }
             var moved = LifecycleEvent(
@@ -145,5 +144,38 @@ package struct TransferJobHandler: EntitlementJobHandler {
                 transferredAt: transferredAt,
                 entitlements: decisions.values.first?.entitlements ?? [])
         }
+    }
+
+    /// A rerun that finds the owner changed since it kept whom it moves the purchase from
+    /// (`from`) and when (`at`, ms). Whatever moved, `from` must not keep a holding beside
+    /// the purchase's holders: released as of `at`, and recorded as a former holder once the
+    /// move was this job's. The rest of the move was made before the owner change (the new
+    /// owner's document first): nothing is applied again, and no policy checked again. An
+    /// owner other than `to` means the purchase moved on while this job was stopped.
+    func finish(
+        from: String, at: String, owner: String?, payload: JobPayloads.Transfer, publisher: Publisher, fence: TransactionLock.Token?,
+        now: Date, job: JobContext
+    ) async throws -> Result {
+        let id = payload.originalTransactionId
+        let transferredAt = Int64(at).map { AppleTimestamp(milliseconds: $0).date } ?? now
+        if owner == payload.to {
+            try await service.store.addFormerHolder(from, publisher: publisher.id, originalTransactionId: id)
+        }
+        let holders = try await service.store.holders(publisher: publisher.id, originalTransactionId: id)
+        let stale = try await service.store.load(publisher: publisher.id, customer: from).state
+        if !holders.contains(from), stale.holds(originalTransactionId: id) {
+            try await service.change(publisher: publisher, customer: from, fence: fence, now: now, job: job) {
+                $0.release(originalTransactionId: id, at: transferredAt)
+            }
+        }
+        try await service.duringTransfer?(job, .released)
+        guard owner == payload.to else {
+            throw JobRefusal.notPossible(
+                code: "movedOn", "\(id) moved on to another customer while this transfer was stopped; \(from) no longer holds it")
+        }
+        let target = try await service.store.load(publisher: publisher.id, customer: payload.to).state
+        return Result(
+            publisher: publisher.id, originalTransactionId: id, previousOwner: from, newOwner: payload.to,
+            transferredAt: transferredAt, entitlements: target.entitlements(at: now))
     }
 }

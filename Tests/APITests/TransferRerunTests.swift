@@ -1,3 +1,4 @@
+import EntitleCore
 import EntitlementJobs
 import Foundation
 import JobQueue
@@ -58,5 +59,83 @@ import Testing
 
     @Test(.timeLimit(.minutes(3))) func aTransferStoppedAfterItsReleaseEndsWellOnItsRerun() async throws {
         try await check(.released, "rerun-released")
+    }
+
+    @Test(.timeLimit(.minutes(3))) func aTransferAnAppsClaimAskedForThatAnotherMadeFirstEndsWellMovingNothing() async throws {
+        try await APIStack.run("transfer-made-first", worker: true) { api in
+            let (ann, bob) = ("ann-first@example.com", "bob-first@example.com")
+            let bought = try await api.buy("premium.monthly", extra: ["environment": "Production"])
+            let original = try #require(bought["originalTransactionId"] as? String)
+            _ = try await api.claim(["customer": ann, "signedTransaction": try #require(bought["signedTransaction"] as? String)])
+            let moved = try await api.transfer(original, to: bob, from: ann)
+            let since = try #require(moved["transferredAt"].map { "\($0)" })
+
+            // The second of two claims of bob's asked for the same move: its job finds it made.
+            let asked = JobPayloads.Transfer(publisher: "demo", originalTransactionId: original, to: bob, from: ann, road: .appKey)
+            let id = try await api.jobQueue.enqueue(try EnqueueRequest(asked, queue: "default")).id
+            let again = try await api.result(id)
+            #expect(again["movedBefore"] as? Bool == true && again["newOwner"] as? String == bob, "\(again)")
+            #expect(again["transferredAt"].map { "\($0)" } == since, "when bob's holding began: \(again)")
+            let transfers = try await api.events(bob).filter { $0["type"] as? String == "transfer" }
+            #expect(transfers.count == 1, "\(transfers)")
+            #expect(try await api.access(bob, "premium"))
+            #expect(try await !api.access(ann, "premium"))
+        }
+    }
+
+    /// A job held before its rerun, until the test lets it go.
+    final class Hold: Sendable {
+        let job = Mutex<String?>(nil)
+        let (stopped, stop) = AsyncStream<Void>.makeStream()
+        let (released, release) = AsyncStream<Void>.makeStream()
+    }
+
+    @Test(.timeLimit(.minutes(3))) func aTransferStoppedAfterItsOwnerChangeThatAnotherMovedOnReleasesItsOwnAndMovesNothing() async throws {
+        let hold = Hold()
+        try await APIStack.run(
+            "transfer-moved-on", worker: true,
+            service: { service in
+                service.duringTransfer = { job, step in
+                    guard step == .ownerChanged else { return }
+                    let first = hold.job.withLock { held in
+                        guard held == nil else { return false }
+                        held = job.id
+                        return true
+                    }
+                    guard first else { return }
+                    hold.stop.yield()
+                    throw JobFailure.deferred("testStop", "stopped by the test", after: .milliseconds(10))
+                }
+                service.beforeTakingLocks = { job, _ in
+                    guard hold.job.withLock({ $0 == job.id }) else { return }
+                    for await _ in hold.released { break }
+                }
+            }
+        ) { api in
+            let (ann, bob, cid) = ("ann-on@example.com", "bob-on@example.com", "cid-on@example.com")
+            let bought = try await api.buy("premium.monthly", extra: ["environment": "Production"])
+            let original = try #require(bought["originalTransactionId"] as? String)
+            _ = try await api.claim(["customer": ann, "signedTransaction": try #require(bought["signedTransaction"] as? String)])
+            // ann to bob, no `from`: stopped once bob owns it, ann not released yet.
+            let reply = try await api.call(
+                .POST, "/v1/transfers", json: ["originalTransactionId": original, "to": bob], route: "POST /v1/transfers")
+            try #require(reply.status == 202, "\(reply.text)")
+            let stopped = try #require(reply.json["jobId"] as? String)
+            for await _ in hold.stopped { break }
+            // Meanwhile another job moves bob's purchase on to cid. The API refuses a request about
+            // the purchase while the stopped job is unfinished; an import's claim or a producer
+            // of its own does not ask it.
+            let move = JobPayloads.Transfer(publisher: "demo", originalTransactionId: original, to: cid, from: bob)
+            let onward = try await api.result(try await api.jobQueue.enqueue(try EnqueueRequest(move, queue: "default")).id)
+            #expect(onward["newOwner"] as? String == cid, "\(onward)")
+            hold.release.yield()
+            hold.release.finish()
+
+            let rerun = try await api.finished(stopped)
+            #expect(rerun["status"] as? String == "failed" && "\(rerun)".contains("movedOn"), "\(rerun)")
+            #expect(try await api.access(cid, "premium"), "the move made meanwhile stands")
+            #expect(try await !api.access(ann, "premium"), "whom the stopped job moved it from was released")
+            #expect(try await !api.access(bob, "premium"))
+        }
     }
 }
