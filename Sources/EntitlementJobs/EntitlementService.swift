@@ -27,8 +27,8 @@ package struct EntitlementService: Sendable {
     /// Runs before a job takes its transaction locks (`withLocks`), with their ids: a fault
     /// point for tests of what another job did just before.
     package var beforeTakingLocks: (@Sendable (JobContext, [String]) async throws -> Void)?
-    /// Runs at each step of a transfer after its owner change: a fault point for tests of a
-    /// rerun that must finish the move.
+    /// Runs at each step of a transfer from its apply on: a fault point for tests of a rerun
+    /// that must finish the move.
     package var duringTransfer: (@Sendable (JobContext, TransferJobHandler.Step) async throws -> Void)?
 
     /// Locks whose release failed (Redis unreachable at that moment); each expires with its lease.

@@ -16,6 +16,8 @@ package struct TransferJobHandler: EntitlementJobHandler {
 
     /// Where a transfer stands, for the fault point `EntitlementService.duringTransfer`.
     package enum Step: Sendable {
+        /// The purchase is applied to the new owner; the owner is not changed yet.
+        case applied
         /// The purchase's owner is the new one; the previous holder is not released yet.
         case ownerChanged
         /// The previous holder is released; the job is not acknowledged yet.
@@ -47,7 +49,7 @@ package struct TransferJobHandler: EntitlementJobHandler {
             // request's `from`). An owner other than that customer means the owner changed
             // since: by this job's own owner change, or by another job's move.
             if let at = try await job.memo("transferredAt", legacyField: "transferredAt"),
-                let from = try await job.memo("transferFrom") ?? payload.from, owner != from
+                let from = try await job.memo("transferFrom") ?? payload.from, owner != from, owner != nil
             {
                 return try await finish(
                     from: from, at: at, owner: owner, payload: payload, publisher: publisher, fence: tokens[id], now: now, job: job)
@@ -132,6 +134,7 @@ package struct TransferJobHandler: EntitlementJobHandler {
             let decisions = try await service.apply(
                 evidence, publisher: publisher, customer: payload.to, fence: tokens[id], now: now,
                 accessFrom: transferredAt, extraEvents: [moved], holding: [id], job: job)
+            try await service.duringTransfer?(job, .applied)
             try await service.store.setOwner(publisher: publisher.id, originalTransactionId: id, to: payload.to)
             try await service.duringTransfer?(job, .ownerChanged)
             try await service.store.addFormerHolder(previous, publisher: publisher.id, originalTransactionId: id)
@@ -147,9 +150,9 @@ package struct TransferJobHandler: EntitlementJobHandler {
     }
 
     /// A rerun that finds the owner changed since it kept whom it moves the purchase from
-    /// (`from`) and when (`at`, ms). Whatever moved, `from` must not keep a holding beside
-    /// the purchase's holders: released as of `at`, and recorded as a former holder once the
-    /// move was this job's. The rest of the move was made before the owner change (the new
+    /// (`from`) and when (`at`, ms). Whatever moved, neither `from` nor `to` may keep a
+    /// holding beside the purchase's holders: released as of `at`; `from` is recorded as a
+    /// former holder once the move was this job's. The rest of the move was made before the owner change (the new
     /// owner's document first): nothing is applied again, and no policy checked again. An
     /// owner other than `to` means the purchase moved on while this job was stopped.
     func finish(
@@ -161,10 +164,14 @@ package struct TransferJobHandler: EntitlementJobHandler {
         if owner == payload.to {
             try await service.store.addFormerHolder(from, publisher: publisher.id, originalTransactionId: id)
         }
+        // Whom this job touched and does not hold the purchase now: `from`, and `to` where the
+        // job stopped between applying the purchase to it and the owner change, and another
+        // job moved the purchase on meanwhile.
         let holders = try await service.store.holders(publisher: publisher.id, originalTransactionId: id)
-        let stale = try await service.store.load(publisher: publisher.id, customer: from).state
-        if !holders.contains(from), stale.holds(originalTransactionId: id) {
-            try await service.change(publisher: publisher, customer: from, fence: fence, now: now, job: job) {
+        for customer in [from, payload.to] where !holders.contains(customer) {
+            let stale = try await service.store.load(publisher: publisher.id, customer: customer).state
+            guard stale.holds(originalTransactionId: id) else { continue }
+            try await service.change(publisher: publisher, customer: customer, fence: fence, now: now, job: job) {
                 $0.release(originalTransactionId: id, at: transferredAt)
             }
         }

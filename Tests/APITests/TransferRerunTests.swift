@@ -90,13 +90,20 @@ import Testing
         let (released, release) = AsyncStream<Void>.makeStream()
     }
 
-    @Test(.timeLimit(.minutes(3))) func aTransferStoppedAfterItsOwnerChangeThatAnotherMovedOnReleasesItsOwnAndMovesNothing() async throws {
+    /// Stopped once it applied the purchase to bob (the owner still ann), or once bob owned it
+    /// (ann not released yet); then another job moves the purchase on to cid.
+    @Test(.timeLimit(.minutes(3)), arguments: [TransferJobHandler.Step.applied, .ownerChanged])
+    func aTransferStoppedPartWayThatAnotherMovedOnReleasesWhomItTouchedAndMovesNothing(
+        at stop: TransferJobHandler.Step
+    )
+        async throws
+    {
         let hold = Hold()
         try await APIStack.run(
-            "transfer-moved-on", worker: true,
+            "transfer-moved-on-\(stop)", worker: true,
             service: { service in
                 service.duringTransfer = { job, step in
-                    guard step == .ownerChanged else { return }
+                    guard step == stop else { return }
                     let first = hold.job.withLock { held in
                         guard held == nil else { return false }
                         held = job.id
@@ -116,16 +123,16 @@ import Testing
             let bought = try await api.buy("premium.monthly", extra: ["environment": "Production"])
             let original = try #require(bought["originalTransactionId"] as? String)
             _ = try await api.claim(["customer": ann, "signedTransaction": try #require(bought["signedTransaction"] as? String)])
-            // ann to bob, no `from`: stopped once bob owns it, ann not released yet.
+            // ann to bob, no `from`: stopped part way.
             let reply = try await api.call(
                 .POST, "/v1/transfers", json: ["originalTransactionId": original, "to": bob], route: "POST /v1/transfers")
             try #require(reply.status == 202, "\(reply.text)")
             let stopped = try #require(reply.json["jobId"] as? String)
             for await _ in hold.stopped { break }
-            // Meanwhile another job moves bob's purchase on to cid. The API refuses a request about
+            // Meanwhile another job moves the purchase on to cid. The API refuses a request about
             // the purchase while the stopped job is unfinished; an import's claim or a producer
             // of its own does not ask it.
-            let move = JobPayloads.Transfer(publisher: "demo", originalTransactionId: original, to: cid, from: bob)
+            let move = JobPayloads.Transfer(publisher: "demo", originalTransactionId: original, to: cid)
             let onward = try await api.result(try await api.jobQueue.enqueue(try EnqueueRequest(move, queue: "default")).id)
             #expect(onward["newOwner"] as? String == cid, "\(onward)")
             hold.release.yield()
@@ -135,7 +142,7 @@ import Testing
             #expect(rerun["status"] as? String == "failed" && "\(rerun)".contains("movedOn"), "\(rerun)")
             #expect(try await api.access(cid, "premium"), "the move made meanwhile stands")
             #expect(try await !api.access(ann, "premium"), "whom the stopped job moved it from was released")
-            #expect(try await !api.access(bob, "premium"))
+            #expect(try await !api.access(bob, "premium"), "nor does the customer the stopped job moved it to")
         }
     }
 }
