@@ -16,6 +16,8 @@ package struct TransferJobHandler: EntitlementJobHandler {
 
     /// Where a transfer stands, for the fault point `EntitlementService.duringTransfer`.
     package enum Step: Sendable {
+        /// Whom it moves from and when are kept; nothing is applied yet.
+        case kept
         /// The purchase is applied to the new owner; the owner is not changed yet.
         case applied
         /// The purchase's owner is the new one; the previous holder is not released yet.
@@ -46,13 +48,33 @@ package struct TransferJobHandler: EntitlementJobHandler {
             let owner = try await service.store.owner(publisher: publisher.id, originalTransactionId: id)
             // A rerun: this job kept whom it moves the purchase from, then its moment of
             // transfer, before anything moved (a job kept before `transferFrom` was: the
-            // request's `from`). An owner other than that customer means the owner changed
-            // since: by this job's own owner change, or by another job's move.
-            if let at = try await job.memo("transferredAt", legacyField: "transferredAt"),
-                let from = try await job.memo("transferFrom") ?? payload.from, owner != from, owner != nil
+            // request's `from`), and noted its owner change once made (`ownerSet`). Progress is
+            // read from those notes, not inferred from the owner alone: the purchase may have
+            // come back to `from` meanwhile.
+            var stale = false
+            if let at = try await job.memo("transferredAt", legacyField: "transferredAt"), owner != nil,
+                let from = try await job.memo("transferFrom") ?? payload.from
             {
-                return try await finish(
-                    from: from, at: at, owner: owner, payload: payload, publisher: publisher, fence: tokens[id], now: now, job: job)
+                let ownerSet = try await job.memo("ownerSet") != nil
+                if ownerSet || owner == payload.to {
+                    // Its owner change made (or another's to the same customer): what is left is
+                    // to release whom it touched that does not hold the purchase now.
+                    return try await finish(
+                        from: from, at: at, owner: owner, payload: payload, publisher: publisher, fence: tokens[id], now: now, job: job)
+                }
+                if owner != from {
+                    // Another job moved the purchase before this one changed the owner. If this
+                    // one had applied the purchase to its target, that holding is released and the
+                    // move ends (`movedOn`); otherwise it moves the purchase from its owner now,
+                    // at a moment of its own.
+                    let target = try await service.store.load(publisher: publisher.id, customer: payload.to).state
+                    if target.holds(originalTransactionId: id) {
+                        return try await finish(
+                            from: from, at: at, owner: owner, payload: payload, publisher: publisher, fence: tokens[id], now: now,
+                            job: job)
+                    }
+                    stale = true
+                }
             }
             guard publisher.transferPolicy != .keep else {
                 throw JobRefusal.notPossible(code: "transferRefused", "publisher \(publisher.id) keeps purchases with their first owner")
@@ -100,9 +122,16 @@ package struct TransferJobHandler: EntitlementJobHandler {
             // before anything moves: a rerun after the owner change releases that customer
             // (`finish`); one before it moves the purchase with the first run's moment.
             try await job.setMemo("transferFrom", previous)
-            let kept = try await job.memo(
-                "transferredAt", keepingFirst: String(AppleTimestamp(now).milliseconds), legacyField: "transferredAt")
+            let moment = String(AppleTimestamp(now).milliseconds)
+            let kept: String
+            if stale {
+                try await job.setMemo("transferredAt", moment)
+                kept = moment
+            } else {
+                kept = try await job.memo("transferredAt", keepingFirst: moment, legacyField: "transferredAt")
+            }
             let transferredAt = Int64(kept).map { AppleTimestamp(milliseconds: $0).date } ?? now
+            try await service.duringTransfer?(job, .kept)
 
             let latest = facts.max { $0.purchaseDate < $1.purchaseDate }
             var moved = LifecycleEvent(
@@ -136,6 +165,7 @@ package struct TransferJobHandler: EntitlementJobHandler {
                 accessFrom: transferredAt, extraEvents: [moved], holding: [id], job: job)
             try await service.duringTransfer?(job, .applied)
             try await service.store.setOwner(publisher: publisher.id, originalTransactionId: id, to: payload.to)
+            try await job.setMemo("ownerSet", "1")
             try await service.duringTransfer?(job, .ownerChanged)
             try await service.store.addFormerHolder(previous, publisher: publisher.id, originalTransactionId: id)
             try await service.change(publisher: publisher, customer: previous, fence: tokens[id], now: now, job: job) {
@@ -168,9 +198,13 @@ package struct TransferJobHandler: EntitlementJobHandler {
         // job stopped between applying the purchase to it and the owner change, and another
         // job moved the purchase on meanwhile.
         let holders = try await service.store.holders(publisher: publisher.id, originalTransactionId: id)
-        for customer in [from, payload.to] where !holders.contains(customer) {
+        for customer in [from, payload.to] where customer != owner {
             let stale = try await service.store.load(publisher: publisher.id, customer: customer).state
-            guard stale.holds(originalTransactionId: id) else { continue }
+            // A sharer holds it too (the `share` policy), as its own document says: the sharers
+            // index alone keeps those who held it by transfer since.
+            guard stale.holds(originalTransactionId: id),
+                !(holders.contains(customer) && stale.sharedPurchases.contains(id))
+            else { continue }
             try await service.change(publisher: publisher, customer: customer, fence: fence, now: now, job: job) {
                 $0.release(originalTransactionId: id, at: transferredAt)
             }

@@ -92,12 +92,49 @@ import Testing
 
     /// Stopped once it applied the purchase to bob (the owner still ann), or once bob owned it
     /// (ann not released yet); then another job moves the purchase on to cid.
+    /// Stopped before it applied anything: its rerun moves the purchase from its owner now
+    /// (cid), at a moment of its own.
+    @Test(.timeLimit(.minutes(3))) func aTransferStoppedBeforeItAppliedAnythingMovesThePurchaseFromItsOwnerNow() async throws {
+        try await stoppedWhileAnotherMovesOn(at: .kept) { api, rerun, ann, bob, cid async throws in
+            #expect(rerun["status"] as? String == "succeeded", "\(rerun)")
+            let result = rerun["result"] as? [String: Any]
+            #expect(result?["previousOwner"] as? String == cid && result?["newOwner"] as? String == bob, "\(rerun)")
+            #expect(try await api.access(bob, "premium"))
+            #expect(try await !api.access(cid, "premium"))
+            #expect(try await !api.access(ann, "premium"))
+        }
+    }
+
     @Test(.timeLimit(.minutes(3)), arguments: [TransferJobHandler.Step.applied, .ownerChanged])
     func aTransferStoppedPartWayThatAnotherMovedOnReleasesWhomItTouchedAndMovesNothing(
         at stop: TransferJobHandler.Step
     )
         async throws
     {
+        try await stoppedWhileAnotherMovesOn(at: stop) { api, rerun, ann, bob, cid async throws in
+            #expect(rerun["status"] as? String == "failed" && "\(rerun)".contains("movedOn"), "\(rerun)")
+            #expect(try await api.access(cid, "premium"), "the move made meanwhile stands")
+            #expect(try await !api.access(ann, "premium"), "whom the stopped job moved it from was released")
+            #expect(try await !api.access(bob, "premium"), "nor does the customer the stopped job moved it to")
+        }
+    }
+
+    /// Stopped once bob owned it; meanwhile the purchase comes back to ann: she keeps it.
+    @Test(.timeLimit(.minutes(3))) func aTransferStoppedAfterItsOwnerChangeWhosePurchaseCameBackLeavesItWhereItIs() async throws {
+        try await stoppedWhileAnotherMovesOn(at: .ownerChanged, back: true) { api, rerun, ann, bob, _ async throws in
+            #expect(rerun["status"] as? String == "failed" && "\(rerun)".contains("movedOn"), "\(rerun)")
+            #expect(try await api.access(ann, "premium"), "the purchase came back to ann and stays hers")
+            #expect(try await !api.access(bob, "premium"))
+        }
+    }
+
+    /// ann's purchase asked to move to bob (no `from`), the job stopped at `stop`; meanwhile
+    /// another job moves it on to cid (`back`: to ann); then the stopped job runs again: its
+    /// document.
+    func stoppedWhileAnotherMovesOn(
+        at stop: TransferJobHandler.Step, back: Bool = false,
+        _ check: @Sendable (APIStack, [String: Any], String, String, String) async throws -> Void
+    ) async throws {
         let hold = Hold()
         try await APIStack.run(
             "transfer-moved-on-\(stop)", worker: true,
@@ -123,7 +160,7 @@ import Testing
             let bought = try await api.buy("premium.monthly", extra: ["environment": "Production"])
             let original = try #require(bought["originalTransactionId"] as? String)
             _ = try await api.claim(["customer": ann, "signedTransaction": try #require(bought["signedTransaction"] as? String)])
-            // ann to bob, no `from`: stopped part way.
+            // ann to bob, no `from`: stopped at `stop`.
             let reply = try await api.call(
                 .POST, "/v1/transfers", json: ["originalTransactionId": original, "to": bob], route: "POST /v1/transfers")
             try #require(reply.status == 202, "\(reply.text)")
@@ -132,17 +169,13 @@ import Testing
             // Meanwhile another job moves the purchase on to cid. The API refuses a request about
             // the purchase while the stopped job is unfinished; an import's claim or a producer
             // of its own does not ask it.
-            let move = JobPayloads.Transfer(publisher: "demo", originalTransactionId: original, to: cid)
+            let move = JobPayloads.Transfer(publisher: "demo", originalTransactionId: original, to: back ? ann : cid)
             let onward = try await api.result(try await api.jobQueue.enqueue(try EnqueueRequest(move, queue: "default")).id)
-            #expect(onward["newOwner"] as? String == cid, "\(onward)")
+            #expect(onward["newOwner"] as? String == (back ? ann : cid), "\(onward)")
             hold.release.yield()
             hold.release.finish()
 
-            let rerun = try await api.finished(stopped)
-            #expect(rerun["status"] as? String == "failed" && "\(rerun)".contains("movedOn"), "\(rerun)")
-            #expect(try await api.access(cid, "premium"), "the move made meanwhile stands")
-            #expect(try await !api.access(ann, "premium"), "whom the stopped job moved it from was released")
-            #expect(try await !api.access(bob, "premium"), "nor does the customer the stopped job moved it to")
+            try await check(api, try await api.finished(stopped), ann, bob, cid)
         }
     }
 }
