@@ -45,7 +45,12 @@ import Testing
                 retryPolicy: RetryPolicy(base: .milliseconds(400), cap: .seconds(10), maxAttempts: 5)
             ))
         let id = try await h.enqueue("flaky")
-        let job = try await h.whileRunning(h.worker(registry: registry)) { try await h.waitForStatus(id, .succeeded) }
+        // Three attempts and two back-offs take about 1.2 s; the wait is long because the suite
+        // loads both cores (a run with builds beside it took more than 20 s), and a lost retry
+        // still times out.
+        let job = try await h.whileRunning(h.worker(registry: registry)) {
+            try await h.waitForStatus(id, .succeeded, timeout: .seconds(60))
+        }
         #expect(job.attempt == 3)
         #expect(job.result == #"{"attempt":3}"#)
         #expect(job.lastError == "flaky: not yet")
