@@ -179,12 +179,13 @@ package struct TransferJobHandler: EntitlementJobHandler {
         }
     }
 
-    /// A rerun that finds the owner changed since it kept whom it moves the purchase from
-    /// (`from`) and when (`at`, ms). Whatever moved, neither `from` nor `to` may keep a
-    /// holding beside the purchase's holders: released as of `at`; `from` is recorded as a
-    /// former holder once the move was this job's. The rest of the move was made before the owner change (the new
-    /// owner's document first): nothing is applied again, and no policy checked again. An
-    /// owner other than `to` means the purchase moved on while this job was stopped.
+    /// A rerun whose notes say its owner change was made, or that finds the owner changed
+    /// since it kept whom it moves the purchase from (`from`) and when (`at`, ms). Whatever
+    /// moved, neither `from` nor `to` may keep a holding unless it is the owner (or a sharer
+    /// by its own document): released as of `at`; `from` is recorded as a former holder when
+    /// `to` owns the purchase. What came before the owner change (the new owner's document
+    /// first) was made: nothing is applied again, and no policy checked again. An owner other
+    /// than `to` means the purchase moved on while this job was stopped (`movedOn`).
     func finish(
         from: String, at: String, owner: String?, payload: JobPayloads.Transfer, publisher: Publisher, fence: TransactionLock.Token?,
         now: Date, job: JobContext
