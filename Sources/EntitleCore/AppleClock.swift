@@ -23,14 +23,28 @@ package struct AppleClock: Sendable {
         do {
             let response = try await httpClient.execute(HTTPClientRequest(url: simulatorURL + "/simulator/clock"), timeout: .seconds(10))
             let body = try await response.body.collect(upTo: 1 << 16)
-            struct State: Decodable { var advancedSeconds: Double }
-            return try JSONDecoder().decode(State.self, from: Data(body.readableBytesView)).advancedSeconds
+            struct State: Decodable {
+                var advancedSeconds: Double
+                /// The simulator's now (ms) and whether it stands still.
+                var now: Double?
+                var frozen: Bool?
+            }
+            let state = try JSONDecoder().decode(State.self, from: Data(body.readableBytesView))
+            // A frozen clock stands at one moment: measured against this process's wall clock
+            // as the answer arrives, so a moment read right after is that moment, however long
+            // the answer took (the simulator's own offset is behind by that long).
+            if state.frozen == true, let now = state.now { return now / 1000 - Date().timeIntervalSince1970 }
+            return state.advancedSeconds
         } catch {
             throw WorkerError(.appleUnavailable, "the simulator's clock at \(simulatorURL) cannot be read: \(error)")
         }
     }
 
-    package func now() async throws -> Date { Date().addingTimeInterval(try await offset()) }
+    package func now() async throws -> Date {
+        // The offset first: a wall clock read before the answer came is behind by its wait.
+        let offset = try await offset()
+        return Date().addingTimeInterval(offset)
+    }
 }
 
 // What prints of the clock is where it reads the time, not its HTTP client's internals.
