@@ -36,6 +36,12 @@ public final class APIKeyRegistry: Sendable {
     }
 
     private let keys = Mutex<[String: Key]>([:])
+    /// Tokens whose signature and claims were checked already, with their bundle id and
+    /// expiry: a client reuses one token for many requests (up to 60 minutes), and checking
+    /// its signature again each time was most of a request's cost. Emptied when a key is
+    /// registered, and when it holds `acceptedLimit` tokens.
+    private let accepted = Mutex<[String: (bundleId: String, expires: Double)]>([:])
+    private static let acceptedLimit = 1024
 
     public init() {}
 
@@ -51,12 +57,17 @@ public final class APIKeyRegistry: Sendable {
         }
         keys.withLock {
             $0[registration.keyId] = Key(issuerId: registration.issuerId, bundleId: registration.bundleId, publicKey: publicKey)
+            accepted.withLock { $0.removeAll() }
         }
     }
 
     /// Checks an `Authorization` header; returns the bundle id the token is for.
     public func authenticate(_ authorization: String?, now: Date = Date()) throws(Unauthorized) -> String {
         guard let authorization, authorization.hasPrefix("Bearer ") else { throw Unauthorized(reason: "no bearer token") }
+        if let known = accepted.withLock({ $0[authorization] }) {
+            guard known.expires > now.timeIntervalSince1970 else { throw Unauthorized(reason: "expired") }
+            return known.bundleId
+        }
         let parts = authorization.dropFirst(7).split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, let headerBytes = AppleBase64.decode(parts[0]).map { Data($0) },
             let claimsBytes = AppleBase64.decode(parts[1]).map { Data($0) },
@@ -79,6 +90,16 @@ public final class APIKeyRegistry: Sendable {
         let issued = (claims["iat"] as? NSNumber)?.doubleValue ?? now.timeIntervalSince1970
         guard issued <= now.timeIntervalSince1970 + 60, expires - issued <= 3600 + 60 else {
             throw Unauthorized(reason: "the token lives longer than 60 minutes")
+        }
+        // Under the keys' lock: a key registered meanwhile empties the cache after this.
+        keys.withLock { current in
+            guard let same = current[keyId], same.issuerId == key.issuerId, same.bundleId == key.bundleId,
+                same.publicKey.rawRepresentation == key.publicKey.rawRepresentation
+            else { return }
+            accepted.withLock {
+                if $0.count >= Self.acceptedLimit { $0.removeAll() }
+                $0[authorization] = (key.bundleId, expires)
+            }
         }
         return key.bundleId
     }

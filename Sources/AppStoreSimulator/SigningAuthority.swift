@@ -30,7 +30,10 @@ public struct SigningAuthority: Sendable {
     public let intermediate: Certificate
     public let leaf: Certificate
     private let leafKey: P256.Signing.PrivateKey
-    private let encodedChain: [String]
+    /// The default header (`ES256`, this chain), base64url-encoded: every signature the
+    /// simulator makes carries it, and serializing its three certificates each time was
+    /// most of a signature's cost.
+    private let encodedHeader: String
 
     /// Mints a new authority with fresh keys.
     public init(options: Options = Options()) throws {
@@ -64,7 +67,9 @@ public struct SigningAuthority: Sendable {
         self.intermediate = intermediate
         self.leaf = leaf
         self.leafKey = leafKey
-        self.encodedChain = try [leaf, intermediate, root].map { Data(try CertificateChainMinter.der($0)).base64EncodedString() }
+        self.encodedHeader = try Self.header(
+            algorithm: "ES256",
+            certificates: [leaf, intermediate, root].map { Data(try CertificateChainMinter.der($0)).base64EncodedString() })
     }
 
     /// Loads the authority kept in `directory` (`signing-*.pem`), or mints one and keeps it
@@ -91,11 +96,24 @@ public struct SigningAuthority: Sendable {
     /// - Parameter chain: override the `x5c` certificates (tests of broken chains).
     /// - Parameter algorithm: override `alg` (tests of refused algorithms).
     public func sign(payload: [UInt8], chain: [Certificate]? = nil, algorithm: String = "ES256") throws -> String {
-        let certificates = try chain.map { try $0.map { Data(try CertificateChainMinter.der($0)).base64EncodedString() } } ?? encodedChain
-        let header = try JSONSerialization.data(withJSONObject: ["alg": algorithm, "x5c": certificates], options: [.sortedKeys])
-        let signingInput = AppleBase64.encodeURL(header) + "." + AppleBase64.encodeURL(payload)
+        let header =
+            if chain == nil && algorithm == "ES256" {
+                encodedHeader
+            } else {
+                try Self.header(
+                    algorithm: algorithm,
+                    certificates: try (chain ?? [leaf, intermediate, root]).map {
+                        Data(try CertificateChainMinter.der($0)).base64EncodedString()
+                    })
+            }
+        let signingInput = header + "." + AppleBase64.encodeURL(payload)
         let signature = try leafKey.signature(for: Data(signingInput.utf8))
         return signingInput + "." + AppleBase64.encodeURL(signature.rawRepresentation)
+    }
+
+    /// A JWS header naming `algorithm` and carrying `certificates` (base64 DER), base64url-encoded.
+    private static func header(algorithm: String, certificates: [String]) throws -> String {
+        AppleBase64.encodeURL(try JSONSerialization.data(withJSONObject: ["alg": algorithm, "x5c": certificates], options: [.sortedKeys]))
     }
 
     /// Signs an `Encodable` payload (encoded with Apple's conventions: dates as milliseconds).
