@@ -296,8 +296,17 @@ public struct AppStoreServerAPIClient: Sendable {
 
     /// Ids go into URL paths: only digits, letters and a few marks, so nothing can change the path.
     static func pathComponent(_ id: String) throws(AppStoreError) -> String {
-        let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
-        guard !id.isEmpty, id.count <= 128, id.allSatisfy(allowed.contains), id != ".", id != ".." else {
+        // ASCII letters, digits, `-`, `_` and `.`, checked byte by byte: every call to Apple
+        // makes this check.
+        func allowed(_ byte: UInt8) -> Bool {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."):
+                true
+            default: false
+            }
+        }
+        guard !id.utf8.isEmpty, id.utf8.count <= 128, id.utf8.allSatisfy(allowed), id != ".", id != ".." else {
             throw AppStoreError(.invalidFormat, "not a transaction or order id")
         }
         return id

@@ -83,6 +83,17 @@ extension StoredCustomer {
         /// The empty id is `%`, which no escaped id can be, so that it still has a fence.
         package static func fenceName(_ originalTransactionId: String) -> String {
             guard !originalTransactionId.isEmpty else { return "%" }
+            // Apple's ids are digits: most names are the id as it is, found without Foundation.
+            if originalTransactionId.utf8.allSatisfy({ byte in
+                switch byte {
+                case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                    UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "-"):
+                    true
+                default: false
+                }
+            }) {
+                return originalTransactionId
+            }
             return originalTransactionId.addingPercentEncoding(withAllowedCharacters: fenceNameCharacters) ?? originalTransactionId
         }
 

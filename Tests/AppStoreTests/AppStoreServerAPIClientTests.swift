@@ -165,8 +165,10 @@ import Testing
             #expect(slow?.code == .serverUnavailable)
             #expect(slow?.isRetryable == true)
             // Ids that would change the path never leave the process.
-            let traversal = await #expect(throws: AppStoreError.self) { try await api.getTransactionInfo(transactionId: "../../x") }
-            #expect(traversal?.code == .invalidFormat)
+            for id in ["../../x", "", ".", "..", "a/b", "a%2Fb", "1 2", "é1", "1\u{0}", String(repeating: "7", count: 129)] {
+                let refused = await #expect(throws: AppStoreError.self) { try await api.getTransactionInfo(transactionId: id) }
+                #expect(refused?.code == .invalidFormat, "\(id)")
+            }
         }
     }
 
