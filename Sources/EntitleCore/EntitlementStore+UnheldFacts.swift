@@ -26,9 +26,15 @@ extension EntitlementStore {
         return try replies.flatMap { try Self.unheldFacts(in: $0) }
     }
 
-    /// Whether anything is kept for the purchase: Apple's newer word about it must be kept too.
-    package func keepsUnheldFacts(publisher: String, originalTransactionId: String) async throws -> Bool {
-        try await redis.send(["EXISTS", unheldFactsKey(publisher, originalTransactionId)]).int == 1
+    /// Whether a customer holds the purchase, and whether anything is kept for it (Apple's
+    /// newer word about it must be kept too), in one round trip.
+    package func standing(publisher: String, originalTransactionId: String) async throws -> (held: Bool, kept: Bool) {
+        // One key a command: Redis Cluster.
+        let replies = try await redis.pipeline([
+            ["GET", ownerKey(publisher, originalTransactionId)], ["EXISTS", unheldFactsKey(publisher, originalTransactionId)],
+        ])
+        for reply in replies { if case .error(let message) = reply { throw RedisError(.serverError, message) } }
+        return (replies[0].string != nil, replies[1].int == 1)
     }
 
     /// Keeps, of `facts`, those about `originalTransactionId` that a claim must not miss: a

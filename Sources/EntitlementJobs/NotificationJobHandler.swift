@@ -393,9 +393,8 @@ package struct NotificationJobHandler: EntitlementJobHandler {
         // (`EntitlementStore.keepUnheld`): a claim with a transaction signed before it would
         // not see it.
         if migrations.isEmpty, !claimable,
-            try await service.store.holders(publisher: publisher.id, originalTransactionId: original).isEmpty,
             !evidence.facts.contains(where: { $0.originalTransactionId == original && $0.revocationDate != nil }),
-            try await !service.store.keepsUnheldFacts(publisher: publisher.id, originalTransactionId: original)
+            try await service.store.standing(publisher: publisher.id, originalTransactionId: original) == (held: false, kept: false)
         {
             result.message = message
             return

@@ -272,11 +272,11 @@ import Testing
             return Dictionary(uniqueKeysWithValues: facts.map { ($0.transactionId, $0.revocationDate != nil) })
         }
         #expect(try await !store.keepUnheld([view("5", signedAt: 0, refunded: false)], publisher: "voip", originalTransactionId: "5"))
-        #expect(try await !store.keepsUnheldFacts(publisher: "voip", originalTransactionId: "5"))
+        #expect(try await store.standing(publisher: "voip", originalTransactionId: "5") == (held: false, kept: false))
         // Another purchase's fact is not this one's to keep.
         #expect(try await !store.keepUnheld([view("6", signedAt: 0, refunded: true)], publisher: "voip", originalTransactionId: "5"))
         #expect(try await store.keepUnheld([view("5", signedAt: 10, refunded: true)], publisher: "voip", originalTransactionId: "5"))
-        #expect(try await store.keepsUnheldFacts(publisher: "voip", originalTransactionId: "5"))
+        #expect(try await store.standing(publisher: "voip", originalTransactionId: "5") == (held: false, kept: true))
         #expect(try await !store.keepUnheld([view("5", signedAt: 5, refunded: false)], publisher: "voip", originalTransactionId: "5"))
         #expect(try await kept() == ["5": true], "an older view does not undo the refund")
         #expect(try await store.keepUnheld([view("5", signedAt: 20, refunded: false)], publisher: "voip", originalTransactionId: "5"))
@@ -293,8 +293,11 @@ import Testing
         let read = try await store.readForClaim(publisher: "voip", originalTransactionIds: ["5", "6"], customer: "alice")
         #expect(read.unheld.map(\.transactionId).sorted() == ["5", "6"] && read.owners.isEmpty)
         #expect(read.unheld.first { $0.transactionId == "5" }?.revocationDate != nil)
+        _ = try await store.claim(publisher: "voip", originalTransactionId: "5", for: "alice")
+        #expect(try await store.standing(publisher: "voip", originalTransactionId: "5") == (held: true, kept: true))
         try await store.forgetUnheld(publisher: "voip", originalTransactionIds: ["5", "6"])
         #expect(try await kept().isEmpty)
+        #expect(try await store.standing(publisher: "voip", originalTransactionId: "5") == (held: true, kept: false))
         #expect(try await store.readForClaim(publisher: "voip", originalTransactionIds: ["5"], customer: "alice").unheld.isEmpty)
     }
 
