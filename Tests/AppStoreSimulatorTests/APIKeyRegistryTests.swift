@@ -26,25 +26,26 @@ import Testing
         return "Bearer " + input + "." + AppleBase64.encodeURL(try key.signature(for: Data(input.utf8)).rawRepresentation)
     }
 
-    @Test func anAcceptedTokenIsRefusedOnceItExpires() throws {
+    /// A registry that has accepted `token` (key `K1`, living 600 s from `now`) once.
+    static func accepted() throws -> (registry: APIKeyRegistry, key: P256.Signing.PrivateKey, token: String, now: Date) {
         let registry = APIKeyRegistry()
         let key = P256.Signing.PrivateKey()
         try registry.register(Self.registration("K1", key))
         let now = Date()
         let token = try Self.bearer("K1", key, issued: now.timeIntervalSince1970, expires: now.timeIntervalSince1970 + 600)
         #expect(try registry.authenticate(token, now: now) == "com.entitle.demo")
+        return (registry, key, token, now)
+    }
+
+    @Test func anAcceptedTokenIsRefusedOnceItExpires() throws {
+        let (registry, _, token, now) = try Self.accepted()
         #expect(try registry.authenticate(token, now: now.addingTimeInterval(599)) == "com.entitle.demo")
         let late = #expect(throws: APIKeyRegistry.Unauthorized.self) { try registry.authenticate(token, now: now.addingTimeInterval(601)) }
         #expect(late?.reason == "expired")
     }
 
     @Test func anAcceptedTokenIsCheckedAgainAfterItsKeyChanges() throws {
-        let registry = APIKeyRegistry()
-        let key = P256.Signing.PrivateKey()
-        try registry.register(Self.registration("K1", key))
-        let now = Date()
-        let token = try Self.bearer("K1", key, issued: now.timeIntervalSince1970, expires: now.timeIntervalSince1970 + 600)
-        #expect(try registry.authenticate(token, now: now) == "com.entitle.demo")
+        let (registry, key, token, now) = try Self.accepted()
         // The key id now names another key: the token's signature no longer holds.
         try registry.register(Self.registration("K1", P256.Signing.PrivateKey()))
         let refused = #expect(throws: APIKeyRegistry.Unauthorized.self) { try registry.authenticate(token, now: now) }
