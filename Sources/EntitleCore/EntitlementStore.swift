@@ -68,16 +68,20 @@ package struct EntitlementStore: Sendable {
     /// partition: `ARGV[9]` entries of a field and its JSON from `ARGV[11]`, trimming entries
     /// older than `ARGV[8]` ms) and the lifecycle events' ids to the customer's list of them
     /// (trimmed alike), then publishes the change. Returns the new version, 0 when someone
-    /// else wrote first, -1 when the writer's lock was taken over (fenced out), or -2 when
-    /// another customer holds a purchase the write claims.
+    /// else wrote first, -1 when the writer's lock was taken over (fenced out), -2 when
+    /// another customer holds a purchase the write claims, or -3 when a later job took the
+    /// lock of a purchase the write claims.
     ///
     /// `KEYS[3]` on are the holder indexes (their scores after the customer in ARGV), then
     /// the owner keys the write claims for the customer, as many as the last ARGV says:
-    /// written with the document or not at all; then the transaction locks the write
-    /// releases, as many as the ARGV before it says, each deleted after the write while it
-    /// holds the value given for it (the ARGVs before the two counts). With locks, the reply
-    /// is the new version and how many were deleted. Owner and lock keys are in other hash
-    /// slots, so only a single server (or Sentinel's primary) is sent any (`claimsInWrite`).
+    /// written with the document or not at all; then as many fence keys of the same
+    /// purchases (`TransactionLock`), each holding at most the token given for it; then the
+    /// transaction locks the write releases, as many as the ARGV before the last says, each
+    /// deleted after the write while it holds the value given for it. The claims' tokens and
+    /// then the locks' values are the ARGVs before the two counts. With locks, the reply is
+    /// the new version and how many were deleted. Owner, fence and lock keys are in other
+    /// hash slots, so only a single server (or Sentinel's primary) is sent any
+    /// (`claimsInWrite`).
     ///
     /// `ARGV[10]` is the layout written (`StoredCustomer.Layout`): `packed`, the field `doc`
     /// holding the version, the event ids, the fences and the document (`StoredCustomer.Record`,
@@ -135,12 +139,21 @@ package struct EntitlementStore: Sendable {
             end
             local count = tonumber(ARGV[9])
             local customer = ARGV[11 + 2 * count]
-            -- KEYS end with the owner keys claimed in this write (ARGV[#ARGV] of them), then
-            -- the locks it releases (ARGV[#ARGV - 1]; their holders' values just before): one
-            -- server only. Claims are all or none, and none when another customer holds one.
+            -- KEYS end with the owner keys claimed in this write (ARGV[#ARGV] of them), their
+            -- purchases' fence keys (the last lock token handed out; this job's tokens are in
+            -- ARGV before the locks' values), then the locks it releases (ARGV[#ARGV - 1];
+            -- their holders' values just before): one server only. Claims are all or none:
+            -- none when another customer holds one, or when a later job took one's lock (this
+            -- job's lease ran out, and the later job may have kept Apple's word for the claim).
             local locks = tonumber(ARGV[#ARGV - 1])
-            local lastOwner = #KEYS - locks
-            local lastHolder = lastOwner - tonumber(ARGV[#ARGV])
+            local claims = tonumber(ARGV[#ARGV])
+            local lastFence = #KEYS - locks
+            local lastOwner = lastFence - claims
+            local lastHolder = lastOwner - claims
+            for k = 1, claims do
+              local last = redis.call('GET', KEYS[lastOwner + k])
+              if last and tonumber(last) > tonumber(ARGV[#ARGV - 2 - locks - claims + k]) then return -3 end
+            end
             for k = lastHolder + 1, lastOwner do
               local holder = redis.call('GET', KEYS[k])
               if holder and holder ~= customer then return -2 end
@@ -203,8 +216,8 @@ package struct EntitlementStore: Sendable {
             if locks == 0 then return version end
             local released = 0
             for i = 1, locks do
-              if redis.call('GET', KEYS[lastOwner + i]) == ARGV[#ARGV - 2 - locks + i] then
-                released = released + redis.call('DEL', KEYS[lastOwner + i])
+              if redis.call('GET', KEYS[lastFence + i]) == ARGV[#ARGV - 2 - locks + i] then
+                released = released + redis.call('DEL', KEYS[lastFence + i])
               end
             end
             return {version, released}
@@ -378,17 +391,17 @@ package struct EntitlementStore: Sendable {
     /// `snapshot`: the customer as the caller read it (`readForClaim`), taken for the first
     /// attempt instead of reading it again; the compare-and-set still refuses it if stale, and
     /// a change it shows as nothing to write is judged again on a fresh read.
-    /// `claiming`: original transactions the customer claims (`claim`): in the same write
-    /// where `claimsInWrite` (a round trip fewer), else just before it; when another customer
-    /// holds one, nothing is written and `EntitlementStoreError.claimTaken` is thrown (the
-    /// caller decides again).
+    /// `claiming`: the locks of the purchases the customer claims (`claim(publisher:locked:for:)`):
+    /// in the same write where `claimsInWrite` (a round trip fewer), else just before it; when
+    /// another customer holds one, nothing is written and `EntitlementStoreError.claimTaken` is
+    /// thrown (the caller decides again); when a later job took one's lock, `fenced`.
     /// `releasing`: the closing writes of a job that writes nothing more under its locks once
     /// this write is made. Where `claimsInWrite`, and when the write leaves no follow-up job
     /// to deliver (an empty outbox) and nothing to close, the locks are released in the write
     /// (a round trip fewer) and `releasing` says so (`ClosingWrites.released`).
     package func update<Result: Sendable>(
         publisher: String, customer: String, fence: TransactionLock.Token?, snapshot: Snapshot? = nil,
-        claiming: [String] = [], releasing: ClosingWrites? = nil,
+        claiming: [TransactionLock.Token] = [], releasing: ClosingWrites? = nil,
         _ change: (inout CustomerEntitlements) throws -> Result,
         effects: (_ before: CustomerEntitlements, _ after: CustomerEntitlements, _ version: Int) throws -> Change
     ) async throws -> (result: Result, outbox: [FollowUpJob], events: [LifecycleEvent]) {
@@ -440,12 +453,13 @@ package struct EntitlementStore: Sendable {
                 written = try await redis.run(
                     Self.compareAndSet,
                     keys: [customerKey(publisher, customer), keys.events(publisher, customer: customer)] + holders.map(\.key),
-                    otherSlotKeys: claiming.map { ownerKey(publisher, $0) } + (release?.keys ?? []),
+                    otherSlotKeys: claiming.map { ownerKey(publisher, $0.originalTransactionId) }
+                        + claiming.map { keys.fence(publisher, $0.originalTransactionId) } + (release?.keys ?? []),
                     arguments: [
                         version == 0 ? "" : String(version), document, channel(publisher), event,
                         fence.map { StoredCustomer.Record.fenceName($0.originalTransactionId) } ?? "", fence.map { String($0.value) } ?? "",
                         newOutbox, String(effect.retention.components.seconds * 1000), String(entries.count / 2), format.layout.rawValue,
-                    ] + entries + [customer] + holders.map(\.score) + (release?.values ?? [])
+                    ] + entries + [customer] + holders.map(\.score) + claiming.map { String($0.value) } + (release?.values ?? [])
                         + [String(release?.keys.count ?? 0), String(claiming.count)])
             } catch let error as RedisError
                 where !(claiming.isEmpty && release == nil) && error.code == .serverError && error.message.hasPrefix("CROSSSLOT")
@@ -471,6 +485,7 @@ package struct EntitlementStore: Sendable {
                     .fenced, "the lock on \(fence.originalTransactionId) passed to a later job before this one wrote")
             }
             if written.int == -2 { throw Self.claimTaken(publisher, customer) }
+            if written.int == -3 { throw Self.claimFenced(claiming) }
             logger.debug("entitlement write raced; retrying", metadata: ["attempt": "\(attempt)"])
         }
         throw EntitlementStoreError(.contended, "customer \(customer) of \(publisher) kept changing under \(maximumAttempts) attempts")
@@ -598,16 +613,76 @@ package struct EntitlementStore: Sendable {
         redis.configuration.runsPipelinesInOrder && claimsInWrite
     }
 
-    /// Claims these purchases for `customer` in their own round trip (`claim`); throws
-    /// `claimTaken` when another customer holds one.
-    func claimApart(_ originalTransactionIds: [String], publisher: String, customer: String) async throws {
-        guard !originalTransactionIds.isEmpty else { return }
-        let owners = try await claim(publisher: publisher, originalTransactionIds: originalTransactionIds, for: customer)
+    /// Claims these purchases for `customer` in their own round trip (`claim(publisher:locked:for:)`);
+    /// throws `claimTaken` when another customer holds one.
+    func claimApart(_ claiming: [TransactionLock.Token], publisher: String, customer: String) async throws {
+        guard !claiming.isEmpty else { return }
+        let owners = try await claim(publisher: publisher, locked: claiming, for: customer)
         if owners.values.contains(where: { $0 != customer }) { throw Self.claimTaken(publisher, customer) }
     }
 
     static func claimTaken(_ publisher: String, _ customer: String) -> EntitlementStoreError {
         EntitlementStoreError(.claimTaken, "another customer of \(publisher) claimed a purchase customer \(customer) was claiming")
+    }
+
+    static func claimFenced(_ claiming: [TransactionLock.Token]) -> EntitlementStoreError {
+        EntitlementStoreError(
+            .fenced,
+            "the lock on \(claiming.map(\.originalTransactionId).sorted().joined(separator: ", ")) passed to a later job before this one claimed it"
+        )
+    }
+
+    /// Sets `customer` as the holder of each purchase nobody holds (`KEYS[1...n]`, the owner
+    /// keys) unless a later job took one's lock (`KEYS[n+1...2n]`, the fence keys, each
+    /// holding at most the token `ARGV[1 + i]`): then nothing is set and -3 is returned.
+    /// Else the holder of each, in order.
+    static let claimUnderLocks = RedisScript(
+        name: "entitlements-claim-under-locks",
+        source: """
+            local n = #KEYS / 2
+            for i = 1, n do
+              local last = redis.call('GET', KEYS[n + i])
+              if last and tonumber(last) > tonumber(ARGV[1 + i]) then return -3 end
+            end
+            local holders = {}
+            for i = 1, n do
+              redis.call('SET', KEYS[i], ARGV[1], 'NX')
+              holders[i] = redis.call('GET', KEYS[i])
+            end
+            return holders
+            """)
+
+    /// `claim` for purchases under this job's locks: on a single server (`claimsInWrite`) the
+    /// claims are refused (`EntitlementStoreError.fenced`) when a later job took any of the
+    /// locks (the job's lease ran out meanwhile; the later job may have kept Apple's word for
+    /// whoever claims, `keepUnheld`). Elsewhere the owner and fence keys share no slot, and the
+    /// claims are made as `claim` makes them.
+    package func claim(
+        publisher: String, locked tokens: [TransactionLock.Token], for customer: String
+    ) async throws -> [String: String] {
+        let sorted = tokens.sorted { $0.originalTransactionId < $1.originalTransactionId }
+        guard claimsInWrite, !sorted.isEmpty else {
+            return try await claim(publisher: publisher, originalTransactionIds: sorted.map(\.originalTransactionId), for: customer)
+        }
+        let reply: RedisReply
+        do {
+            let owners = sorted.map { ownerKey(publisher, $0.originalTransactionId) }
+            reply = try await redis.run(
+                Self.claimUnderLocks, keys: [owners[0]],
+                otherSlotKeys: owners.dropFirst() + sorted.map { keys.fence(publisher, $0.originalTransactionId) },
+                arguments: [customer] + sorted.map { String($0.value) })
+        } catch let error as RedisError where error.code == .serverError && error.message.hasPrefix("CROSSSLOT") {
+            // An endpoint that shards unannounced: as `update` finds it, claims go apart from now on.
+            claimsRefused.value.store(true, ordering: .relaxed)
+            return try await claim(publisher: publisher, originalTransactionIds: sorted.map(\.originalTransactionId), for: customer)
+        }
+        if reply.int == -3 { throw Self.claimFenced(sorted) }
+        guard let holders = reply.array, holders.count == sorted.count else {
+            throw EntitlementStoreError(.unreadable, "the claim's reply is not one holder a purchase: \(reply)")
+        }
+        var owners: [String: String] = [:]
+        for (token, holder) in zip(sorted, holders) { owners[token.originalTransactionId] = holder.string ?? customer }
+        return owners
     }
 
     /// Records `customer` as the holder of `originalTransactionId` unless someone holds it;

@@ -22,6 +22,11 @@ package struct TransactionLock: Sendable {
     package struct Token: Sendable, Hashable {
         package let originalTransactionId: String
         package let value: Int
+
+        package init(originalTransactionId: String, value: Int) {
+            self.originalTransactionId = originalTransactionId
+            self.value = value
+        }
     }
 
     package let redis: RedisConnectionPool

@@ -157,15 +157,16 @@ package struct EntitlementService: Sendable {
     /// `sharing` are the customer's through the `share` policy, those in `holding` theirs as
     /// holder from now on. Returns the engine's decision per transaction id. Evidence with
     /// `provisionalUntil` was verified here while Apple could not be asked: its purchases
-    /// give access until then unless Apple's word comes first. The purchases in `claiming` are
-    /// claimed for the customer in the same write (`EntitlementStore.update(claiming:)`).
+    /// give access until then unless Apple's word comes first. The purchases whose locks
+    /// `claiming` names are claimed for the customer in the same write
+    /// (`EntitlementStore.update(claiming:)`).
     /// `lastWriteUnderLocks`: the caller writes nothing more under `closing`'s locks after
     /// this, so the write may release them (`EntitlementStore.update(releasing:)`).
     func apply(
         _ evidence: AppleEvidence, publisher: Publisher, customer: String, fence: TransactionLock.Token?, now: Date,
         accessFrom: Date? = nil, extraEvents: [LifecycleEvent] = [], sharing: Set<String> = [],
         holding: Set<String> = [], imported: Bool = false, importWebhooks: Bool = false, snapshot: EntitlementStore.Snapshot? = nil,
-        claiming: [String] = [], closing: ClosingWrites? = nil, lastWriteUnderLocks: Bool = false, job: JobContext
+        claiming: [TransactionLock.Token] = [], closing: ClosingWrites? = nil, lastWriteUnderLocks: Bool = false, job: JobContext
     ) async throws -> [String: EntitlementDecision] {
         let engine = EntitlementEngine(publisher: publisher)
         var events = changeEvents(publisher, now: now)
@@ -174,7 +175,7 @@ package struct EntitlementService: Sendable {
         let facts = evidence.facts.sorted { ($0.purchaseDate, $0.transactionId) < ($1.purchaseDate, $1.transactionId) }
         // Renewal info speaks of a subscription's newest transaction (its billing, its grace).
         let newest = Dictionary(facts.map { ($0.originalTransactionId, $0.transactionId) }) { _, later in later }
-        if !claiming.isEmpty, let beforeClaimingWrite { try await beforeClaimingWrite(job, claiming) }
+        if !claiming.isEmpty, let beforeClaimingWrite { try await beforeClaimingWrite(job, claiming.map(\.originalTransactionId)) }
         let (decisions, outbox, _) = try await store.update(
             publisher: publisher.id, customer: customer, fence: fence, snapshot: snapshot, claiming: claiming,
             releasing: lastWriteUnderLocks ? closing : nil,

@@ -462,12 +462,17 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
             // (and so runs again before it writes) claims first, as on a cluster.
             let unclaimed = decisions.filter { owners[$0.key] == nil && $0.value.outcome == .granted }.keys
             let asksForTransfer = decisions.contains { $0.value.outcome == .transfer && owners[$0.key] != payload.customer }
-            var claiming: [String] = []
+            // Every purchase of the evidence is locked: each claim carries its lock's token, and
+            // is refused if a later job took the lock meanwhile (`claim(publisher:locked:for:)`).
+            let unclaimedLocks = unclaimed.sorted().compactMap { tokens[$0] }
+            guard unclaimedLocks.count == unclaimed.count else {
+                throw EntitlementStoreError(.fenced, "a purchase this job would claim is not under its lock")
+            }
+            var claiming: [TransactionLock.Token] = []
             if !unclaimed.isEmpty, !asksForTransfer, service.store.claimsInWrite {
-                claiming = unclaimed.sorted()
+                claiming = unclaimedLocks
             } else if !unclaimed.isEmpty {
-                let claimed = try await service.store.claim(
-                    publisher: publisher.id, originalTransactionIds: unclaimed, for: payload.customer)
+                let claimed = try await service.store.claim(publisher: publisher.id, locked: unclaimedLocks, for: payload.customer)
                 if claimed.values.contains(where: { $0 != payload.customer }) {
                     owners.merge(claimed) { _, new in new }
                     decisions = decide()

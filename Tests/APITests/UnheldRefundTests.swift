@@ -1,4 +1,8 @@
+import EntitleCore
+import EntitlementJobs
 import Foundation
+import HTTPTestSupport
+import Synchronization
 import Testing
 
 /// A refund Apple tells before any customer claims the purchase reaches nobody then; the
@@ -83,6 +87,61 @@ import Testing
                 "customer": customer, "signedTransaction": try #require(issue["signedTransaction"] as? String),
             ])
             #expect(claimed["accessGranted"] as? Bool == true, "the refund told late took back a purchase Apple gave back: \(claimed)")
+        }
+    }
+
+    /// The refund Apple told, held back to be posted at the fault point.
+    final class HeldRefund: Sendable {
+        struct Armed: Sendable {
+            var api: APIStack
+            var original: String
+            var notification: RequestLog.Entry
+        }
+        let armed = Mutex<Armed?>(nil)
+        let refund = Mutex<[String: String]>([:])
+    }
+
+    /// A receipt job whose lease ran out between its read and its claim (its lock deleted at
+    /// the fault point) while a refund job took the lock and kept Apple's word for whoever
+    /// claims: the claim is refused (the lock passed on), and the job's next run, under the
+    /// lock again, reads the refund and grants nothing.
+    @Test(.timeLimit(.minutes(3))) func aRefundKeptAfterTheClaimsLeaseRanOutIsNotMissed() async throws {
+        let held = HeldRefund()
+        try await APIStack.run(
+            "unheld-lapsed", worker: true,
+            service: { service in
+                let store = service.store
+                service.beforeClaimingWrite = { _, ids in
+                    guard
+                        let armed = held.armed.withLock({ armed in
+                            defer { armed = nil }; return armed
+                        })
+                    else { return }
+                    #expect(ids == [armed.original])
+                    _ = try await store.redis.send(["DEL", store.keys.lock("demo", armed.original)])
+                    let notification = try await armed.api.forward(armed.notification)
+                    let refund = try await armed.api.result(try #require(notification["refundJobId"] as? String, "\(notification)"))
+                    held.refund.withLock { $0 = refund.compactMapValues { $0 as? String } }
+                }
+            }
+        ) { api in
+            let issue = try await api.buy("issue.2026.11", extra: ["environment": "Production"])
+            let id = try #require(issue["transactionId"] as? String)
+            let told = try await api.simulator("/simulator/transactions/\(id)/refund", "{}")
+            let uuid = try #require((told["notificationUUID"] as? String) ?? (told["notifications"] as? [String])?.first, "\(told)")
+            let armed = HeldRefund.Armed(
+                api: api, original: try #require(issue["originalTransactionId"] as? String),
+                notification: try await api.sentNotification(uuid))
+            held.armed.withLock { $0 = armed }
+
+            let customer = "lapsed-unheld@example.com"
+            let claimed = try await api.claim([
+                "customer": customer, "signedTransaction": try #require(issue["signedTransaction"] as? String),
+            ])
+            #expect(held.armed.withLock { $0 == nil }, "the fault point ran")
+            #expect(held.refund.withLock { $0["message"] }?.contains("kept") == true, "\(held.refund.withLock { $0 })")
+            #expect(claimed["accessGranted"] as? Bool == false, "the refund kept after the lease ran out was missed: \(claimed)")
+            #expect(try await !api.access(customer, "issue-2026-11"))
         }
     }
 

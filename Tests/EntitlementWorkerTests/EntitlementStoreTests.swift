@@ -301,6 +301,59 @@ import Testing
         #expect(try await store.readForClaim(publisher: "voip", originalTransactionIds: ["5"], customer: "alice").unheld.isEmpty)
     }
 
+    /// Claims under locks nobody took since (no fence key: the first token handed out is larger).
+    static func unlocked(_ ids: [String]) -> [TransactionLock.Token] {
+        ids.map { TransactionLock.Token(originalTransactionId: $0, value: 1) }
+    }
+
+    /// A job whose lease ran out before it claimed (a later job took the purchase's lock, and
+    /// may have kept Apple's word for whoever claims it) claims nothing: in the write, apart
+    /// with nothing to write, or apart before a write. Its next run, under the lock again, does.
+    @Test func aClaimIsRefusedOnceALaterJobTookThePurchasesLock() async throws {
+        let store = try await store()
+        #expect(store.claimsInWrite)
+        let locks = TransactionLock(redis: store.redis, prefix: store.prefix, lease: .seconds(30))
+        let first = try #require(try await locks.acquire(publisher: "voip", originalTransactionId: "F1", job: "job-a"))
+        // job-a's lease runs out; job-b takes the lock.
+        _ = try await store.redis.send(["DEL", store.keys.lock("voip", "F1")])
+        let later = try #require(try await locks.acquire(publisher: "voip", originalTransactionId: "F1", job: "job-b"))
+        #expect(later.value > first.value)
+        let events = store.keys.events("voip", customer: "dora")
+
+        let inWrite = await #expect(throws: EntitlementStoreError.self) {
+            _ = try await store.update(publisher: "voip", customer: "dora", fence: nil, claiming: [first]) { state in
+                engine.apply(self.credit("F1"), to: &state, now: Date())
+            } effects: { _, _, _ in
+                EntitlementStore.Change()
+            }
+        }
+        #expect(inWrite?.code == .fenced)
+        let nothingToWrite = await #expect(throws: EntitlementStoreError.self) {
+            _ = try await store.update(publisher: "voip", customer: "dora", fence: nil, claiming: [first]) { _ in
+            } effects: { _, _, _ in
+                EntitlementStore.Change()
+            }
+        }
+        #expect(nothingToWrite?.code == .fenced)
+        let apart = await #expect(throws: EntitlementStoreError.self) {
+            try await store.claim(publisher: "voip", locked: [first], for: "dora")
+        }
+        #expect(apart?.code == .fenced)
+        #expect(try await store.owner(publisher: "voip", originalTransactionId: "F1") == nil)
+        #expect(try await store.load(publisher: "voip", customer: "dora").version == 0)
+        #expect(try await store.redis.send(["EXISTS", events]).int == 0)
+
+        // Under the lock's newest token the claim is made, in the write with the document.
+        _ = try await store.update(publisher: "voip", customer: "dora", fence: nil, claiming: [later]) { state in
+            engine.apply(self.credit("F1"), to: &state, now: Date())
+        } effects: { _, _, _ in
+            EntitlementStore.Change()
+        }
+        #expect(try await store.owner(publisher: "voip", originalTransactionId: "F1") == "dora")
+        #expect(try await store.load(publisher: "voip", customer: "dora").version == 1)
+        #expect(try await store.claim(publisher: "voip", locked: [later], for: "erin") == ["F1": "dora"])
+    }
+
     /// Off a cluster a purchase is claimed in the customer's write: the claims and the
     /// document (its holder indexes too) land together or not at all, and a purchase another
     /// customer holds leaves everything as it was (`claimTaken`), the events too. A change
@@ -358,10 +411,11 @@ import Testing
     /// they stay for the job's own release.
     func locksGoWithALastWriteThatLeavesNothingToClose(_ store: EntitlementStore, inWrite: Bool) async throws {
         let locks = TransactionLock(redis: store.redis, prefix: store.prefix, lease: .seconds(30))
-        func write(_ id: String, closing: ClosingWrites, followUp: Bool = false) async throws -> Int {
+        func write(_ lock: TransactionLock.Token, closing: ClosingWrites, followUp: Bool = false) async throws -> Int {
+            let id = lock.originalTransactionId
             // With an event, a claim and a holder index moved: every part of the script at once.
             _ = try await store.update(
-                publisher: "voip", customer: "carol", fence: nil, claiming: [id], releasing: closing,
+                publisher: "voip", customer: "carol", fence: nil, claiming: [lock], releasing: closing,
                 { state in
                     engine.apply(self.credit(id), to: &state, now: Date())
                     state.periods.append(
@@ -397,7 +451,7 @@ import Testing
 
         // Nothing follows the write: both locks go with it (one server), or stay.
         let (first, firstTokens) = try await offered(["L1", "L2"], job: "job-1")
-        #expect(try await write("L1", closing: first) == 1)
+        #expect(try await write(firstTokens[0], closing: first) == 1)
         #expect(first.released == inWrite)
         #expect(try await held("L1") == !inWrite)
         #expect(try await held("L2") == !inWrite)
@@ -405,7 +459,7 @@ import Testing
 
         // A follow-up job to deliver after the write: the locks stay for the release after it.
         let (second, secondTokens) = try await offered(["L3"], job: "job-2")
-        #expect(try await write("L3", closing: second, followUp: true) == 2)
+        #expect(try await write(secondTokens[0], closing: second, followUp: true) == 2)
         #expect(!second.released)
         #expect(try await held("L3"))
         try await store.clear(outbox: ["webhook:L3"], publisher: "voip", customer: "carol")
@@ -414,7 +468,7 @@ import Testing
         // A lock that passed to another job meanwhile is left to it.
         let (third, thirdTokens) = try await offered(["L4"], job: "job-3")
         _ = try await store.redis.send(["SET", store.keys.lock("voip", "L4"), "job-4:\(thirdTokens[0].value + 1)"])
-        #expect(try await write("L4", closing: third) == 3)
+        #expect(try await write(thirdTokens[0], closing: third) == 3)
         #expect(try await store.redis.send(["GET", store.keys.lock("voip", "L4")]).string == "job-4:\(thirdTokens[0].value + 1)")
         #expect(!third.released, "not this job's to release: its own release is still sent, and finds it gone")
         _ = try await store.redis.send(["DEL", store.keys.lock("voip", "L4")])
@@ -424,7 +478,7 @@ import Testing
     func claimsLandWithTheDocumentOrNotAtAll(_ store: EntitlementStore, inWrite: Bool) async throws {
         func buy(_ id: String, claiming: [String]) async throws {
             _ = try await store.update(
-                publisher: "voip", customer: "alice", fence: nil, claiming: claiming,
+                publisher: "voip", customer: "alice", fence: nil, claiming: Self.unlocked(claiming),
                 { state in
                     engine.apply(self.credit(id), to: &state, now: Date())
                     // A period too, so the write moves the holder indexes beside the claims.
@@ -464,14 +518,14 @@ import Testing
         #expect(try await store.redis.send(["XLEN", events]).int == 1)
 
         // Nothing to write (credit 1 again) still claims, and still refuses one bob holds.
-        _ = try await store.update(publisher: "voip", customer: "alice", fence: nil, claiming: ["5"]) { state in
+        _ = try await store.update(publisher: "voip", customer: "alice", fence: nil, claiming: Self.unlocked(["5"])) { state in
             engine.apply(self.credit("1"), to: &state, now: Date())
         } effects: { _, _, _ in
             EntitlementStore.Change()
         }
         #expect(try await owner("5") == "alice")
         let stillTaken = await #expect(throws: EntitlementStoreError.self) {
-            _ = try await store.update(publisher: "voip", customer: "alice", fence: nil, claiming: ["3"]) { state in
+            _ = try await store.update(publisher: "voip", customer: "alice", fence: nil, claiming: Self.unlocked(["3"])) { state in
                 engine.apply(self.credit("1"), to: &state, now: Date())
             } effects: { _, _, _ in
                 EntitlementStore.Change()
