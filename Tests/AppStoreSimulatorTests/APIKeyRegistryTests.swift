@@ -55,18 +55,4 @@ import Testing
         let other = #expect(throws: APIKeyRegistry.Unauthorized.self) { try registry.authenticate(token, now: now) }
         #expect(other?.reason == "wrong issuer, audience or bundle id")
     }
-
-    @Test func theDefaultHeaderIsTheOneTheChainWouldGive() throws {
-        let authority = try SigningAuthority()
-        let payload = Array(#"{"a":1}"#.utf8)
-        let byDefault = try authority.sign(payload: payload).split(separator: ".")
-        let named = try authority.sign(payload: payload, chain: [authority.leaf, authority.intermediate, authority.root])
-            .split(separator: ".")
-        #expect(byDefault[0] == named[0])
-        #expect(byDefault[1] == named[1])
-        let header = try #require(AppleBase64.decode(byDefault[0]))
-        let object = try #require(try JSONSerialization.jsonObject(with: Data(header)) as? [String: Any])
-        #expect(object["alg"] as? String == "ES256")
-        #expect((object["x5c"] as? [String])?.count == 3)
-    }
 }

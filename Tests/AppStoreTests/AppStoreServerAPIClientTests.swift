@@ -165,9 +165,20 @@ import Testing
             #expect(slow?.code == .serverUnavailable)
             #expect(slow?.isRetryable == true)
             // Ids that would change the path never leave the process.
-            for id in ["../../x", "", ".", "..", "a/b", "a%2Fb", "1 2", "é1", "1\u{0}", String(repeating: "7", count: 129)] {
+            for id in [
+                "../../x", "", ".", "..", "a/b", "a%2Fb", "1 2", "1?x", "1#x", "é1", "\u{212A}", "1\u{0}",
+                String(repeating: "7", count: 129),
+            ] {
                 let refused = await #expect(throws: AppStoreError.self) { try await api.getTransactionInfo(transactionId: id) }
                 #expect(refused?.code == .invalidFormat, "\(id)")
+            }
+            // Every character Apple's ids may hold, and the longest id, go out (whatever the server answers).
+            for id in ["a-b_c.D9", String(repeating: "7", count: 128)] {
+                do throws(AppStoreError) {
+                    _ = try await api.getTransactionInfo(transactionId: id)
+                } catch {
+                    #expect(error.code != .invalidFormat, "\(id)")
+                }
             }
         }
     }

@@ -185,6 +185,10 @@ import Testing
     @Test func fenceNamesKeepTheRecordsSeparatorsOut() throws {
         #expect(StoredCustomer.Record.fenceName("2000000123456789") == "2000000123456789")
         #expect(StoredCustomer.Record.fenceName("a b=c\nd%") == "a%20b%3Dc%0Ad%25")
+        #expect(StoredCustomer.Record.fenceName("a-b_c.D9") == "a-b_c.D9")
+        for (name, escaped) in [("a%b", "a%25b"), ("a=b", "a%3Db"), ("a b", "a%20b"), ("é", "%C3%A9"), ("\u{212A}", "%E2%84%AA")] {
+            #expect(StoredCustomer.Record.fenceName(name) == escaped)
+        }
         #expect(StoredCustomer.Record.fenceName("") == "%")
         let record = StoredCustomer.Record(version: 3, events: "1-0 2-0", fences: ["a%20b": 9, "7": 11], document: "z1:AA==")
         #expect(try StoredCustomer.Record(packed: record.packed) == record)
