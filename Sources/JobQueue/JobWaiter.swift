@@ -70,16 +70,20 @@ public final class JobWaiter: Sendable {
         guard timeout > .zero else { return try await jobQueue.job(id: id, queue: queue) }
         let keys = jobQueue.configuration.keys(queue)
         guard let (waiter, signal) = register(id, queue: queue) else {
-            return try await jobQueue.job(id: id, queue: queue)
+            return try await Self.retrying { try await jobQueue.job(id: id, queue: queue) }
         }
         defer { unregister(id, queue: queue, waiter: waiter) }
-        let status = try await jobQueue.redis.run(QueueScripts.watch, keys: [keys.job(id)], arguments: []).string
+        let status = try await Self.retrying {
+            try await jobQueue.redis.run(QueueScripts.watch, keys: [keys.job(id)], arguments: []).string
+        }
         guard let status else { return nil }
-        if JobStatus(rawValue: status)?.isFinished ?? false { return try await jobQueue.job(id: id, queue: queue) }
+        if JobStatus(rawValue: status)?.isFinished ?? false {
+            return try await Self.retrying { try await jobQueue.job(id: id, queue: queue) }
+        }
         while true {
             let remaining = deadline - .now
             if remaining > .zero { await signal.wait(upTo: remaining) }
-            let record = try await jobQueue.job(id: id, queue: queue)
+            let record = try await Self.retrying { try await jobQueue.job(id: id, queue: queue) }
             // Woken for another job's end (another deployment on the same server shares the
             // channel name: pub/sub ignores SELECT): wait on.
             guard let record, !record.status.isFinished, deadline > .now, !Task.isCancelled else { return record }
@@ -157,6 +161,22 @@ public final class JobWaiter: Sendable {
         }
     }
 
+    /// A waiter's call to Redis (a read, or the watch mark: each may run twice), made again up
+    /// to twice when it failed in a way another try may not: right after a failover the pool
+    /// may still hold connections to the old primary, and each fails its first call and is
+    /// dropped.
+    static func retrying<T>(_ call: () async throws -> T) async throws -> T {
+        var attempt = 1
+        while true {
+            do {
+                return try await call()
+            } catch let error as RedisError where error.isRetryable && error.code != .poolClosed && attempt < 3 {
+                try? await Task.sleep(for: .milliseconds(100 * attempt))
+                attempt += 1
+            }
+        }
+    }
+
     /// How often the jobs waited on are marked and read again while the server refuses the
     /// subscription (and how often the sweeper looks whether a sweep is due).
     static let refusedSweep = Duration.milliseconds(250)
@@ -171,25 +191,17 @@ public final class JobWaiter: Sendable {
         let keys = jobQueue.configuration.keys(queue)
         for start in stride(from: 0, to: ids.count, by: 1000) {
             let chunk = Array(ids[start..<min(ids.count, start + 1000)])
-            // Right after a failover the pool may still hold a connection to the old primary:
-            // its first call fails and drops it.
-            for attempt in 1...3 {
-                do {
-                    let replies = try await jobQueue.redis.runPipelined(QueueScripts.watch, calls: chunk.map { ([keys.job($0)], []) })
-                    for (id, reply) in zip(chunk, replies) {
-                        guard case .success(let status) = reply else { continue }
-                        if status.string.flatMap(JobStatus.init(rawValue:))?.isFinished ?? true { wake(id, queue: queue) }
-                    }
-                    break
-                } catch {
-                    guard attempt < 3 else {
-                        // Those callers still wake at their timeout, reading the record then.
-                        logger.warning(
-                            "could not mark the jobs waited on after subscribing", metadata: ["queue": "\(queue)", "error": "\(error)"])
-                        break
-                    }
-                    try? await Task.sleep(for: .milliseconds(100 * attempt))
+            do {
+                let replies = try await Self.retrying {
+                    try await jobQueue.redis.runPipelined(QueueScripts.watch, calls: chunk.map { ([keys.job($0)], []) })
                 }
+                for (id, reply) in zip(chunk, replies) {
+                    guard case .success(let status) = reply else { continue }
+                    if status.string.flatMap(JobStatus.init(rawValue:))?.isFinished ?? true { wake(id, queue: queue) }
+                }
+            } catch {
+                // Those callers still wake at their timeout, reading the record then.
+                logger.warning("could not mark the jobs waited on after subscribing", metadata: ["queue": "\(queue)", "error": "\(error)"])
             }
         }
     }
