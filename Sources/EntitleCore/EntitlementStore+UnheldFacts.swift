@@ -62,6 +62,19 @@ extension EntitlementStore {
         return true
     }
 
+    /// After keeping (`keepUnheld`) under `lock`: whether a customer holds the purchase now,
+    /// and whether a later job took its lock (a larger token on its fence key), in one round
+    /// trip. Read after the keeping, they leave no claim unseen that missed what was kept: a
+    /// claim made before shows as a holder; a job that took the lock after this read reads
+    /// what was kept before it claims.
+    package func afterKeeping(publisher: String, lock: TransactionLock.Token) async throws -> (held: Bool, lockPassedOn: Bool) {
+        let id = lock.originalTransactionId
+        // One key a command: Redis Cluster.
+        let replies = try await redis.pipeline([["GET", ownerKey(publisher, id)], ["GET", keys.fence(publisher, id)]])
+        for reply in replies { if case .error(let message) = reply { throw RedisError(.serverError, message) } }
+        return (replies[0].string != nil, (replies[1].string.flatMap { Int($0) } ?? 0) > lock.value)
+    }
+
     /// Forgets what was kept for these purchases: a customer holds them now.
     package func forgetUnheld(publisher: String, originalTransactionIds: some Collection<String>) async throws {
         let sorted = originalTransactionIds.sorted()

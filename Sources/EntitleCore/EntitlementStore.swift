@@ -466,11 +466,7 @@ package struct EntitlementStore: Sendable {
             {
                 // A `redis://` endpoint that shards (or a proxy checking slots): claims and
                 // releases go apart from now on, and this attempt is made again that way.
-                if !claimsRefused.value.exchange(true, ordering: .relaxed) {
-                    logger.notice(
-                        "the Redis server refuses a script's keys across hash slots; purchases are claimed before the write, locks released after it"
-                    )
-                }
+                noteClaimsRefused()
                 continue
             }
             if let reply = written.array, reply.count == 2, let newVersion = reply[0].int, newVersion > 0 {
@@ -655,15 +651,14 @@ package struct EntitlementStore: Sendable {
     /// `claim` for purchases under this job's locks: on a single server (`claimsInWrite`) the
     /// claims are refused (`EntitlementStoreError.fenced`) when a later job took any of the
     /// locks (the job's lease ran out meanwhile; the later job may have kept Apple's word for
-    /// whoever claims, `keepUnheld`). Elsewhere the owner and fence keys share no slot, and the
-    /// claims are made as `claim` makes them.
+    /// whoever claims, `keepUnheld`). Elsewhere the owner and fence keys share no slot: the
+    /// claims are made as `claim` makes them, and `fenced` is thrown after them when a later
+    /// job took a lock (`claimThenCheck`).
     package func claim(
         publisher: String, locked tokens: [TransactionLock.Token], for customer: String
     ) async throws -> [String: String] {
         let sorted = tokens.sorted { $0.originalTransactionId < $1.originalTransactionId }
-        guard claimsInWrite, !sorted.isEmpty else {
-            return try await claim(publisher: publisher, originalTransactionIds: sorted.map(\.originalTransactionId), for: customer)
-        }
+        guard claimsInWrite, !sorted.isEmpty else { return try await claimThenCheck(publisher: publisher, locked: sorted, for: customer) }
         let reply: RedisReply
         do {
             let owners = sorted.map { ownerKey(publisher, $0.originalTransactionId) }
@@ -673,8 +668,8 @@ package struct EntitlementStore: Sendable {
                 arguments: [customer] + sorted.map { String($0.value) })
         } catch let error as RedisError where error.code == .serverError && error.message.hasPrefix("CROSSSLOT") {
             // An endpoint that shards unannounced: as `update` finds it, claims go apart from now on.
-            claimsRefused.value.store(true, ordering: .relaxed)
-            return try await claim(publisher: publisher, originalTransactionIds: sorted.map(\.originalTransactionId), for: customer)
+            noteClaimsRefused()
+            return try await claimThenCheck(publisher: publisher, locked: sorted, for: customer)
         }
         if reply.int == -3 { throw Self.claimFenced(sorted) }
         guard let holders = reply.array, holders.count == sorted.count else {
@@ -703,6 +698,35 @@ package struct EntitlementStore: Sendable {
         var owners: [String: String] = [:]
         for (index, id) in sorted.enumerated() { owners[id] = replies[index * 2 + 1].string ?? customer }
         return owners
+    }
+
+    /// Claims as `claim` does, then reads the purchases' fence keys: a later token than the
+    /// job's means its lease ran out, and the claim may have missed Apple's word kept by the
+    /// job that took the lock (`keepUnheld`): `fenced` is thrown, and the job's next run, as
+    /// the holder, reads what was kept. Read after the claim's reply, not beside it: on a
+    /// cluster the two go to different servers, in no set order. A later job that took the
+    /// lock after this read finds the claim (`afterKeeping`).
+    func claimThenCheck(
+        publisher: String, locked sorted: [TransactionLock.Token], for customer: String
+    ) async throws -> [String: String] {
+        let owners = try await claim(publisher: publisher, originalTransactionIds: sorted.map(\.originalTransactionId), for: customer)
+        // One key a command: Redis Cluster.
+        let fences = try await redis.pipeline(sorted.map { ["GET", keys.fence(publisher, $0.originalTransactionId)] })
+        for (token, reply) in zip(sorted, fences) {
+            if case .error(let message) = reply { throw RedisError(.serverError, message) }
+            if (reply.string.flatMap { Int($0) } ?? 0) > token.value { throw Self.claimFenced(sorted) }
+        }
+        return owners
+    }
+
+    /// Claims go apart from the write from now on: the server refused a script's keys across
+    /// hash slots (an endpoint that shards unannounced). Said once.
+    func noteClaimsRefused() {
+        if !claimsRefused.value.exchange(true, ordering: .relaxed) {
+            logger.notice(
+                "the Redis server refuses a script's keys across hash slots; purchases are claimed before the write, locks released after it"
+            )
+        }
     }
 
     /// Who holds each of these purchases, read without claiming any (a dry run); a purchase

@@ -30,6 +30,9 @@ package struct EntitlementService: Sendable {
     /// Runs at each step of a transfer from its apply on: a fault point for tests of a rerun
     /// that must finish the move.
     package var duringTransfer: (@Sendable (JobContext, TransferJobHandler.Step) async throws -> Void)?
+    /// Runs before a job keeps Apple's word on a purchase nobody holds
+    /// (`keepForWhoeverClaims`), with its id: a fault point for tests of a claim made meanwhile.
+    package var beforeKeeping: (@Sendable (JobContext, String) async throws -> Void)?
 
     /// Locks whose release failed (Redis unreachable at that moment); each expires with its lease.
     static let lockReleaseFailures = Counter(label: "entitle_lock_release_failures_total")
@@ -198,18 +201,25 @@ package struct EntitlementService: Sendable {
 
     /// Keeps Apple's word on a purchase nobody holds for whoever claims it
     /// (`EntitlementStore.keepUnheld`; `views`: every signed view, not only refunds: a
-    /// reversal told before its refund must outrank it). Called under the purchase's lock;
-    /// a holder found after the keeping means the lock's lease ran out and a claim came
-    /// meanwhile: the job runs again, to apply it to them. Returns whether anything was kept.
+    /// reversal told before its refund must outrank it). Called under the purchase's lock
+    /// (`lock`). Then reads whether the lock's lease ran out meanwhile: a holder means a claim
+    /// came; a later token on the lock means another job took it, and may have read before
+    /// the keeping and claim after it. Either way the job runs again, to apply Apple's word to
+    /// whoever holds the purchase then. Returns whether anything was kept.
     func keepForWhoeverClaims(
-        _ facts: [PurchaseFact], publisher: String, originalTransactionId: String, views: Bool = false
+        _ facts: [PurchaseFact], publisher: String, lock: TransactionLock.Token?, views: Bool = false, job: JobContext
     ) async throws -> Bool {
-        guard try await store.keepUnheld(facts, publisher: publisher, originalTransactionId: originalTransactionId, views: views) else {
-            return false
+        guard let lock else { throw EntitlementStoreError(.fenced, "a purchase this job would keep Apple's word on is not under its lock") }
+        let id = lock.originalTransactionId
+        if let beforeKeeping { try await beforeKeeping(job, id) }
+        guard try await store.keepUnheld(facts, publisher: publisher, originalTransactionId: id, views: views) else { return false }
+        let after = try await store.afterKeeping(publisher: publisher, lock: lock)
+        if after.held {
+            throw JobFailure.deferred("claimedMeanwhile", "\(id) was claimed while Apple's word on it was kept", after: .milliseconds(200))
         }
-        if try await !store.holders(publisher: publisher, originalTransactionId: originalTransactionId).isEmpty {
+        if after.lockPassedOn {
             throw JobFailure.deferred(
-                "claimedMeanwhile", "\(originalTransactionId) was claimed while Apple's word on it was kept", after: .milliseconds(200))
+                "lockPassedOn", "the lock on \(id) passed to a later job while this one kept Apple's word on it", after: .milliseconds(200))
         }
         return true
     }

@@ -418,7 +418,7 @@ package struct NotificationJobHandler: EntitlementJobHandler {
                 told.merge(AppleEvidence(facts: kept))
             }
             guard let customer = holders.first else {
-                _ = try await service.keepForWhoeverClaims(evidence.facts, publisher: publisher.id, originalTransactionId: original)
+                _ = try await service.keepForWhoeverClaims(evidence.facts, publisher: publisher.id, lock: tokens[original], job: job)
                 return nil
             }
             var first: [String: EntitlementDecision] = [:]

@@ -81,7 +81,7 @@ package struct RefundJobHandler: EntitlementJobHandler {
             guard let customer = holders.first else {
                 // Every view a refund job reads is a refund or its reversal: kept either way, so
                 // the newest signed stands whichever job ran first.
-                guard try await service.keepForWhoeverClaims([fact], publisher: publisher.id, originalTransactionId: id, views: true)
+                guard try await service.keepForWhoeverClaims([fact], publisher: publisher.id, lock: tokens[id], views: true, job: job)
                 else { return unheld }
                 var kept = unheld
                 kept.message = "no customer holds this purchase yet: Apple's word is kept for whoever claims it"

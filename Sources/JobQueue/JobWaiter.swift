@@ -170,8 +170,11 @@ public final class JobWaiter: Sendable {
         while true {
             do {
                 return try await call()
-            } catch let error as RedisError where error.isRetryable && error.code != .poolClosed && attempt < 3 {
-                try? await Task.sleep(for: .milliseconds(100 * attempt))
+            } catch let error as RedisError
+                where error.isRetryable && error.code != .poolClosed && error.code != .timeout && attempt < 3
+            {
+                // Not after a timeout: the waiter's own deadline would stretch by the command's.
+                try await Task.sleep(for: .milliseconds(100 * attempt))
                 attempt += 1
             }
         }

@@ -2,6 +2,7 @@ import EntitleCore
 import EntitlementJobs
 import Foundation
 import HTTPTestSupport
+import RedisTestSupport
 import Synchronization
 import Testing
 
@@ -141,6 +142,68 @@ import Testing
             #expect(held.armed.withLock { $0 == nil }, "the fault point ran")
             #expect(held.refund.withLock { $0["message"] }?.contains("kept") == true, "\(held.refund.withLock { $0 })")
             #expect(claimed["accessGranted"] as? Bool == false, "the refund kept after the lease ran out was missed: \(claimed)")
+            #expect(try await !api.access(customer, "issue-2026-11"))
+        }
+    }
+
+    /// A refund job stalled before it keeps Apple's word (its lease ran out: its lock deleted
+    /// at the fault point), and a receipt job that took the lock meanwhile, read before the
+    /// keeping and claims after it.
+    final class KeepRace: Sendable {
+        let armed = Mutex<String?>(nil)
+        let refundJob = Mutex<String?>(nil)
+        let keeperStalled = Mutex(false)
+        let claimerCame = Mutex(false)
+        let (claimerAtWrite, claimerArrived) = AsyncStream.makeStream(of: Void.self)
+    }
+
+    /// The refund job, told its lock passed on, runs again and finds the claimant holding the
+    /// purchase: Apple's word reaches them, not a hash nobody reads again.
+    @Test(.timeLimit(.minutes(3))) func aRefundKeptAfterItsLeaseRanOutReachesTheClaimMadeMeanwhile() async throws {
+        let race = KeepRace()
+        try await APIStack.run(
+            "unheld-keep-lapsed", worker: true,
+            service: { service in
+                let store = service.store
+                let queue = service.jobQueue
+                service.beforeKeeping = { job, id in
+                    guard job.type == "refund",
+                        race.armed.withLock({ armed in
+                            defer { armed = nil }; return armed == id
+                        })
+                    else { return }
+                    _ = try await store.redis.send(["DEL", store.keys.lock("demo", id)])
+                    race.keeperStalled.withLock { $0 = true }
+                    for await _ in race.claimerAtWrite { break }
+                }
+                service.beforeClaimingWrite = { job, _ in
+                    guard race.keeperStalled.withLock({ $0 }),
+                        !race.claimerCame.withLock({ came in
+                            defer { came = true }; return came
+                        })
+                    else { return }
+                    race.claimerArrived.yield()
+                    let refund = try #require(race.refundJob.withLock { $0 })
+                    try await eventually("the refund job's run to end") {
+                        try await queue.job(id: refund, queue: "default")?.status != .processing
+                    }
+                }
+            }
+        ) { api in
+            let issue = try await api.buy("issue.2026.11", extra: ["environment": "Production"])
+            let id = try #require(issue["transactionId"] as? String)
+            race.armed.withLock { $0 = issue["originalTransactionId"] as? String }
+            let told = try await api.simulator("/simulator/transactions/\(id)/refund", "{}")
+            let notification = try await notified(told, api)
+            let refundJob = try #require(notification["refundJobId"] as? String, "\(notification)")
+            race.refundJob.withLock { $0 = refundJob }
+            try await eventually("the refund job to stall before keeping") { race.keeperStalled.withLock { $0 } }
+
+            let customer = "kept-late@example.com"
+            _ = try await api.claim(["customer": customer, "signedTransaction": try #require(issue["signedTransaction"] as? String)])
+            #expect(race.claimerCame.withLock { $0 }, "the claim met the stalled refund")
+            let refund = try await api.result(refundJob)
+            #expect(refund["customer"] as? String == customer, "the refund did not reach the claimant: \(refund)")
             #expect(try await !api.access(customer, "issue-2026-11"))
         }
     }

@@ -356,6 +356,31 @@ import Testing
         #expect(try await store.owner(publisher: "voip", originalTransactionId: "F1") == "dora")
         #expect(try await store.load(publisher: "voip", customer: "dora").version == 1)
         #expect(try await store.claim(publisher: "voip", locked: [later], for: "erin") == ["F1": "dora"])
+
+        // Where the claims go apart (an address announced as sharded, a cluster), the fence is
+        // read after the claim: the stale job is told to run again (as the holder, it then
+        // reads what was kept), and writes nothing.
+        var announcedConfiguration = try await TestRedis.configuration()
+        announcedConfiguration.sharded = true
+        let announced = EntitlementStore(
+            redis: RedisConnectionPool(configuration: announcedConfiguration, logger: TestRedis.logger), prefix: store.prefix,
+            logger: TestRedis.logger)
+        #expect(!announced.claimsInWrite)
+        let stale = try #require(try await locks.acquire(publisher: "voip", originalTransactionId: "F2", job: "job-c"))
+        _ = try await store.redis.send(["DEL", store.keys.lock("voip", "F2")])
+        let fresh = try #require(try await locks.acquire(publisher: "voip", originalTransactionId: "F2", job: "job-d"))
+        let apartThenChecked = await #expect(throws: EntitlementStoreError.self) {
+            _ = try await announced.update(publisher: "voip", customer: "frank", fence: nil, claiming: [stale]) { state in
+                engine.apply(self.credit("F2"), to: &state, now: Date())
+            } effects: { _, _, _ in
+                EntitlementStore.Change()
+            }
+        }
+        #expect(apartThenChecked?.code == .fenced)
+        #expect(try await store.owner(publisher: "voip", originalTransactionId: "F2") == "frank")
+        #expect(try await store.load(publisher: "voip", customer: "frank").version == 0)
+        #expect(try await announced.claim(publisher: "voip", locked: [fresh], for: "frank") == ["F2": "frank"])
+        announced.redis.close()
     }
 
     /// Off a cluster a purchase is claimed in the customer's write: the claims and the
