@@ -46,21 +46,47 @@ extension EntitlementStore {
         _ facts: [PurchaseFact], publisher: String, originalTransactionId: String, views: Bool = false
     ) async throws -> Bool {
         let key = unheldFactsKey(publisher, originalTransactionId)
-        let kept = Dictionary(
-            try Self.unheldFacts(in: try await redis.send(["HVALS", key])).map { ($0.transactionId, $0) }
-        ) { first, second in (first.signedDate ?? .distantPast) >= (second.signedDate ?? .distantPast) ? first : second }
-        var fields: [String] = []
         let encoder = JSONEncoder()
-        for fact in facts where fact.originalTransactionId == originalTransactionId {
-            let old = kept[fact.transactionId]
-            guard views || fact.revocationDate != nil || old != nil else { continue }
-            if let old, (old.signedDate ?? .distantPast) > (fact.signedDate ?? .distantPast) { continue }
-            fields += [fact.transactionId, String(decoding: try encoder.encode(fact), as: UTF8.self)]
+        let decoder = JSONDecoder()
+        // Decided on what is kept, and written only if it is still that: a keeper whose lease
+        // ran out must not overwrite a newer view another kept meanwhile.
+        for _ in 1...maximumAttempts {
+            var kept: [String: (text: String, fact: PurchaseFact)] = [:]
+            let all = try await redis.send(["HGETALL", key])
+            if case .error(let message) = all { throw RedisError(.serverError, message) }
+            let pairs = (all.array ?? []).compactMap(\.string)
+            for index in stride(from: 0, to: pairs.count - 1, by: 2) {
+                do {
+                    kept[pairs[index]] = (pairs[index + 1], try decoder.decode(PurchaseFact.self, from: Data(pairs[index + 1].utf8)))
+                } catch {
+                    throw EntitlementStoreError(.unreadable, "Apple's word kept for a purchase nobody held cannot be read: \(error)")
+                }
+            }
+            var changes: [String] = []
+            for fact in facts where fact.originalTransactionId == originalTransactionId {
+                let old = kept[fact.transactionId]
+                guard views || fact.revocationDate != nil || old != nil else { continue }
+                if let old, (old.fact.signedDate ?? .distantPast) > (fact.signedDate ?? .distantPast) { continue }
+                changes += [fact.transactionId, old?.text ?? "", String(decoding: try encoder.encode(fact), as: UTF8.self)]
+            }
+            guard !changes.isEmpty else { return false }
+            if try await redis.run(Self.keepIfUnchanged, keys: [key], arguments: changes).int == 1 { return true }
         }
-        guard !fields.isEmpty else { return false }
-        _ = try await redis.send(["HSET", key] + fields)
-        return true
+        throw EntitlementStoreError(
+            .contended, "Apple's word kept for \(originalTransactionId) kept changing under \(maximumAttempts) attempts")
     }
+
+    /// Sets each field `ARGV[3i+1]` of the hash to `ARGV[3i+3]` if every one still holds
+    /// `ARGV[3i+2]` ("" for none); returns 1, or 0 (nothing set) when one changed.
+    package static let keepIfUnchanged = RedisScript(
+        name: "entitlements-keep-if-unchanged",
+        source: """
+            for i = 1, #ARGV, 3 do
+              if (redis.call('HGET', KEYS[1], ARGV[i]) or '') ~= ARGV[i + 1] then return 0 end
+            end
+            for i = 1, #ARGV, 3 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 2]) end
+            return 1
+            """)
 
     /// After keeping (`keepUnheld`) under `lock`: whether a customer holds the purchase now,
     /// and whether a later job took its lock (a larger token on its fence key), in one round

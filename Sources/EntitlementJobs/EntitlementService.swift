@@ -209,7 +209,9 @@ package struct EntitlementService: Sendable {
     func keepForWhoeverClaims(
         _ facts: [PurchaseFact], publisher: String, lock: TransactionLock.Token?, views: Bool = false, job: JobContext
     ) async throws -> Bool {
-        guard let lock else { throw EntitlementStoreError(.fenced, "a purchase this job would keep Apple's word on is not under its lock") }
+        guard let lock else {
+            throw JobFailure.permanent("internal", "a purchase this job would keep Apple's word on is not under its lock")
+        }
         let id = lock.originalTransactionId
         if let beforeKeeping { try await beforeKeeping(job, id) }
         guard try await store.keepUnheld(facts, publisher: publisher, originalTransactionId: id, views: views) else { return false }

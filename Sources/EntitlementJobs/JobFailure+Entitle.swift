@@ -16,6 +16,11 @@ extension JobFailure {
                 Duration.milliseconds(AppleTimestamp.milliseconds(min(max(0, $0.timeIntervalSinceNow), 86_400) * 1000))
             }
             return JobFailure.retryable("apple.\(error.code.rawValue)", error.message, after: wait)
+        case let error as EntitlementStoreError where error.code == .fenced:
+            // The job's lock passed to a later job (its lease ran out): it wrote nothing, or
+            // claimed where its rerun finds itself the holder. Run again once the lock is
+            // free, the attempt given back: a lapsed lease is no fault of the job's.
+            return JobFailure.deferred("store.\(error.code.rawValue)", error.message, after: .milliseconds(200))
         case let error as EntitlementStoreError where error.code == .claimTaken:
             // Decided on owners that changed before the write, which wrote nothing: run again at
             // once, the attempt given back, to decide on what is read then.

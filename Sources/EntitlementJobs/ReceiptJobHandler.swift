@@ -466,7 +466,7 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
             // is refused if a later job took the lock meanwhile (`claim(publisher:locked:for:)`).
             let unclaimedLocks = unclaimed.sorted().compactMap { tokens[$0] }
             guard unclaimedLocks.count == unclaimed.count else {
-                throw EntitlementStoreError(.fenced, "a purchase this job would claim is not under its lock")
+                throw JobFailure.permanent("internal", "a purchase this job would claim is not under its lock")
             }
             var claiming: [TransactionLock.Token] = []
             if !unclaimed.isEmpty, !asksForTransfer, service.store.claimsInWrite {

@@ -164,16 +164,16 @@ public final class JobWaiter: Sendable {
     /// A waiter's call to Redis (a read, or the watch mark: each may run twice), made again up
     /// to twice when it failed in a way another try may not: right after a failover the pool
     /// may still hold connections to the old primary, and each fails its first call and is
-    /// dropped.
-    static func retrying<T>(_ call: () async throws -> T) async throws -> T {
+    /// dropped. After a timeout only with `timeouts` (the catch-up, which has no deadline): a
+    /// caller's wait would stretch by the command's.
+    static func retrying<T>(timeouts: Bool = false, _ call: () async throws -> T) async throws -> T {
         var attempt = 1
         while true {
             do {
                 return try await call()
             } catch let error as RedisError
-                where error.isRetryable && error.code != .poolClosed && error.code != .timeout && attempt < 3
+                where error.isRetryable && error.code != .poolClosed && (timeouts || error.code != .timeout) && attempt < 3
             {
-                // Not after a timeout: the waiter's own deadline would stretch by the command's.
                 try await Task.sleep(for: .milliseconds(100 * attempt))
                 attempt += 1
             }
@@ -195,13 +195,15 @@ public final class JobWaiter: Sendable {
         for start in stride(from: 0, to: ids.count, by: 1000) {
             let chunk = Array(ids[start..<min(ids.count, start + 1000)])
             do {
-                let replies = try await Self.retrying {
+                let replies = try await Self.retrying(timeouts: true) {
                     try await jobQueue.redis.runPipelined(QueueScripts.watch, calls: chunk.map { ([keys.job($0)], []) })
                 }
                 for (id, reply) in zip(chunk, replies) {
                     guard case .success(let status) = reply else { continue }
                     if status.string.flatMap(JobStatus.init(rawValue:))?.isFinished ?? true { wake(id, queue: queue) }
                 }
+            } catch is CancellationError {
+                return
             } catch {
                 // Those callers still wake at their timeout, reading the record then.
                 logger.warning("could not mark the jobs waited on after subscribing", metadata: ["queue": "\(queue)", "error": "\(error)"])

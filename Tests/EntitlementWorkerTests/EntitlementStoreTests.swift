@@ -293,6 +293,13 @@ import Testing
                 [view("6", signedAt: 20, refunded: false)], publisher: "voip", originalTransactionId: "6", views: true))
         #expect(try await !store.keepUnheld([view("6", signedAt: 10, refunded: true)], publisher: "voip", originalTransactionId: "6"))
         #expect(try await kept() == ["5": true, "6": false])
+        // Written only over what the keeper read: a view another keeper set meanwhile stands.
+        let key = store.keys.unheldFacts("voip", "6")
+        let current = try #require(try await store.redis.send(["HGET", key, "6"]).string)
+        let changed = try await store.redis.run(EntitlementStore.keepIfUnchanged, keys: [key], arguments: ["6", "", "{}"])
+        #expect(changed.int == 0)
+        #expect(try await store.redis.send(["HGET", key, "6"]).string == current)
+        #expect(try await store.redis.run(EntitlementStore.keepIfUnchanged, keys: [key], arguments: ["6", current, current]).int == 1)
 
         let read = try await store.readForClaim(publisher: "voip", originalTransactionIds: ["5", "6"], customer: "alice")
         #expect(read.unheld.map(\.transactionId).sorted() == ["5", "6"] && read.owners.isEmpty)
