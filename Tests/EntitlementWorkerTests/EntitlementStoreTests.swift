@@ -363,6 +363,11 @@ import Testing
         #expect(try await store.owner(publisher: "voip", originalTransactionId: "F1") == "dora")
         #expect(try await store.load(publisher: "voip", customer: "dora").version == 1)
         #expect(try await store.claim(publisher: "voip", locked: [later], for: "erin") == ["F1": "dora"])
+        // What a keeper reads after keeping: the holder, and whether its lock passed on.
+        #expect(try await store.afterKeeping(publisher: "voip", lock: first) == (held: true, lockPassedOn: true))
+        #expect(try await store.afterKeeping(publisher: "voip", lock: later) == (held: true, lockPassedOn: false))
+        let unheld = try #require(try await locks.acquire(publisher: "voip", originalTransactionId: "F3", job: "job-e"))
+        #expect(try await store.afterKeeping(publisher: "voip", lock: unheld) == (held: false, lockPassedOn: false))
 
         // Where the claims go apart (an address announced as sharded, a cluster), the fence is
         // read after the claim: the stale job is told to run again (as the holder, it then
