@@ -33,8 +33,8 @@ extension EntitlementStore {
         let replies = try await redis.pipeline([
             ["GET", ownerKey(publisher, originalTransactionId)], ["EXISTS", unheldFactsKey(publisher, originalTransactionId)],
         ])
-        for reply in replies { if case .error(let message) = reply { throw RedisError(.serverError, message) } }
-        return (replies[0].string != nil, replies[1].int == 1)
+        let (owner, kept) = (try replies[0].checked(), try replies[1].checked())
+        return (owner.string != nil, kept.int == 1)
     }
 
     /// Keeps, of `facts`, those about `originalTransactionId` that a claim must not miss: a
@@ -52,8 +52,7 @@ extension EntitlementStore {
         // ran out must not overwrite a newer view another kept meanwhile.
         for _ in 1...maximumAttempts {
             var kept: [String: (text: String, fact: PurchaseFact)] = [:]
-            let all = try await redis.send(["HGETALL", key])
-            if case .error(let message) = all { throw RedisError(.serverError, message) }
+            let all = try await redis.send(["HGETALL", key]).checked()
             let pairs = (all.array ?? []).compactMap(\.string)
             for index in stride(from: 0, to: pairs.count - 1, by: 2) {
                 do {
@@ -97,8 +96,8 @@ extension EntitlementStore {
         let id = lock.originalTransactionId
         // One key a command: Redis Cluster.
         let replies = try await redis.pipeline([["GET", ownerKey(publisher, id)], ["GET", keys.fence(publisher, id)]])
-        for reply in replies { if case .error(let message) = reply { throw RedisError(.serverError, message) } }
-        return (replies[0].string != nil, (replies[1].string.flatMap { Int($0) } ?? 0) > lock.value)
+        let (owner, fence) = (try replies[0].checked(), try replies[1].checked())
+        return (owner.string != nil, lock.passedOn(fence))
     }
 
     /// Forgets what was kept for these purchases: a customer holds them now.
@@ -106,16 +105,13 @@ extension EntitlementStore {
         let sorted = originalTransactionIds.sorted()
         guard !sorted.isEmpty else { return }
         // One key a command: Redis Cluster.
-        for reply in try await redis.pipeline(sorted.map { ["DEL", unheldFactsKey(publisher, $0)] }) {
-            if case .error(let message) = reply { throw RedisError(.serverError, message) }
-        }
+        for reply in try await redis.pipeline(sorted.map { ["DEL", unheldFactsKey(publisher, $0)] }) { _ = try reply.checked() }
     }
 
     /// The facts in an `HVALS` reply.
     static func unheldFacts(in reply: RedisReply) throws -> [PurchaseFact] {
-        if case .error(let message) = reply { throw RedisError(.serverError, message) }
         let decoder = JSONDecoder()
-        return try (reply.array ?? []).compactMap(\.string).map { text in
+        return try (reply.checked().array ?? []).compactMap(\.string).map { text in
             do {
                 return try decoder.decode(PurchaseFact.self, from: Data(text.utf8))
             } catch {

@@ -341,7 +341,7 @@ package struct EntitlementStore: Sendable {
         let ids = request.originalTransactionIds
         guard replies.count > 2 * ids.count else { throw RedisError(.unexpectedReply, "a claim's reads came back short") }
         // An error reply is no owner, no empty customer and no missing memo.
-        for reply in replies { if case .error(let message) = reply { throw RedisError(.serverError, message) } }
+        for reply in replies { _ = try reply.checked() }
         var owners: [String: String] = [:]
         for (index, id) in ids.enumerated() { owners[id] = replies[index].string }
         let unheld = try replies[ids.count..<(2 * ids.count)].flatMap { try Self.unheldFacts(in: $0) }
@@ -658,7 +658,8 @@ package struct EntitlementStore: Sendable {
         publisher: String, locked tokens: [TransactionLock.Token], for customer: String
     ) async throws -> [String: String] {
         let sorted = tokens.sorted { $0.originalTransactionId < $1.originalTransactionId }
-        guard claimsInWrite, !sorted.isEmpty else { return try await claimThenCheck(publisher: publisher, locked: sorted, for: customer) }
+        guard !sorted.isEmpty else { return [:] }
+        guard claimsInWrite else { return try await claimThenCheck(publisher: publisher, locked: sorted, for: customer) }
         let reply: RedisReply
         do {
             let owners = sorted.map { ownerKey(publisher, $0.originalTransactionId) }
@@ -712,10 +713,7 @@ package struct EntitlementStore: Sendable {
         let owners = try await claim(publisher: publisher, originalTransactionIds: sorted.map(\.originalTransactionId), for: customer)
         // One key a command: Redis Cluster.
         let fences = try await redis.pipeline(sorted.map { ["GET", keys.fence(publisher, $0.originalTransactionId)] })
-        for (token, reply) in zip(sorted, fences) {
-            if case .error(let message) = reply { throw RedisError(.serverError, message) }
-            if (reply.string.flatMap { Int($0) } ?? 0) > token.value { throw Self.claimFenced(sorted) }
-        }
+        for (token, reply) in zip(sorted, fences) where token.passedOn(try reply.checked()) { throw Self.claimFenced(sorted) }
         return owners
     }
 

@@ -27,6 +27,12 @@ package struct TransactionLock: Sendable {
             self.originalTransactionId = originalTransactionId
             self.value = value
         }
+
+        /// Whether the fence key (`GET` of it, `fence`) holds a later token than this one: a
+        /// later job took the lock (this one's lease ran out). An expired fence holds none.
+        package func passedOn(_ fence: RedisReply) -> Bool {
+            (fence.string.flatMap { Int($0) } ?? 0) > value
+        }
     }
 
     package let redis: RedisConnectionPool

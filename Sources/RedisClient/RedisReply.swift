@@ -37,6 +37,13 @@ public enum RedisReply: Sendable, Hashable {
 
     public var isNull: Bool { self == .null }
 
+    /// The reply itself, or its error thrown (`serverError`): for a pipeline's replies, which
+    /// come back with their errors in place.
+    public func checked() throws(RedisError) -> RedisReply {
+        if case .error(let message) = self { throw RedisError(.serverError, message) }
+        return self
+    }
+
     /// A flat `[field, value, field, value]` array (HGETALL) as a dictionary.
     public var fieldValues: [String: String] {
         guard let elements = array else { return [:] }
