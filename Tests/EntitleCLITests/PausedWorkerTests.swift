@@ -48,14 +48,36 @@ import Testing
             return !taken.isEmpty
         }
         // Past the heartbeat TTL the other worker reaps it, and starts the job itself.
-        try await eventually("the other worker to reap and start the job", timeout: .seconds(90)) {
-            let lease = try await cli.redis.send(["HGET", cli.key(queue, "job:\(taken)"), "lease"]).string ?? ""
-            return lease.contains(":\(other.pid):")
+        do {
+            try await eventually("the other worker to reap and start the job", timeout: .seconds(90)) {
+                let lease = try await cli.redis.send(["HGET", cli.key(queue, "job:\(taken)"), "lease"]).string ?? ""
+                return lease.contains(":\(other.pid):")
+            }
+        } catch let timedOut as TimedOut {
+            // What the other worker saw and what Redis holds, for a failure on a loaded machine.
+            let consumersNow = try await cli.redis.send(["ZRANGE", cli.key(queue, "consumers"), "0", "-1", "WITHSCORES"]).array?.compactMap(
+                \.string)
+            let job = try await cli.redis.send(["HGETALL", cli.key(queue, "job:\(taken)")]).fieldValues.filter { $0.key != "payload" }
+            let pending = try await cli.redis.send(["LLEN", cli.key(queue, "pending")]).int ?? -1
+            // The third field of /proc/PID/stat: T when stopped, as SIGSTOP should leave it.
+            let state = (try? String(contentsOfFile: "/proc/\(paused.pid)/stat", encoding: .utf8))?.split(separator: " ").dropFirst(2).first
+            Issue.record(
+                """
+                \(timedOut): paused worker's state \(state ?? "?"), other running \(other.isRunning), now \(Int64(Date().timeIntervalSince1970 * 1000)) ms, consumers \(consumersNow ?? []), \
+                pending \(pending), job \(job); the other worker said: \(String(other.errors.suffix(3000)))
+                """)
+            throw timedOut
         }
         paused.signal(SIGCONT)
         // Woken, it finds the job reaped (or cannot tell) and does not run it.
-        try await eventually("the woken worker to leave the job alone", timeout: .seconds(30)) {
-            paused.errors.contains("not running")
+        do {
+            try await eventually("the woken worker to leave the job alone", timeout: .seconds(60)) {
+                paused.errors.contains("not running")
+            }
+        } catch let timedOut as TimedOut {
+            let job = try await cli.redis.send(["HGETALL", cli.key(queue, "job:\(taken)")]).fieldValues.filter { $0.key != "payload" }
+            Issue.record("\(timedOut): job \(job); the woken worker said: \(String(paused.errors.suffix(3000)))")
+            throw timedOut
         }
 
         try await eventually("all 40 jobs to succeed", timeout: .seconds(60)) {
