@@ -37,6 +37,25 @@ extension EntitlementStore {
         return (owner.string != nil, kept.int == 1)
     }
 
+    /// Who holds the purchase (its owner first, then those sharing it) and Apple's word kept
+    /// for it while nobody did, in one round trip. Read under the purchase's lock by a job
+    /// that tells Apple's word to the holders: what is kept goes to them with it (newest
+    /// signed view winning), and is then forgotten (`forgetUnheld`). A keeper that found the
+    /// purchase claimed as it kept runs again and comes this way; what it kept, left behind,
+    /// would outlive the claim, and a customer sharing the purchase later would merge a
+    /// refund whose reversal reached the holders directly.
+    package func holdersAndKept(publisher: String, originalTransactionId: String) async throws -> (holders: [String], kept: [PurchaseFact])
+    {
+        // One key a command: Redis Cluster.
+        let replies = try await redis.pipeline([
+            ["GET", ownerKey(publisher, originalTransactionId)], ["SMEMBERS", sharersKey(publisher, originalTransactionId)],
+            ["HVALS", unheldFactsKey(publisher, originalTransactionId)],
+        ])
+        guard let owner = try replies[0].checked().string else { return ([], try Self.unheldFacts(in: replies[2])) }
+        let sharers = (try replies[1].checked().array ?? []).compactMap(\.string).filter { $0 != owner }.sorted()
+        return ([owner] + sharers, try Self.unheldFacts(in: replies[2]))
+    }
+
     /// Keeps, of `facts`, those about `originalTransactionId` that a claim must not miss: a
     /// refund or revocation, and a view signed no earlier than one kept already of the same
     /// transaction; with `views`, any view signed no earlier than the one kept (a reversal

@@ -407,16 +407,18 @@ package struct NotificationJobHandler: EntitlementJobHandler {
         let applied = try await service.withLocks(publisher: publisher.id, originalTransactionIds: locked, job: job) {
             tokens, moment -> Applied<[String: EntitlementDecision]>? in
             try await service.store.carryMigrations(of: evidence.facts, publisher: publisher.id)
-            var holders = try await service.store.holders(publisher: publisher.id, originalTransactionId: original)
-            var told = evidence
-            var kept: [PurchaseFact] = []
+            // Apple's word kept while nobody held the purchase (a refund this notification's
+            // view, signed before it, does not show) goes to whoever holds it now, and is
+            // forgotten. A keeper that found the purchase claimed as it kept comes this way.
+            var (holders, kept) = try await service.store.holdersAndKept(publisher: publisher.id, originalTransactionId: original)
             if holders.isEmpty, publisher.customerIdentity == .appAccountToken, let token = appAccountToken {
                 holders = [try await service.store.claim(publisher: publisher.id, originalTransactionId: original, for: token)]
-                // A claim as any other: Apple's word kept while nobody held it (a refund this
-                // notification's view, signed before it, does not show) goes with it.
+                // A claim as any other, which reads what was kept after claiming: a keeper
+                // whose lease ran out, reading after keeping, sees the claim.
                 kept = try await service.store.unheldFacts(publisher: publisher.id, originalTransactionIds: [original])
-                told.merge(AppleEvidence(facts: kept))
             }
+            var told = evidence
+            if !holders.isEmpty { told.merge(AppleEvidence(facts: kept)) }
             guard let customer = holders.first else {
                 _ = try await service.keepForWhoeverClaims(evidence.facts, publisher: publisher.id, lock: tokens[original], job: job)
                 return nil

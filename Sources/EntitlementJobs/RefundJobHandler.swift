@@ -77,7 +77,7 @@ package struct RefundJobHandler: EntitlementJobHandler {
             // Whom it reaches is read again under the lock: a transfer that ran before it was
             // taken moved the purchase, and its new holder must lose it too.
             try await service.store.carryMigrations(of: [fact], publisher: publisher.id)
-            let holders = try await service.store.holders(publisher: publisher.id, originalTransactionId: id)
+            let (holders, kept) = try await service.store.holdersAndKept(publisher: publisher.id, originalTransactionId: id)
             guard let customer = holders.first else {
                 // Every view a refund job reads is a refund or its reversal: kept either way, so
                 // the newest signed stands whichever job ran first.
@@ -89,13 +89,17 @@ package struct RefundJobHandler: EntitlementJobHandler {
             }
             let now = moment.now
             var decision: EntitlementDecision?
+            // Apple's word kept while nobody held the purchase goes to its holders with this
+            // view, the newest signed winning, and is forgotten.
+            var told = AppleEvidence(facts: kept)
+            told.merge(AppleEvidence(facts: [fact]))
             // The owner's answer is the result; those sharing the purchase lose or regain it too.
             for holder in holders {
                 let applied = try await service.apply(
-                    AppleEvidence(facts: [fact]), publisher: publisher, customer: holder, fence: tokens[id], now: now,
-                    job: job)[fact.transactionId]
+                    told, publisher: publisher, customer: holder, fence: tokens[id], now: now, job: job)[fact.transactionId]
                 decision = decision ?? applied
             }
+            if !kept.isEmpty { try await service.store.forgetUnheld(publisher: publisher.id, originalTransactionIds: [id]) }
             try await service.amendFormerHolders(
                 [fact], publisher: publisher, originalTransactionId: id, current: holders, fence: tokens[id], moment: moment, job: job)
             return Result(

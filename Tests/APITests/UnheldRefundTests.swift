@@ -158,11 +158,12 @@ import Testing
     }
 
     /// The refund job, told its lock passed on, runs again and finds the claimant holding the
-    /// purchase: Apple's word reaches them, not a hash nobody reads again.
+    /// purchase: Apple's word reaches them, not a hash nobody reads again, nor one a later
+    /// claim would read.
     @Test(.timeLimit(.minutes(3))) func aRefundKeptAfterItsLeaseRanOutReachesTheClaimMadeMeanwhile() async throws {
         let race = KeepRace()
         try await APIStack.run(
-            "unheld-keep-lapsed", worker: true,
+            "unheld-keep-lapsed", worker: true, catalog: { publishers in publishers[0]["transferPolicy"] = "share" },
             service: { service in
                 let store = service.store
                 let queue = service.jobQueue
@@ -205,6 +206,22 @@ import Testing
             let refund = try await api.result(refundJob)
             #expect(refund["customer"] as? String == customer, "the refund did not reach the claimant: \(refund)")
             #expect(try await !api.access(customer, "issue-2026-11"))
+
+            // Held now, nothing is kept for whoever claims next (the refund job, run again, gave
+            // the holder what it had kept and forgot it): the refund reversed reaches the holder
+            // directly, and a customer who shares the purchase later, with the proof from before
+            // both, gets what Apple said last, not the refund kept while it raced the claim.
+            let reversed = try await forwarded(try await api.simulator("/simulator/transactions/\(id)/refund-reversed", "{}"), api)
+            #expect(reversed["customer"] as? String == customer, "\(reversed)")
+            #expect(try await api.access(customer, "issue-2026-11"), "the reversal gave the purchase back")
+            // Apple's server cannot answer then: the proof and what is kept are all there is.
+            try await api.simulator(
+                "/simulator/faults", #"{"target":"serverAPI","status":500,"pathContains":"/transactions/","count":1000}"#)
+            let next = "kept-late-next@example.com"
+            let moved = try await api.claim(["customer": next, "signedTransaction": try #require(issue["signedTransaction"] as? String)])
+            #expect(moved["accessGranted"] as? Bool == true, "a refund kept while it raced the claim outranked its reversal: \(moved)")
+            #expect(try await api.access(next, "issue-2026-11"))
+            #expect(try await api.access(customer, "issue-2026-11"), "shared")
         }
     }
 

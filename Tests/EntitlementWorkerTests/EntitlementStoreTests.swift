@@ -304,8 +304,15 @@ import Testing
         let read = try await store.readForClaim(publisher: "voip", originalTransactionIds: ["5", "6"], customer: "alice")
         #expect(read.unheld.map(\.transactionId).sorted() == ["5", "6"] && read.owners.isEmpty)
         #expect(read.unheld.first { $0.transactionId == "5" }?.revocationDate != nil)
+        #expect(try await store.holdersAndKept(publisher: "voip", originalTransactionId: "5").holders.isEmpty)
         _ = try await store.claim(publisher: "voip", originalTransactionId: "5", for: "alice")
         #expect(try await store.standing(publisher: "voip", originalTransactionId: "5") == (held: true, kept: true))
+        // Who holds it, and what is kept for them, in one read: a job telling Apple's word to
+        // the holders takes what is kept along.
+        _ = try await store.redis.send(["SADD", store.keys.sharers("voip", "5"), "bob", "alice"])
+        let standing = try await store.holdersAndKept(publisher: "voip", originalTransactionId: "5")
+        #expect(standing.holders == ["alice", "bob"])
+        #expect(standing.kept.map(\.transactionId) == ["5"] && standing.kept.first?.revocationDate != nil)
         try await store.forgetUnheld(publisher: "voip", originalTransactionIds: ["5", "6"])
         #expect(try await kept().isEmpty)
         #expect(try await store.standing(publisher: "voip", originalTransactionId: "5") == (held: true, kept: false))
