@@ -9,10 +9,14 @@ import RedisClient
 /// anything newer about a transaction kept already, such as its reversal) is kept here, under
 /// the purchase's lock, and a claim reads it under the same lock (`ClaimRead.unheld`) and
 /// merges it, the newest signed view of each transaction winning. Once a customer holds the
-/// purchase, Apple's word reaches them directly, and the claim forgets what was kept.
+/// purchase, Apple's word reaches them directly, and the claim forgets what was kept. A view
+/// kept as a claim came (its keeper finds a holder when it reads after keeping) goes to the
+/// holders with the next refund or notification job that tells them Apple's word
+/// (`holdersAndKept`), the keeper's own next run first, which forgets it too.
 ///
 /// One hash per purchase (`EntitlementKeys.unheldFacts`): transaction id to its signed view,
-/// as JSON. Kept until a claim: only refunded purchases nobody claimed have one.
+/// as JSON. Kept until a claim, or until a job tells the holders: only refunded purchases
+/// nobody claimed have one for long.
 extension EntitlementStore {
     func unheldFactsKey(_ publisher: String, _ originalTransactionId: String) -> String {
         keys.unheldFacts(publisher, originalTransactionId)
@@ -60,9 +64,13 @@ extension EntitlementStore {
     /// refund or revocation, and a view signed no earlier than one kept already of the same
     /// transaction; with `views`, any view signed no earlier than the one kept (a reversal
     /// told before its refund, which then does not outrank it). Called under the purchase's
-    /// lock, nobody holding it. Returns whether anything was kept.
+    /// lock (`lock`), nobody holding it: on a single server (`claimsInWrite`) nothing is kept
+    /// once a later job took the lock (`EntitlementStoreError.fenced`), as a run whose lease ran
+    /// out, and is not run again, could otherwise keep a view after a claim and the holders'
+    /// next news. Returns whether anything was kept.
     package func keepUnheld(
-        _ facts: [PurchaseFact], publisher: String, originalTransactionId: String, views: Bool = false
+        _ facts: [PurchaseFact], publisher: String, originalTransactionId: String, views: Bool = false,
+        lock: TransactionLock.Token? = nil
     ) async throws -> Bool {
         let key = unheldFactsKey(publisher, originalTransactionId)
         let encoder = JSONEncoder()
@@ -88,21 +96,53 @@ extension EntitlementStore {
                 changes += [fact.transactionId, old?.text ?? "", String(decoding: try encoder.encode(fact), as: UTF8.self)]
             }
             guard !changes.isEmpty else { return false }
-            if try await redis.run(Self.keepIfUnchanged, keys: [key], arguments: changes).int == 1 { return true }
+            switch try await keepIfUnchanged(changes, key: key, publisher: publisher, lock: lock).int {
+            case 1: return true
+            case -3:
+                throw EntitlementStoreError(
+                    .fenced, "the lock on \(originalTransactionId) passed to a later job before this one kept Apple's word on it")
+            default: continue
+            }
         }
         throw EntitlementStoreError(
             .contended, "Apple's word kept for \(originalTransactionId) kept changing under \(maximumAttempts) attempts")
     }
 
-    /// Sets each field `ARGV[3i+1]` of the hash to `ARGV[3i+3]` if every one still holds
-    /// `ARGV[3i+2]` ("" for none); returns 1, or 0 (nothing set) when one changed.
+    /// Runs `keepIfUnchanged`, with the lock's fence key where it may (`claimsInWrite`).
+    private func keepIfUnchanged(
+        _ changes: [String], key: String, publisher: String, lock: TransactionLock.Token?
+    ) async throws
+        -> RedisReply
+    {
+        if let lock, claimsInWrite {
+            do {
+                return try await redis.run(
+                    Self.keepIfUnchanged, keys: [key], otherSlotKeys: [keys.fence(publisher, lock.originalTransactionId)],
+                    arguments: [String(lock.value)] + changes
+                ).checked()
+            } catch let error as RedisError where error.code == .serverError && error.message.hasPrefix("CROSSSLOT") {
+                // An endpoint that shards unannounced: as `update` finds it, kept without the fence from now on.
+                noteClaimsRefused()
+            }
+        }
+        return try await redis.run(Self.keepIfUnchanged, keys: [key], arguments: ["0"] + changes).checked()
+    }
+
+    /// Sets each field `ARGV[3i+2]` of the hash to `ARGV[3i+4]` if every one still holds
+    /// `ARGV[3i+3]` ("" for none), and, given the lock's fence key (`KEYS[2]`), if it holds no
+    /// token later than `ARGV[1]`; returns 1, 0 (nothing set) when a field changed, or -3
+    /// (nothing set) when a later job took the lock.
     package static let keepIfUnchanged = RedisScript(
         name: "entitlements-keep-if-unchanged",
         source: """
-            for i = 1, #ARGV, 3 do
+            if KEYS[2] then
+              local last = redis.call('GET', KEYS[2])
+              if last and tonumber(last) > tonumber(ARGV[1]) then return -3 end
+            end
+            for i = 2, #ARGV, 3 do
               if (redis.call('HGET', KEYS[1], ARGV[i]) or '') ~= ARGV[i + 1] then return 0 end
             end
-            for i = 1, #ARGV, 3 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 2]) end
+            for i = 2, #ARGV, 3 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 2]) end
             return 1
             """)
 

@@ -214,7 +214,9 @@ package struct EntitlementService: Sendable {
         }
         let id = lock.originalTransactionId
         if let beforeKeeping { try await beforeKeeping(job, id) }
-        guard try await store.keepUnheld(facts, publisher: publisher, originalTransactionId: id, views: views) else { return false }
+        guard try await store.keepUnheld(facts, publisher: publisher, originalTransactionId: id, views: views, lock: lock) else {
+            return false
+        }
         let after = try await store.afterKeeping(publisher: publisher, lock: lock)
         if after.held {
             throw JobFailure.deferred("claimedMeanwhile", "\(id) was claimed while Apple's word on it was kept", after: .milliseconds(200))

@@ -102,10 +102,12 @@ package struct RefundJobHandler: EntitlementJobHandler {
             if !kept.isEmpty { try await service.store.forgetUnheld(publisher: publisher.id, originalTransactionIds: [id]) }
             try await service.amendFormerHolders(
                 [fact], publisher: publisher, originalTransactionId: id, current: holders, fence: tokens[id], moment: moment, job: job)
+            // What the holders were told of this transaction: a newer view kept stands over this one.
+            let view = told.facts.first { $0.transactionId == fact.transactionId } ?? fact
             return Result(
                 publisher: publisher.id, customer: customer, transactionId: fact.transactionId, originalTransactionId: id,
-                refunded: fact.revocationDate != nil, revocationDate: fact.revocationDate, revocationType: fact.revocationType,
-                revocationPercentage: fact.revocationPercentage,
+                refunded: view.revocationDate != nil, revocationDate: view.revocationDate, revocationType: view.revocationType,
+                revocationPercentage: view.revocationPercentage,
                 creditsClawedBack: fact.kind == .consumable ? decision?.creditsClawedBack : nil,
                 creditShortfall: fact.kind == .consumable ? decision?.creditShortfall : nil, entitlements: decision?.entitlements ?? [],
                 creditBalance: decision?.creditBalance, changed: decision?.changed ?? false, message: nil)

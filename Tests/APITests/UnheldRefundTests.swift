@@ -155,6 +155,7 @@ import Testing
         let keeperStalled = Mutex(false)
         let claimerCame = Mutex(false)
         let (claimerAtWrite, claimerArrived) = AsyncStream.makeStream(of: Void.self)
+        let store = Mutex<EntitlementStore?>(nil)
     }
 
     /// The refund job, told its lock passed on, runs again and finds the claimant holding the
@@ -167,6 +168,7 @@ import Testing
             service: { service in
                 let store = service.store
                 let queue = service.jobQueue
+                race.store.withLock { $0 = store }
                 service.beforeKeeping = { job, id in
                     guard job.type == "refund",
                         race.armed.withLock({ armed in
@@ -206,6 +208,9 @@ import Testing
             let refund = try await api.result(refundJob)
             #expect(refund["customer"] as? String == customer, "the refund did not reach the claimant: \(refund)")
             #expect(try await !api.access(customer, "issue-2026-11"))
+            let store = try #require(race.store.withLock { $0 })
+            let original = try #require(issue["originalTransactionId"] as? String)
+            #expect(try await store.standing(publisher: "demo", originalTransactionId: original) == (held: true, kept: false))
 
             // Held now, nothing is kept for whoever claims next (the refund job, run again, gave
             // the holder what it had kept and forgot it): the refund reversed reaches the holder

@@ -296,10 +296,10 @@ import Testing
         // Written only over what the keeper read: a view another keeper set meanwhile stands.
         let key = store.keys.unheldFacts("voip", "6")
         let current = try #require(try await store.redis.send(["HGET", key, "6"]).string)
-        let changed = try await store.redis.run(EntitlementStore.keepIfUnchanged, keys: [key], arguments: ["6", "", "{}"])
+        let changed = try await store.redis.run(EntitlementStore.keepIfUnchanged, keys: [key], arguments: ["0", "6", "", "{}"])
         #expect(changed.int == 0)
         #expect(try await store.redis.send(["HGET", key, "6"]).string == current)
-        #expect(try await store.redis.run(EntitlementStore.keepIfUnchanged, keys: [key], arguments: ["6", current, current]).int == 1)
+        #expect(try await store.redis.run(EntitlementStore.keepIfUnchanged, keys: [key], arguments: ["0", "6", current, current]).int == 1)
 
         let read = try await store.readForClaim(publisher: "voip", originalTransactionIds: ["5", "6"], customer: "alice")
         #expect(read.unheld.map(\.transactionId).sorted() == ["5", "6"] && read.owners.isEmpty)
@@ -358,6 +358,17 @@ import Testing
         }
         #expect(apart?.code == .fenced)
         #expect(try await store.owner(publisher: "voip", originalTransactionId: "F1") == nil)
+        // Nor does it keep Apple's word for whoever claims: a run whose lease ran out is not
+        // run again, and a view it kept after a claim would outlive it.
+        var refund = credit("F1")
+        refund.revocationDate = Date()
+        let kept = await #expect(throws: EntitlementStoreError.self) {
+            try await store.keepUnheld([refund], publisher: "voip", originalTransactionId: "F1", lock: first)
+        }
+        #expect(kept?.code == .fenced)
+        #expect(try await store.standing(publisher: "voip", originalTransactionId: "F1") == (held: false, kept: false))
+        #expect(try await store.keepUnheld([refund], publisher: "voip", originalTransactionId: "F1", lock: later))
+        try await store.forgetUnheld(publisher: "voip", originalTransactionIds: ["F1"])
         #expect(try await store.load(publisher: "voip", customer: "dora").version == 0)
         #expect(try await store.redis.send(["EXISTS", events]).int == 0)
 
