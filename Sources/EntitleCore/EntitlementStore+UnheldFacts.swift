@@ -65,9 +65,9 @@ extension EntitlementStore {
     /// transaction; with `views`, any view signed no earlier than the one kept (a reversal
     /// told before its refund, which then does not outrank it). Called under the purchase's
     /// lock (`lock`), nobody holding it: on a single server (`claimsInWrite`) nothing is kept
-    /// once a later job took the lock (`EntitlementStoreError.fenced`), as a run whose lease ran
-    /// out, and is not run again, could otherwise keep a view after a claim and the holders'
-    /// next news. Returns whether anything was kept.
+    /// once a later job took the lock (`EntitlementStoreError.fenced`): a run of a job taken
+    /// back from its worker is not run again, and could otherwise keep a view after a claim
+    /// and the holders' next news. Returns whether anything was kept.
     package func keepUnheld(
         _ facts: [PurchaseFact], publisher: String, originalTransactionId: String, views: Bool = false,
         lock: TransactionLock.Token? = nil

@@ -212,10 +212,11 @@ import Testing
             let original = try #require(issue["originalTransactionId"] as? String)
             #expect(try await store.standing(publisher: "demo", originalTransactionId: original) == (held: true, kept: false))
 
-            // Held now, nothing is kept for whoever claims next (the refund job, run again, gave
-            // the holder what it had kept and forgot it): the refund reversed reaches the holder
-            // directly, and a customer who shares the purchase later, with the proof from before
-            // both, gets what Apple said last, not the refund kept while it raced the claim.
+            // Held now, nothing is kept for whoever claims next (on one server the refund job,
+            // its lock passed on, kept nothing; `aRefundKeptLateForAHeldPurchaseReachesItsHolders`
+            // covers a view kept all the same): the refund reversed reaches the holder directly,
+            // and a customer who shares the purchase later, with the proof from before both,
+            // gets what Apple said last, not the refund that raced the claim.
             let reversed = try await forwarded(try await api.simulator("/simulator/transactions/\(id)/refund-reversed", "{}"), api)
             #expect(reversed["customer"] as? String == customer, "\(reversed)")
             #expect(try await api.access(customer, "issue-2026-11"), "the reversal gave the purchase back")
@@ -227,6 +228,49 @@ import Testing
             #expect(moved["accessGranted"] as? Bool == true, "a refund kept while it raced the claim outranked its reversal: \(moved)")
             #expect(try await api.access(next, "issue-2026-11"))
             #expect(try await api.access(customer, "issue-2026-11"), "shared")
+        }
+    }
+
+    /// A view kept for a purchase a customer holds: what a keeper leaves behind where the
+    /// keeping cannot read the lock's fence (a Redis Cluster) when its lease ran out, or a
+    /// keeper that died after keeping. The next refund or notification job for the purchase
+    /// gives it to the holders with its own word, the newest signed winning, and forgets it:
+    /// a customer sharing the purchase later does not merge a refund its reversal undid.
+    @Test(.timeLimit(.minutes(3))) func aRefundKeptLateForAHeldPurchaseReachesItsHolders() async throws {
+        let captured = Mutex<EntitlementStore?>(nil)
+        try await APIStack.run(
+            "unheld-late", worker: true, catalog: { publishers in publishers[0]["transferPolicy"] = "share" },
+            service: { service in captured.withLock { $0 = service.store } }
+        ) { api in
+            let store = try #require(captured.withLock { $0 })
+            let issue = try await api.buy("issue.2026.11", extra: ["environment": "Production"])
+            let id = try #require(issue["transactionId"] as? String)
+            let original = try #require(issue["originalTransactionId"] as? String)
+            let refund = try await forwarded(try await api.simulator("/simulator/transactions/\(id)/refund", "{}"), api)
+            #expect((refund["message"] as? String)?.contains("kept") == true, "\(refund)")
+            let key = store.keys.unheldFacts("demo", original)
+            let kept = try await store.redis.send(["HGETALL", key]).fieldValues
+            #expect(kept.count == 1, "the refund's view, kept: \(kept.keys)")
+
+            let customer = "late-kept@example.com"
+            let proof = try #require(issue["signedTransaction"] as? String)
+            let claimed = try await api.claim(["customer": customer, "signedTransaction": proof])
+            #expect(claimed["accessGranted"] as? Bool == false, "\(claimed)")
+            #expect(try await store.standing(publisher: "demo", originalTransactionId: original) == (held: true, kept: false))
+            // Kept again after the claim, as a late keeper would.
+            for (field, value) in kept { _ = try await store.redis.send(["HSET", key, field, value]) }
+
+            let reversed = try await forwarded(try await api.simulator("/simulator/transactions/\(id)/refund-reversed", "{}"), api)
+            #expect(reversed["customer"] as? String == customer && reversed["refunded"] as? Bool == false, "\(reversed)")
+            #expect(try await api.access(customer, "issue-2026-11"), "the reversal gave the purchase back")
+            #expect(try await store.standing(publisher: "demo", originalTransactionId: original) == (held: true, kept: false))
+
+            try await api.simulator(
+                "/simulator/faults", #"{"target":"serverAPI","status":500,"pathContains":"/transactions/","count":1000}"#)
+            let sharer = "late-kept-sharer@example.com"
+            let shared = try await api.claim(["customer": sharer, "signedTransaction": proof])
+            #expect(shared["accessGranted"] as? Bool == true, "the refund kept late outranked its reversal: \(shared)")
+            #expect(try await api.access(sharer, "issue-2026-11"))
         }
     }
 

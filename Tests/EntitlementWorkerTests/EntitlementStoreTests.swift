@@ -395,6 +395,7 @@ import Testing
         let announced = EntitlementStore(
             redis: RedisConnectionPool(configuration: announcedConfiguration, logger: TestRedis.logger), prefix: store.prefix,
             logger: TestRedis.logger)
+        defer { announced.redis.close() }
         #expect(!announced.claimsInWrite)
         let stale = try #require(try await locks.acquire(publisher: "voip", originalTransactionId: "F2", job: "job-c"))
         _ = try await store.redis.send(["DEL", store.keys.lock("voip", "F2")])
@@ -410,7 +411,13 @@ import Testing
         #expect(try await store.owner(publisher: "voip", originalTransactionId: "F2") == "frank")
         #expect(try await store.load(publisher: "voip", customer: "frank").version == 0)
         #expect(try await announced.claim(publisher: "voip", locked: [fresh], for: "frank") == ["F2": "frank"])
-        announced.redis.close()
+        // There the keeping cannot read the fence in its script (no shared slot): a stale job
+        // keeps, and its reading after keeping (`afterKeeping`) is what tells it.
+        var lateRefund = credit("F2")
+        lateRefund.revocationDate = Date()
+        #expect(try await announced.keepUnheld([lateRefund], publisher: "voip", originalTransactionId: "F2", lock: stale))
+        #expect(try await announced.afterKeeping(publisher: "voip", lock: stale) == (held: true, lockPassedOn: true))
+        try await store.forgetUnheld(publisher: "voip", originalTransactionIds: ["F2"])
     }
 
     /// Off a cluster a purchase is claimed in the customer's write: the claims and the
