@@ -30,12 +30,13 @@ package struct AppleEvidence: Sendable, Hashable {
     /// first (`CustomerEntitlements.provisional`).
     package var provisionalUntil: Date?
 
-    /// Adds facts, a transaction seen twice kept once (the later-signed view, with what only the
-    /// other view says).
+    /// Adds facts, a transaction seen twice kept once (the view that outranks the other,
+    /// `PurchaseFact.outranks`: the later signed, of two signed together the one with a
+    /// revocation, the added one otherwise; with what only the other view says).
     package mutating func merge(_ other: AppleEvidence) {
         for fact in other.facts {
             if let index = facts.firstIndex(where: { $0.transactionId == fact.transactionId }) {
-                if (fact.signedDate ?? .distantPast) >= (facts[index].signedDate ?? .distantPast) {
+                if fact.outranks(facts[index]) {
                     facts[index] = fact.filled(from: facts[index])
                 } else {
                     facts[index] = facts[index].filled(from: fact)

@@ -61,9 +61,10 @@ extension EntitlementStore {
     }
 
     /// Keeps, of `facts`, those about `originalTransactionId` that a claim must not miss: a
-    /// refund or revocation, and a view signed no earlier than one kept already of the same
-    /// transaction; with `views`, any view signed no earlier than the one kept (a reversal
-    /// told before its refund, which then does not outrank it). Called under the purchase's
+    /// refund or revocation, and a view that outranks one kept already of the same transaction
+    /// (`PurchaseFact.outranks`: signed later, or in the same millisecond unless only the kept
+    /// one carries a revocation); with `views`, any view that outranks the one kept (a
+    /// reversal told before its refund, which then does not outrank it). Called under the purchase's
     /// lock (`lock`), nobody holding it: on a single server (`claimsInWrite`) nothing is kept
     /// once a later job took the lock (`EntitlementStoreError.fenced`): a run of a job taken
     /// back from its worker is not run again, and could otherwise keep a view after a claim
@@ -92,7 +93,7 @@ extension EntitlementStore {
             for fact in facts where fact.originalTransactionId == originalTransactionId {
                 let old = kept[fact.transactionId]
                 guard views || fact.revocationDate != nil || old != nil else { continue }
-                if let old, (old.fact.signedDate ?? .distantPast) > (fact.signedDate ?? .distantPast) { continue }
+                if let old, !fact.outranks(old.fact) { continue }
                 changes += [fact.transactionId, old?.text ?? "", String(decoding: try encoder.encode(fact), as: UTF8.self)]
             }
             guard !changes.isEmpty else { return false }

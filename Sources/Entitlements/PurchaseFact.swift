@@ -189,6 +189,16 @@ public struct PurchaseFact: Sendable, Hashable, Codable {
         return stored.revocationDate != nil && revocationDate == nil
     }
 
+    /// Whether this view stands over `other`, of the same transaction, where two meet before
+    /// either is applied (a claim's proof and what was kept for it, Apple's answers read
+    /// together): signed later, or in the same millisecond unless only `other` carries a
+    /// revocation (`isOlderView`'s rule). A view with no signing date counts as the oldest.
+    public func outranks(_ other: PurchaseFact) -> Bool {
+        let (mine, theirs) = (signedDate ?? .distantPast, other.signedDate ?? .distantPast)
+        if mine != theirs { return mine > theirs }
+        return other.revocationDate == nil || revocationDate != nil
+    }
+
     /// Whether Apple refunded only a share of it (`REFUND_PRORATED`).
     public var isProratedRefund: Bool { revocationDate != nil && revocationType == "REFUND_PRORATED" }
 

@@ -286,6 +286,9 @@ import Testing
         #expect(try await store.keepUnheld([view("5", signedAt: 20, refunded: false)], publisher: "voip", originalTransactionId: "5"))
         #expect(try await kept() == ["5": false], "the reversal, newer, replaces it")
         #expect(try await store.keepUnheld([view("5", signedAt: 30, refunded: true)], publisher: "voip", originalTransactionId: "5"))
+        // Signed in the same millisecond, the refund stands (`PurchaseFact.outranks`).
+        #expect(try await !store.keepUnheld([view("5", signedAt: 30, refunded: false)], publisher: "voip", originalTransactionId: "5"))
+        #expect(try await kept() == ["5": true])
 
         // A refund job's view is kept whatever it says: a reversal told first outranks its refund.
         #expect(
