@@ -31,8 +31,23 @@ package struct AppleEvidence: Sendable, Hashable {
     package var provisionalUntil: Date?
 
     /// Adds facts, a transaction seen twice kept once (the view that outranks the other,
-    /// `PurchaseFact.outranks`: the later signed, of two signed together the one with a
-    /// revocation, the added one otherwise; with what only the other view says).
+    /// `PurchaseFact.outranks`: the later signed, of two signed in the same millisecond the
+    /// one with a revocation, the added one otherwise; with what only the other view says).
+    /// Views Apple signed apart: entries of one verifyReceipt answer go in with `list`.
+    /// Adds a transaction as one answer lists it (verifyReceipt's `in_app`, then
+    /// `latest_receipt_info`): a later entry of a transaction listed before replaces it, with
+    /// what only the earlier says. All of an answer's entries carry its one request date, so
+    /// `merge`'s rule for views signed together does not apply: an `in_app` entry from a
+    /// receipt made while a refund stood still shows it after its reversal, and the latest
+    /// info, listed after it, does not.
+    package mutating func list(_ fact: PurchaseFact) {
+        if let index = facts.firstIndex(where: { $0.transactionId == fact.transactionId }) {
+            facts[index] = fact.filled(from: facts[index])
+        } else {
+            facts.append(fact)
+        }
+    }
+
     package mutating func merge(_ other: AppleEvidence) {
         for fact in other.facts {
             if let index = facts.firstIndex(where: { $0.transactionId == fact.transactionId }) {
@@ -145,7 +160,7 @@ package struct AppleReader: Sendable {
                 let kind = kind(ofProduct: item.productId, expires: item.expiresDate != nil)
                 let fact = try AppleFacts.purchase(
                     item, bundleId: bundleId, environment: result.environment, kind: kind, requestDate: requestDate)
-                evidence.merge(AppleEvidence(facts: [fact]))
+                evidence.list(fact)
             } catch {
                 throw AppStoreError(.invalidFormat, "a transaction in the receipt has no \(error.field)")
             }

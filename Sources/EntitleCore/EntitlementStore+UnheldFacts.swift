@@ -63,8 +63,8 @@ extension EntitlementStore {
     /// Keeps, of `facts`, those about `originalTransactionId` that a claim must not miss: a
     /// refund or revocation, and a view that outranks one kept already of the same transaction
     /// (`PurchaseFact.outranks`: signed later, or in the same millisecond unless only the kept
-    /// one carries a revocation); with `views`, any view that outranks the one kept (a
-    /// reversal told before its refund, which then does not outrank it). Called under the purchase's
+    /// one carries a revocation); with `views`, any view when none of its transaction is kept
+    /// (a reversal told before its refund, which then does not outrank it). Called under the purchase's
     /// lock (`lock`), nobody holding it: on a single server (`claimsInWrite`) nothing is kept
     /// once a later job took the lock (`EntitlementStoreError.fenced`): a run of a job taken
     /// back from its worker is not run again, and could otherwise keep a view after a claim

@@ -189,14 +189,16 @@ public struct PurchaseFact: Sendable, Hashable, Codable {
         return stored.revocationDate != nil && revocationDate == nil
     }
 
-    /// Whether this view stands over `other`, of the same transaction, where two meet before
-    /// either is applied (a claim's proof and what was kept for it, Apple's answers read
-    /// together): signed later, or in the same millisecond unless only `other` carries a
-    /// revocation (`isOlderView`'s rule). A view with no signing date counts as the oldest.
+    /// Whether this view stands over `other`, of the same transaction, where two that Apple
+    /// signed apart meet before either is applied (a claim's proof and what was kept for it):
+    /// signed later, or, both signed in the same millisecond, unless only `other` carries a
+    /// revocation (`isOlderView`'s rule for dated views). A view with no signing date counts
+    /// as the oldest, and of two with none this one stands.
     public func outranks(_ other: PurchaseFact) -> Bool {
-        let (mine, theirs) = (signedDate ?? .distantPast, other.signedDate ?? .distantPast)
-        if mine != theirs { return mine > theirs }
-        return other.revocationDate == nil || revocationDate != nil
+        if let mine = signedDate, let theirs = other.signedDate, mine == theirs {
+            return other.revocationDate == nil || revocationDate != nil
+        }
+        return (signedDate ?? .distantPast) >= (other.signedDate ?? .distantPast)
     }
 
     /// Whether Apple refunded only a share of it (`REFUND_PRORATED`).

@@ -3,9 +3,10 @@ import Entitlements
 import Foundation
 import Testing
 
-/// Two views of one transaction met before either is applied (a claim's proof and Apple's word
-/// kept for it, answers read together) keep one: the one the engine would keep
-/// (`PurchaseFact.isOlderView`), so that nothing is lost before it reaches the engine.
+/// Two views of one transaction, signed apart, met before either is applied (a claim's proof
+/// and Apple's word kept for it) keep one: of dated views, the one the engine would keep
+/// (`PurchaseFact.isOlderView`), so that no refund is lost before it reaches the engine. One
+/// verifyReceipt answer's entries go by the order Apple lists them.
 @Suite struct AppleEvidenceTests {
     let signed = Date(timeIntervalSince1970: 1_790_000_000)
 
@@ -43,9 +44,12 @@ import Testing
         #expect(merged(before, refund)?.revocationDate != nil)
         #expect(refund.outranks(before) && !before.outranks(refund))
         // Two alike: the one added stands, with what only the other says.
-        let priced = view(signedAt: 10, refunded: false, price: "4.99")
-        #expect(before.outranks(priced) && priced.outranks(before))
-        #expect(merged(priced, before)?.price == "4.99")
+        var priced = view(signedAt: 10, refunded: false, price: "4.99")
+        priced.storefront = "FRA"
+        let repriced = view(signedAt: 10, refunded: false, price: "5.99")
+        #expect(repriced.outranks(priced) && priced.outranks(repriced))
+        #expect(merged(priced, repriced)?.price == "5.99" && merged(priced, repriced)?.storefront == "FRA")
+        #expect(merged(repriced, priced)?.price == "4.99")
     }
 
     @Test func aViewWithNoSigningDateIsTheOldest() {
@@ -54,5 +58,22 @@ import Testing
         #expect(merged(refund, undated)?.revocationDate != nil)
         #expect(merged(undated, refund)?.revocationDate != nil)
         #expect(!undated.outranks(refund))
+        // Of two with none, the one added stands, as before the rule for a millisecond.
+        let undatedRefund = view(signedAt: nil, refunded: true)
+        #expect(merged(undatedRefund, undated)?.revocationDate == nil)
+        #expect(merged(undated, undatedRefund)?.revocationDate != nil)
+    }
+
+    /// One verifyReceipt answer dates every entry with its request: a receipt made while a
+    /// refund stood lists it in `in_app`, and the latest info after it, reversed, does not.
+    @Test func anAnswersLaterEntryReplacesAnEarlierOne() {
+        var evidence = AppleEvidence()
+        evidence.list(view(signedAt: 10, refunded: true))
+        evidence.list(view(signedAt: 10, refunded: false, price: "4.99"))
+        #expect(evidence.facts.count == 1)
+        #expect(evidence.facts.first?.revocationDate == nil && evidence.facts.first?.price == "4.99")
+        var merged = AppleEvidence(facts: [view(signedAt: 10, refunded: true)])
+        merged.merge(AppleEvidence(facts: [view(signedAt: 10, refunded: false)]))
+        #expect(merged.facts.first?.revocationDate != nil, "views signed apart: the refund stands")
     }
 }
