@@ -30,10 +30,6 @@ package struct AppleEvidence: Sendable, Hashable {
     /// first (`CustomerEntitlements.provisional`).
     package var provisionalUntil: Date?
 
-    /// Adds facts, a transaction seen twice kept once (the view that outranks the other,
-    /// `PurchaseFact.outranks`: the later signed, of two signed in the same millisecond the
-    /// one with a revocation, the added one otherwise; with what only the other view says).
-    /// Views Apple signed apart: entries of one verifyReceipt answer go in with `list`.
     /// Adds a transaction as one answer lists it (verifyReceipt's `in_app`, then
     /// `latest_receipt_info`): a later entry of a transaction listed before replaces it, with
     /// what only the earlier says. All of an answer's entries carry its one request date, so
@@ -48,6 +44,10 @@ package struct AppleEvidence: Sendable, Hashable {
         }
     }
 
+    /// Adds facts, a transaction seen twice kept once (the view that outranks the other,
+    /// `PurchaseFact.outranks`: the later signed, of two signed in the same millisecond the
+    /// one with a revocation, the added one otherwise; with what only the other view says).
+    /// Views Apple signed apart: entries of one verifyReceipt answer go in with `list`.
     package mutating func merge(_ other: AppleEvidence) {
         for fact in other.facts {
             if let index = facts.firstIndex(where: { $0.transactionId == fact.transactionId }) {

@@ -55,9 +55,9 @@ extension EntitlementStore {
             ["GET", ownerKey(publisher, originalTransactionId)], ["SMEMBERS", sharersKey(publisher, originalTransactionId)],
             ["HVALS", unheldFactsKey(publisher, originalTransactionId)],
         ])
-        guard let owner = try replies[0].checked().string else { return ([], try Self.unheldFacts(in: replies[2])) }
-        let sharers = (try replies[1].checked().array ?? []).compactMap(\.string).filter { $0 != owner }.sorted()
-        return ([owner] + sharers, try Self.unheldFacts(in: replies[2]))
+        let kept = try Self.unheldFacts(in: replies[2])
+        guard let owner = try replies[0].checked().string else { return ([], kept) }
+        return (Self.holders(owner: owner, sharers: try replies[1].checked()), kept)
     }
 
     /// Keeps, of `facts`, those about `originalTransactionId` that a claim must not miss: a

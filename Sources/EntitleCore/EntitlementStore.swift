@@ -774,9 +774,12 @@ package struct EntitlementStore: Sendable {
     package func holders(publisher: String, originalTransactionId: String) async throws -> [String] {
         // Two keys, two calls: each call touches one key (Redis Cluster).
         guard let owner = try await owner(publisher: publisher, originalTransactionId: originalTransactionId) else { return [] }
-        let members = try await redis.send(["SMEMBERS", sharersKey(publisher, originalTransactionId)])
-        let sharers = (members.array ?? []).compactMap(\.string).filter { $0 != owner }.sorted()
-        return [owner] + sharers
+        return Self.holders(owner: owner, sharers: try await redis.send(["SMEMBERS", sharersKey(publisher, originalTransactionId)]))
+    }
+
+    /// The owner first, then those sharing the purchase (an `SMEMBERS` reply), in order.
+    static func holders(owner: String, sharers: RedisReply) -> [String] {
+        [owner] + (sharers.array ?? []).compactMap(\.string).filter { $0 != owner }.sorted()
     }
 
     /// A migrated subscription (its transactions name a `previousOriginalTransactionId`)

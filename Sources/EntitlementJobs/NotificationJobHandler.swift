@@ -417,12 +417,12 @@ package struct NotificationJobHandler: EntitlementJobHandler {
                 // whose lease ran out, reading after keeping, sees the claim.
                 kept = try await service.store.unheldFacts(publisher: publisher.id, originalTransactionIds: [original])
             }
-            var told = evidence
-            if !holders.isEmpty { told.merge(AppleEvidence(facts: kept)) }
             guard let customer = holders.first else {
                 _ = try await service.keepForWhoeverClaims(evidence.facts, publisher: publisher.id, lock: tokens[original], job: job)
                 return nil
             }
+            var told = evidence
+            told.merge(AppleEvidence(facts: kept))
             var first: [String: EntitlementDecision] = [:]
             for (index, holder) in holders.enumerated() {
                 let decisions = try await service.apply(

@@ -195,10 +195,10 @@ public struct PurchaseFact: Sendable, Hashable, Codable {
     /// revocation (`isOlderView`'s rule for dated views). A view with no signing date counts
     /// as the oldest, and of two with none this one stands.
     public func outranks(_ other: PurchaseFact) -> Bool {
-        if let mine = signedDate, let theirs = other.signedDate, mine == theirs {
-            return other.revocationDate == nil || revocationDate != nil
+        guard signedDate != nil, other.signedDate != nil else {
+            return (signedDate ?? .distantPast) >= (other.signedDate ?? .distantPast)
         }
-        return (signedDate ?? .distantPast) >= (other.signedDate ?? .distantPast)
+        return !isOlderView(than: other)
     }
 
     /// Whether Apple refunded only a share of it (`REFUND_PRORATED`).

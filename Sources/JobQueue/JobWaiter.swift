@@ -67,9 +67,9 @@ public final class JobWaiter: Sendable {
         // A day at most: a far deadline cannot overflow the clock's arithmetic.
         let timeout = min(timeout, .seconds(86_400))
         let deadline = ContinuousClock.now + timeout
-        guard timeout > .zero else { return try await Self.retrying { try await jobQueue.job(id: id, queue: queue) } }
         let keys = jobQueue.configuration.keys(queue)
-        guard let (waiter, signal) = register(id, queue: queue) else {
+        // No time to wait, or no subscription to wait on: the record as it is.
+        guard timeout > .zero, let (waiter, signal) = register(id, queue: queue) else {
             return try await Self.retrying { try await jobQueue.job(id: id, queue: queue) }
         }
         defer { unregister(id, queue: queue, waiter: waiter) }

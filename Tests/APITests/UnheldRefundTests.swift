@@ -274,6 +274,41 @@ import Testing
         }
     }
 
+    /// A kept view newer than the refund a job tells the holders (Apple's retries bring the
+    /// refund after its reversal, which was kept while nobody held the purchase, and kept again
+    /// after the claim): it stands, and the result says what the holders were told.
+    @Test(.timeLimit(.minutes(3))) func aViewKeptNewerThanTheRefundToldStandsForItsHolders() async throws {
+        let captured = Mutex<EntitlementStore?>(nil)
+        try await APIStack.run(
+            "unheld-newer", worker: true, service: { service in captured.withLock { $0 = service.store } }
+        ) { api in
+            let store = try #require(captured.withLock { $0 })
+            let issue = try await api.buy("issue.2026.11", extra: ["environment": "Production"])
+            let id = try #require(issue["transactionId"] as? String)
+            let original = try #require(issue["originalTransactionId"] as? String)
+            let refund = try await api.simulator("/simulator/transactions/\(id)/refund", "{}")
+            try await api.advance(seconds: 60)
+            let reversal = try await api.simulator("/simulator/transactions/\(id)/refund-reversed", "{}")
+            _ = try await forwarded(reversal, api)
+            let key = store.keys.unheldFacts("demo", original)
+            let kept = try await store.redis.send(["HGETALL", key]).fieldValues
+            #expect(kept.count == 1, "the reversal's view, kept: \(kept.keys)")
+
+            let customer = "newer-kept@example.com"
+            let claimed = try await api.claim([
+                "customer": customer, "signedTransaction": try #require(issue["signedTransaction"] as? String),
+            ])
+            #expect(claimed["accessGranted"] as? Bool == true, "\(claimed)")
+            for (field, value) in kept { _ = try await store.redis.send(["HSET", key, field, value]) }
+
+            let late = try await forwarded(refund, api)
+            #expect(late["customer"] as? String == customer, "\(late)")
+            #expect(late["refunded"] as? Bool == false, "the refund, older than the reversal kept, was said to stand: \(late)")
+            #expect(try await api.access(customer, "issue-2026-11"))
+            #expect(try await store.standing(publisher: "demo", originalTransactionId: original) == (held: true, kept: false))
+        }
+    }
+
     @Test(.timeLimit(.minutes(3))) func aNotificationClaimingByTokenAfterTheRefundGrantsNothing() async throws {
         try await APIStack.run(
             "unheld-token", worker: true, catalog: { publishers in publishers[0]["customerIdentity"] = "appAccountToken" }
