@@ -64,11 +64,11 @@ extension EntitlementStore {
     /// refund or revocation, and a view that outranks one kept already of the same transaction
     /// (`PurchaseFact.outranks`: signed later, or in the same millisecond unless only the kept
     /// one carries a revocation); with `views`, any view when none of its transaction is kept
-    /// (a reversal told before its refund, which then does not outrank it). Called under the purchase's
-    /// lock (`lock`), nobody holding it: on a single server (`claimsInWrite`) nothing is kept
-    /// once a later job took the lock (`EntitlementStoreError.fenced`): a run of a job taken
-    /// back from its worker is not run again, and could otherwise keep a view after a claim
-    /// and the holders' next news. Returns whether anything was kept.
+    /// (a reversal told before its refund, which then does not outrank it). Called under the
+    /// purchase's lock (`lock`), nobody holding it: on a single server (`claimsInWrite`)
+    /// nothing is kept once a later job took the lock (`EntitlementStoreError.fenced`): a run
+    /// of a job taken back from its worker is not run again, and could otherwise keep a view
+    /// after a claim and the holders' next news. Returns whether anything was kept.
     package func keepUnheld(
         _ facts: [PurchaseFact], publisher: String, originalTransactionId: String, views: Bool = false,
         lock: TransactionLock.Token? = nil
