@@ -91,8 +91,18 @@ import Testing
                 return answers
             }
             #expect(answers == 20, "\(answers) of 20 requests answered on a connection in use for 5 s")
-            let busyOpen = try await Self.blocking { try Self.waitUntilClosed([busy], deadline: .now() + 30) }
-            #expect(busyOpen == 0, "the connection, once idle, was closed")
+            let busyOpen = try await Self.blocking { try Self.waitUntilClosed([busy], deadline: .now() + 60) }
+            if busyOpen != 0 {
+                // Twice seen in loaded full runs: say whether the server still serves the
+                // connection (its idle deadline never armed) or not (its event loop held up).
+                let after = try await Self.blocking { () -> String in
+                    var wait = timeval(tv_sec: 5, tv_usec: 0)
+                    setsockopt(busy, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+                    let sent = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n".withCString { send(busy, $0, strlen($0), 0) }
+                    return sent > 0 ? Self.readResponse(busy).map { String($0.prefix(40)) } ?? "no answer" : "not sent"
+                }
+                Issue.record("the connection, idle for 60 s, was not closed; a request on it then: \(after)")
+            }
 
             // A job nobody runs: waiting on it for 4 s outlasts every deadline, and is answered.
             let transactionId = try #require(try await api.buy("credits.100")["transactionId"] as? String)
