@@ -22,6 +22,9 @@
 /// - `{prefix}:ent:P:owner:T`: string, the customer holding T
 /// - `{prefix}:ent:P:sharers:T`: set, the customers sharing T with its owner (`share` policy)
 /// - `{prefix}:ent:P:former:T`: set, the customers who held T before a transfer
+/// - `{prefix}:ent:P:unheld:{T}`: hash, Apple's signed word on T kept while nobody held it
+///   (transaction id -> the signed view as JSON), in the fence's slot; or, as versions before
+///   2026-11-28 wrote it, `{prefix}:ent:P:unheld:T`
 /// - `{prefix}:ent:P:receipt:T`: string, the latest app receipt that proved T
 /// - `{prefix}:ent:P:applied:{P/applied-B}:G`: set, the notifications applied in generation G (five
 ///   days since 1970) whose id's digest starts with B (two hex digits): 22 hex digits of the
@@ -101,8 +104,14 @@ package struct EntitlementKeys: Sendable, Hashable {
     package func formerHolders(_ publisher: String, _ originalTransactionId: String) -> String {
         key(publisher, "former", originalTransactionId)
     }
-    /// Apple's signed word (a refund, its reversal) about a purchase nobody held when it came.
+    /// Apple's signed word (a refund, its reversal) about a purchase nobody held when it came:
+    /// hash-tagged by T, in the slot of the purchase's fence, which the keeping checks.
     package func unheldFacts(_ publisher: String, _ originalTransactionId: String) -> String {
+        key(publisher, "unheld", "{\(originalTransactionId)}")
+    }
+    /// Where versions before 2026-11-28 kept it, in no slot of the fence's: still read, and
+    /// moved to `unheldFacts` by the purchase's next keeping.
+    package func legacyUnheldFacts(_ publisher: String, _ originalTransactionId: String) -> String {
         key(publisher, "unheld", originalTransactionId)
     }
     package func receipt(_ publisher: String, _ originalTransactionId: String) -> String {

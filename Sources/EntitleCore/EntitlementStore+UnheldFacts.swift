@@ -16,18 +16,29 @@ import RedisClient
 ///
 /// One hash per purchase (`EntitlementKeys.unheldFacts`): transaction id to its signed view,
 /// as JSON. Kept until a claim, or until a job tells the holders: only refunded purchases
-/// nobody claimed have one for long.
+/// nobody claimed have one for long. Versions before 2026-11-28 kept it under a key outside
+/// the fence's slot (`legacyUnheldFacts`): every reader reads both, the next keeping moves
+/// what it finds there, and forgetting deletes both.
 extension EntitlementStore {
     func unheldFactsKey(_ publisher: String, _ originalTransactionId: String) -> String {
         keys.unheldFacts(publisher, originalTransactionId)
+    }
+
+    /// The reads of what is kept for a purchase, one key a command (Redis Cluster): its
+    /// `HVALS` under both keys, which `unheldFacts(in:)` reads together.
+    func unheldFactsReads(_ publisher: String, _ originalTransactionId: String) -> [[String]] {
+        [
+            ["HVALS", unheldFactsKey(publisher, originalTransactionId)],
+            ["HVALS", keys.legacyUnheldFacts(publisher, originalTransactionId)],
+        ]
     }
 
     /// What is kept for these purchases.
     package func unheldFacts(publisher: String, originalTransactionIds: some Collection<String>) async throws -> [PurchaseFact] {
         let sorted = originalTransactionIds.sorted()
         guard !sorted.isEmpty else { return [] }
-        let replies = try await redis.pipeline(sorted.map { ["HVALS", unheldFactsKey(publisher, $0)] })
-        return try replies.flatMap { try Self.unheldFacts(in: $0) }
+        let replies = try await redis.pipeline(sorted.flatMap { unheldFactsReads(publisher, $0) })
+        return try Self.unheldFacts(in: replies)
     }
 
     /// Whether a customer holds the purchase, and whether anything is kept for it (Apple's
@@ -36,9 +47,10 @@ extension EntitlementStore {
         // One key a command: Redis Cluster.
         let replies = try await redis.pipeline([
             ["GET", ownerKey(publisher, originalTransactionId)], ["EXISTS", unheldFactsKey(publisher, originalTransactionId)],
+            ["EXISTS", keys.legacyUnheldFacts(publisher, originalTransactionId)],
         ])
-        let (owner, kept) = (try replies[0].checked(), try replies[1].checked())
-        return (owner.string != nil, kept.int == 1)
+        let (owner, kept, legacy) = (try replies[0].checked(), try replies[1].checked(), try replies[2].checked())
+        return (owner.string != nil, kept.int == 1 || legacy.int == 1)
     }
 
     /// Who holds the purchase (its owner first, then those sharing it) and Apple's word kept
@@ -51,11 +63,10 @@ extension EntitlementStore {
     package func holdersAndKept(publisher: String, originalTransactionId: String) async throws -> (holders: [String], kept: [PurchaseFact])
     {
         // One key a command: Redis Cluster.
-        let replies = try await redis.pipeline([
-            ["GET", ownerKey(publisher, originalTransactionId)], ["SMEMBERS", sharersKey(publisher, originalTransactionId)],
-            ["HVALS", unheldFactsKey(publisher, originalTransactionId)],
-        ])
-        let kept = try Self.unheldFacts(in: replies[2])
+        let replies = try await redis.pipeline(
+            [["GET", ownerKey(publisher, originalTransactionId)], ["SMEMBERS", sharersKey(publisher, originalTransactionId)]]
+                + unheldFactsReads(publisher, originalTransactionId))
+        let kept = try Self.unheldFacts(in: replies[2...])
         guard let owner = try replies[0].checked().string else { return ([], kept) }
         return (Self.holders(owner: owner, sharers: try replies[1].checked()), kept)
     }
@@ -65,68 +76,76 @@ extension EntitlementStore {
     /// (`PurchaseFact.outranks`: signed later, or in the same millisecond unless only the kept
     /// one carries a revocation); with `views`, any view when none of its transaction is kept
     /// (a reversal told before its refund, which then does not outrank it). Called under the
-    /// purchase's lock (`lock`), nobody holding it: on a single server (`claimsInWrite`)
-    /// nothing is kept once a later job took the lock (`EntitlementStoreError.fenced`): a run
-    /// of a job taken back from its worker is not run again, and could otherwise keep a view
-    /// after a claim and the holders' next news. Returns whether anything was kept.
+    /// purchase's lock (`lock`), nobody holding it: nothing is kept once a later job took the
+    /// lock (`EntitlementStoreError.fenced`): a run of a job taken back from its worker is not
+    /// run again, and could otherwise keep a view after a claim and the holders' next news.
+    /// What an earlier version kept under the legacy key moves to the new one with it. Returns
+    /// whether anything of `facts` was kept.
     package func keepUnheld(
         _ facts: [PurchaseFact], publisher: String, originalTransactionId: String, views: Bool = false,
         lock: TransactionLock.Token? = nil
     ) async throws -> Bool {
         let key = unheldFactsKey(publisher, originalTransactionId)
+        let legacyKey = keys.legacyUnheldFacts(publisher, originalTransactionId)
         let encoder = JSONEncoder()
-        let decoder = JSONDecoder()
         // Decided on what is kept, and written only if it is still that: a keeper whose lease
         // ran out must not overwrite a newer view another kept meanwhile.
         for _ in 1...maximumAttempts {
-            var kept: [String: (text: String, fact: PurchaseFact)] = [:]
-            let all = try await redis.send(["HGETALL", key]).checked()
-            let pairs = (all.array ?? []).compactMap(\.string)
-            for index in stride(from: 0, to: pairs.count - 1, by: 2) {
-                do {
-                    kept[pairs[index]] = (pairs[index + 1], try decoder.decode(PurchaseFact.self, from: Data(pairs[index + 1].utf8)))
-                } catch {
-                    throw EntitlementStoreError(.unreadable, "Apple's word kept for a purchase nobody held cannot be read: \(error)")
-                }
+            // One key a command: Redis Cluster.
+            let replies = try await redis.pipeline([["HGETALL", key], ["HGETALL", legacyKey]])
+            let kept = try Self.keptViews(in: replies[0])
+            let legacy = try Self.keptViews(in: replies[1])
+            // What each transaction's entry becomes: a legacy view moves over where it outranks
+            // (or there is no) entry under the new key, then the job's own views are weighed.
+            var chosen = kept
+            for (transaction, view) in legacy where chosen[transaction].map({ view.fact.outranks($0.fact) }) ?? true {
+                chosen[transaction] = view
             }
-            var changes: [String] = []
+            var keptAny = false
             for fact in facts where fact.originalTransactionId == originalTransactionId {
-                let old = kept[fact.transactionId]
+                let old = chosen[fact.transactionId]
                 guard views || fact.revocationDate != nil || old != nil else { continue }
                 if let old, !fact.outranks(old.fact) { continue }
-                changes += [fact.transactionId, old?.text ?? "", String(decoding: try encoder.encode(fact), as: UTF8.self)]
+                chosen[fact.transactionId] = (String(decoding: try encoder.encode(fact), as: UTF8.self), fact)
+                keptAny = true
             }
-            guard !changes.isEmpty else { return false }
-            switch try await keepIfUnchanged(changes, key: key, publisher: publisher, lock: lock).int {
-            case 1: return true
-            case -3:
-                throw EntitlementStoreError(
-                    .fenced, "the lock on \(originalTransactionId) passed to a later job before this one kept Apple's word on it")
-            default: continue
+            var changes: [String] = []
+            for (transaction, view) in chosen.sorted(by: { $0.key < $1.key }) where view.text != kept[transaction]?.text {
+                changes += [transaction, kept[transaction]?.text ?? "", view.text]
             }
+            if !changes.isEmpty {
+                let arguments = [lock.map { String($0.value) } ?? "0"] + changes
+                let fence = lock.map { [keys.fence(publisher, $0.originalTransactionId)] } ?? []
+                switch try await redis.run(Self.keepIfUnchanged, keys: [key] + fence, arguments: arguments).checked().int {
+                case 1: break
+                case -3:
+                    throw EntitlementStoreError(
+                        .fenced, "the lock on \(originalTransactionId) passed to a later job before this one kept Apple's word on it")
+                default: continue
+                }
+            }
+            // Everything under the legacy key is now under the new one, or outranked there.
+            if !legacy.isEmpty { _ = try await redis.send(["DEL", legacyKey]).checked() }
+            return keptAny
         }
         throw EntitlementStoreError(
             .contended, "Apple's word kept for \(originalTransactionId) kept changing under \(maximumAttempts) attempts")
     }
 
-    /// Runs `keepIfUnchanged`, with the lock's fence key where it may (`claimsInWrite`).
-    private func keepIfUnchanged(
-        _ changes: [String], key: String, publisher: String, lock: TransactionLock.Token?
-    ) async throws
-        -> RedisReply
-    {
-        if let lock, claimsInWrite {
+    /// The entries of an `HGETALL` reply of what is kept: transaction id to the view's text and
+    /// the view.
+    static func keptViews(in reply: RedisReply) throws -> [String: (text: String, fact: PurchaseFact)] {
+        let decoder = JSONDecoder()
+        let pairs = (try reply.checked().array ?? []).compactMap(\.string)
+        var views: [String: (text: String, fact: PurchaseFact)] = [:]
+        for index in stride(from: 0, to: pairs.count - 1, by: 2) {
             do {
-                return try await redis.run(
-                    Self.keepIfUnchanged, keys: [key], otherSlotKeys: [keys.fence(publisher, lock.originalTransactionId)],
-                    arguments: [String(lock.value)] + changes
-                ).checked()
-            } catch let error as RedisError where error.code == .serverError && error.message.hasPrefix("CROSSSLOT") {
-                // An endpoint that shards unannounced: as `update` finds it, kept without the fence from now on.
-                noteClaimsRefused()
+                views[pairs[index]] = (pairs[index + 1], try decoder.decode(PurchaseFact.self, from: Data(pairs[index + 1].utf8)))
+            } catch {
+                throw EntitlementStoreError(.unreadable, "Apple's word kept for a purchase nobody held cannot be read: \(error)")
             }
         }
-        return try await redis.run(Self.keepIfUnchanged, keys: [key], arguments: ["0"] + changes).checked()
+        return views
     }
 
     /// Sets each field `ARGV[3i+2]` of the hash to `ARGV[3i+4]` if every one still holds
@@ -165,13 +184,14 @@ extension EntitlementStore {
         let sorted = originalTransactionIds.sorted()
         guard !sorted.isEmpty else { return }
         // One key a command: Redis Cluster.
-        for reply in try await redis.pipeline(sorted.map { ["DEL", unheldFactsKey(publisher, $0)] }) { _ = try reply.checked() }
+        let deletes = sorted.flatMap { [["DEL", unheldFactsKey(publisher, $0)], ["DEL", keys.legacyUnheldFacts(publisher, $0)]] }
+        for reply in try await redis.pipeline(deletes) { _ = try reply.checked() }
     }
 
-    /// The facts in an `HVALS` reply.
-    static func unheldFacts(in reply: RedisReply) throws -> [PurchaseFact] {
+    /// The facts in `HVALS` replies.
+    static func unheldFacts(in replies: some Collection<RedisReply>) throws -> [PurchaseFact] {
         let decoder = JSONDecoder()
-        return try (reply.checked().array ?? []).compactMap(\.string).map { text in
+        return try replies.flatMap { try ($0.checked().array ?? []).compactMap(\.string) }.map { text in
             do {
                 return try decoder.decode(PurchaseFact.self, from: Data(text.utf8))
             } catch {

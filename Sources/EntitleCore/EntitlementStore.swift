@@ -327,7 +327,7 @@ package struct EntitlementStore: Sendable {
     /// The commands of a claim's read, in the order `claimRead(from:_:)` reads their replies.
     package func claimReads(_ request: ClaimReadRequest) -> [[String]] {
         request.originalTransactionIds.map { ["GET", ownerKey(request.publisher, $0)] }
-            + request.originalTransactionIds.map { ["HVALS", unheldFactsKey(request.publisher, $0)] }
+            + request.originalTransactionIds.flatMap { unheldFactsReads(request.publisher, $0) }
             + [snapshotCommand(publisher: request.publisher, customer: request.customer)] + request.extra
     }
 
@@ -339,14 +339,14 @@ package struct EntitlementStore: Sendable {
     /// The replies to `claimReads`, read; an error reply throws.
     func claimRead(from replies: [RedisReply], _ request: ClaimReadRequest) throws -> ClaimRead {
         let ids = request.originalTransactionIds
-        guard replies.count > 2 * ids.count else { throw RedisError(.unexpectedReply, "a claim's reads came back short") }
+        guard replies.count > 3 * ids.count else { throw RedisError(.unexpectedReply, "a claim's reads came back short") }
         // An error reply is no owner, no empty customer and no missing memo.
         for reply in replies { _ = try reply.checked() }
         var owners: [String: String] = [:]
         for (index, id) in ids.enumerated() { owners[id] = replies[index].string }
-        let unheld = try replies[ids.count..<(2 * ids.count)].flatMap { try Self.unheldFacts(in: $0) }
-        let snapshot = try snapshot(replies[2 * ids.count], publisher: request.publisher, customer: request.customer)
-        return ClaimRead(owners: owners, snapshot: snapshot, unheld: unheld, extra: Array(replies[(2 * ids.count + 1)...]))
+        let unheld = try Self.unheldFacts(in: replies[ids.count..<(3 * ids.count)])
+        let snapshot = try snapshot(replies[3 * ids.count], publisher: request.publisher, customer: request.customer)
+        return ClaimRead(owners: owners, snapshot: snapshot, unheld: unheld, extra: Array(replies[(3 * ids.count + 1)...]))
     }
 
     /// What a change to a customer writes besides the document, in the same script: its

@@ -231,9 +231,9 @@ import Testing
         }
     }
 
-    /// A view kept for a purchase a customer holds: what a keeper leaves behind where the
-    /// keeping cannot read the lock's fence (a Redis Cluster) when its lease ran out, or a
-    /// keeper that died after keeping. The next refund or notification job for the purchase
+    /// A view kept for a purchase a customer holds: what a claim whose job died before it
+    /// forgot what was kept leaves behind, or a keeper whose lease ran out under versions
+    /// before 2026-11-28 on a Redis Cluster. The next refund or notification job for the purchase
     /// gives it to the holders with its own word, the newest signed winning, and forgets it:
     /// a customer sharing the purchase later does not merge a refund its reversal undid.
     @Test(.timeLimit(.minutes(3))) func aRefundKeptLateForAHeldPurchaseReachesItsHolders() async throws {

@@ -414,13 +414,100 @@ import Testing
         #expect(try await store.owner(publisher: "voip", originalTransactionId: "F2") == "frank")
         #expect(try await store.load(publisher: "voip", customer: "frank").version == 0)
         #expect(try await announced.claim(publisher: "voip", locked: [fresh], for: "frank") == ["F2": "frank"])
-        // There the keeping cannot read the fence in its script (no shared slot): a stale job
-        // keeps, and its reading after keeping (`afterKeeping`) is what tells it.
+        // There too the keeping reads the fence in its script (what is kept sits in the
+        // fence's slot): a stale job keeps nothing.
         var lateRefund = credit("F2")
         lateRefund.revocationDate = Date()
-        #expect(try await announced.keepUnheld([lateRefund], publisher: "voip", originalTransactionId: "F2", lock: stale))
+        let keptApart = await #expect(throws: EntitlementStoreError.self) {
+            try await announced.keepUnheld([lateRefund], publisher: "voip", originalTransactionId: "F2", lock: stale)
+        }
+        #expect(keptApart?.code == .fenced)
+        #expect(try await store.standing(publisher: "voip", originalTransactionId: "F2") == (held: true, kept: false))
         #expect(try await announced.afterKeeping(publisher: "voip", lock: stale) == (held: true, lockPassedOn: true))
-        try await store.forgetUnheld(publisher: "voip", originalTransactionIds: ["F2"])
+    }
+
+    /// On a server that refuses a script's keys across slots (a cluster's node), what is kept
+    /// for a purchase shares its fence's slot: the keeping checks the fence there too, and a
+    /// stale job keeps nothing.
+    @Test func keepingIsFencedOnAServerThatShards() async throws {
+        let shard = try await LocalRedisCluster.startOneNode()
+        do {
+            let store = EntitlementStore(
+                redis: RedisConnectionPool(
+                    configuration: try RedisConfiguration(url: "redis://\(shard.nodes[0].address)"), logger: TestRedis.logger),
+                prefix: TestRedis.uniquePrefix("keep-shard"), logger: TestRedis.logger)
+            defer { store.redis.close() }
+            let locks = TransactionLock(redis: store.redis, prefix: store.prefix, lease: .seconds(30))
+            let stale = try #require(try await locks.acquire(publisher: "voip", originalTransactionId: "K1", job: "job-a"))
+            _ = try await store.redis.send(["DEL", store.keys.lock("voip", "K1")])
+            let fresh = try #require(try await locks.acquire(publisher: "voip", originalTransactionId: "K1", job: "job-b"))
+            var refund = credit("K1")
+            refund.revocationDate = Date()
+            let fenced = await #expect(throws: EntitlementStoreError.self) {
+                try await store.keepUnheld([refund], publisher: "voip", originalTransactionId: "K1", lock: stale)
+            }
+            #expect(fenced?.code == .fenced)
+            #expect(try await store.standing(publisher: "voip", originalTransactionId: "K1") == (held: false, kept: false))
+            #expect(try await store.keepUnheld([refund], publisher: "voip", originalTransactionId: "K1", lock: fresh))
+            #expect(try await store.unheldFacts(publisher: "voip", originalTransactionIds: ["K1"]).map(\.transactionId) == ["K1"])
+        } catch {
+            Issue.record("\(error)")
+        }
+        await shard.stop()
+    }
+
+    /// What versions before 2026-11-28 kept under the key outside the fence's slot is read
+    /// by every reader, moved by the purchase's next keeping (the newest signed view of each
+    /// transaction standing), and forgotten with the rest.
+    @Test func viewsKeptUnderTheLegacyKeyAreReadAndMoved() async throws {
+        let store = try await store()
+        let signed = Date(timeIntervalSince1970: 1_790_000_000)
+        func view(_ id: String, signedAt offset: TimeInterval, refunded: Bool) -> PurchaseFact {
+            var fact = credit(id)
+            fact.originalTransactionId = "L1"
+            fact.signedDate = signed.addingTimeInterval(offset)
+            fact.revocationDate = refunded ? signed : nil
+            return fact
+        }
+        func text(_ fact: PurchaseFact) throws -> String { String(decoding: try JSONEncoder().encode(fact), as: UTF8.self) }
+        func kept() async throws -> [String: Bool] {
+            let facts = try await store.unheldFacts(publisher: "voip", originalTransactionIds: ["L1"])
+            return Dictionary(facts.map { ($0.transactionId, $0.revocationDate != nil) }) { _, _ in
+                Issue.record("a transaction read twice")
+                return false
+            }
+        }
+        let legacy = store.keys.legacyUnheldFacts("voip", "L1")
+        let current = store.keys.unheldFacts("voip", "L1")
+        #expect(legacy != current)
+        // An earlier version kept two refunds.
+        _ = try await store.redis.send([
+            "HSET", legacy, "t1", try text(view("t1", signedAt: 10, refunded: true)), "t2",
+            try text(view("t2", signedAt: 10, refunded: true)),
+        ])
+        #expect(try await store.standing(publisher: "voip", originalTransactionId: "L1") == (held: false, kept: true))
+        #expect(try await kept() == ["t1": true, "t2": true])
+        let read = try await store.readForClaim(publisher: "voip", originalTransactionIds: ["L1"], customer: "gina")
+        #expect(read.unheld.map(\.transactionId).sorted() == ["t1", "t2"])
+        #expect(try await store.holdersAndKept(publisher: "voip", originalTransactionId: "L1").kept.count == 2)
+
+        // An older view does not undo a legacy refund: it moves as it was.
+        #expect(try await !store.keepUnheld([view("t1", signedAt: 5, refunded: false)], publisher: "voip", originalTransactionId: "L1"))
+        #expect(try await store.redis.send(["EXISTS", legacy]).int == 0)
+        #expect(try await store.redis.send(["HLEN", current]).int == 2)
+        #expect(try await kept() == ["t1": true, "t2": true])
+
+        // Found beside a newer view under the new key, a legacy view it outranks does not move.
+        _ = try await store.redis.send(["HSET", legacy, "t2", try text(view("t2", signedAt: 5, refunded: true))])
+        _ = try await store.redis.send(["HSET", current, "t2", try text(view("t2", signedAt: 20, refunded: false))])
+        #expect(try await store.keepUnheld([view("t3", signedAt: 30, refunded: true)], publisher: "voip", originalTransactionId: "L1"))
+        #expect(try await store.redis.send(["EXISTS", legacy]).int == 0)
+        #expect(try await kept() == ["t1": true, "t2": false, "t3": true])
+
+        _ = try await store.redis.send(["HSET", legacy, "t4", try text(view("t4", signedAt: 10, refunded: true))])
+        try await store.forgetUnheld(publisher: "voip", originalTransactionIds: ["L1"])
+        #expect(try await store.redis.send(["EXISTS", legacy, current]).int == 0)
+        #expect(try await store.standing(publisher: "voip", originalTransactionId: "L1") == (held: false, kept: false))
     }
 
     /// Off a cluster a purchase is claimed in the customer's write: the claims and the
