@@ -57,6 +57,9 @@ package struct EntitleConfiguration: Sendable {
     /// default, or `compact` or `long` while older versions still run; unset, `long` with
     /// `ENTITLE_CUSTOMER_FORMAT=json`); every form is always read.
     package var eventFormat: EventLog.Format = .deflated
+    /// Where Apple's word on purchases nobody holds is kept (`ENTITLE_UNHELD_KEY`: `tagged`,
+    /// the default, or `legacy` while versions before 2026-11-28 still run); both are read.
+    package var unheldKey: EntitlementStore.UnheldKey = .tagged
 
     package func gateway(publisher: String, bundleId: String) -> AppleGateway? { gateways[publisher]?[bundleId] }
 
@@ -213,6 +216,14 @@ package struct EntitleConfiguration: Sendable {
                     throw WorkerError(.invalidConfiguration, "ENTITLE_EVENT_FORMAT must be deflated, compact or long, not \(name)")
                 }
                 configuration.eventFormat = format
+            }
+            switch environment["ENTITLE_UNHELD_KEY"] ?? "" {
+            case "": configuration.unheldKey = .tagged
+            case let name:
+                guard let key = EntitlementStore.UnheldKey(rawValue: name) else {
+                    throw WorkerError(.invalidConfiguration, "ENTITLE_UNHELD_KEY must be tagged or legacy, not \(name)")
+                }
+                configuration.unheldKey = key
             }
             return configuration
         }

@@ -18,7 +18,8 @@ import RedisClient
 /// as JSON. Kept until a claim, or until a job tells the holders: only refunded purchases
 /// nobody claimed have one for long. Versions before 2026-11-28 kept it under a key outside
 /// the fence's slot (`legacyUnheldFacts`): every reader reads both, the next keeping moves
-/// what it finds there, and forgetting deletes both.
+/// what it finds there (to the legacy key while `unheldKey` is `.legacy`, during a rolling
+/// upgrade), and forgetting deletes both.
 extension EntitlementStore {
     func unheldFactsKey(_ publisher: String, _ originalTransactionId: String) -> String {
         keys.unheldFacts(publisher, originalTransactionId)
@@ -79,44 +80,45 @@ extension EntitlementStore {
     /// purchase's lock (`lock`), nobody holding it: nothing is kept once a later job took the
     /// lock (`EntitlementStoreError.fenced`): a run of a job taken back from its worker is not
     /// run again, and could otherwise keep a view after a claim and the holders' next news.
-    /// What an earlier version kept under the legacy key moves to the new one with it. Returns
-    /// whether anything of `facts` was kept.
+    /// Written under the key `unheldKey` names, where what the other key holds moves too
+    /// (`.legacy`, for a rolling upgrade, checks the fence only where one script may name
+    /// keys of two slots: `claimsInWrite`). Returns whether anything of `facts` was written.
     package func keepUnheld(
         _ facts: [PurchaseFact], publisher: String, originalTransactionId: String, views: Bool = false,
         lock: TransactionLock.Token? = nil
     ) async throws -> Bool {
-        let key = unheldFactsKey(publisher, originalTransactionId)
-        let legacyKey = keys.legacyUnheldFacts(publisher, originalTransactionId)
+        let (tagged, legacy) = (unheldFactsKey(publisher, originalTransactionId), keys.legacyUnheldFacts(publisher, originalTransactionId))
+        let (key, other) = unheldKey == .tagged ? (tagged, legacy) : (legacy, tagged)
         let encoder = JSONEncoder()
         // Decided on what is kept, and written only if it is still that: a keeper whose lease
         // ran out must not overwrite a newer view another kept meanwhile.
         for _ in 1...maximumAttempts {
             // One key a command: Redis Cluster.
-            let replies = try await redis.pipeline([["HGETALL", key], ["HGETALL", legacyKey]])
+            let replies = try await redis.pipeline([["HGETALL", key], ["HGETALL", other]])
             let kept = try Self.keptViews(in: replies[0])
-            let legacy = try Self.keptViews(in: replies[1])
-            // What each transaction's entry becomes: a legacy view moves over where it outranks
-            // (or there is no) entry under the new key, then the job's own views are weighed.
+            let moving = try Self.keptViews(in: replies[1])
+            // What each transaction's entry becomes: a view under the other key moves over where
+            // it outranks (or there is no) entry here, then the job's own views are weighed.
             var chosen = kept
-            for (transaction, view) in legacy where chosen[transaction].map({ view.fact.outranks($0.fact) }) ?? true {
+            for (transaction, view) in moving where chosen[transaction].map({ view.fact.outranks($0.fact) }) ?? true {
                 chosen[transaction] = view
             }
-            var keptAny = false
+            var told: Set<String> = []
             for fact in facts where fact.originalTransactionId == originalTransactionId {
                 let old = chosen[fact.transactionId]
                 guard views || fact.revocationDate != nil || old != nil else { continue }
                 if let old, !fact.outranks(old.fact) { continue }
                 chosen[fact.transactionId] = (String(decoding: try encoder.encode(fact), as: UTF8.self), fact)
-                keptAny = true
+                told.insert(fact.transactionId)
             }
             var changes: [String] = []
+            var keptAny = false
             for (transaction, view) in chosen.sorted(by: { $0.key < $1.key }) where view.text != kept[transaction]?.text {
                 changes += [transaction, kept[transaction]?.text ?? "", view.text]
+                keptAny = keptAny || told.contains(transaction)
             }
             if !changes.isEmpty {
-                let arguments = [lock.map { String($0.value) } ?? "0"] + changes
-                let fence = lock.map { [keys.fence(publisher, $0.originalTransactionId)] } ?? []
-                switch try await redis.run(Self.keepIfUnchanged, keys: [key] + fence, arguments: arguments).checked().int {
+                switch try await keepIfUnchanged(changes, key: key, publisher: publisher, lock: lock).int {
                 case 1: break
                 case -3:
                     throw EntitlementStoreError(
@@ -124,13 +126,52 @@ extension EntitlementStore {
                 default: continue
                 }
             }
-            // Everything under the legacy key is now under the new one, or outranked there.
-            if !legacy.isEmpty { _ = try await redis.send(["DEL", legacyKey]).checked() }
+            // What moved is here now, or outranked here: gone from the other key, unless it
+            // changed there meanwhile (a process of the other version kept a view).
+            if !moving.isEmpty {
+                let forgotten = moving.sorted { $0.key < $1.key }.flatMap { [$0.key, $0.value.text] }
+                _ = try await redis.run(Self.forgetIfUnchanged, keys: [other], arguments: forgotten).checked()
+            }
             return keptAny
         }
         throw EntitlementStoreError(
             .contended, "Apple's word kept for \(originalTransactionId) kept changing under \(maximumAttempts) attempts")
     }
+
+    /// Runs `keepIfUnchanged` on `key`, with the lock's fence key where one script may name
+    /// both: always under the tagged key (the fence's slot), and under the legacy key only
+    /// where the claims ride in the customer's write (`claimsInWrite`, one server).
+    private func keepIfUnchanged(
+        _ changes: [String], key: String, publisher: String, lock: TransactionLock.Token?
+    ) async throws -> RedisReply {
+        guard let lock else { return try await redis.run(Self.keepIfUnchanged, keys: [key], arguments: ["0"] + changes).checked() }
+        let fence = keys.fence(publisher, lock.originalTransactionId)
+        let arguments = [String(lock.value)] + changes
+        switch unheldKey {
+        case .tagged:
+            return try await redis.run(Self.keepIfUnchanged, keys: [key, fence], arguments: arguments).checked()
+        case .legacy:
+            if claimsInWrite {
+                do {
+                    return try await redis.run(Self.keepIfUnchanged, keys: [key], otherSlotKeys: [fence], arguments: arguments).checked()
+                } catch let error as RedisError where error.code == .serverError && error.message.hasPrefix("CROSSSLOT") {
+                    // An endpoint that shards unannounced: as `update` finds it, kept without the fence from now on.
+                    noteClaimsRefused()
+                }
+            }
+            return try await redis.run(Self.keepIfUnchanged, keys: [key], arguments: ["0"] + changes).checked()
+        }
+    }
+
+    /// Deletes each field `ARGV[2i-1]` of the hash that still holds `ARGV[2i]`; returns 1.
+    package static let forgetIfUnchanged = RedisScript(
+        name: "entitlements-forget-if-unchanged",
+        source: """
+            for i = 1, #ARGV, 2 do
+              if redis.call('HGET', KEYS[1], ARGV[i]) == ARGV[i + 1] then redis.call('HDEL', KEYS[1], ARGV[i]) end
+            end
+            return 1
+            """)
 
     /// The entries of an `HGETALL` reply of what is kept: transaction id to the view's text and
     /// the view.
@@ -188,15 +229,27 @@ extension EntitlementStore {
         for reply in try await redis.pipeline(deletes) { _ = try reply.checked() }
     }
 
-    /// The facts in `HVALS` replies.
+    /// The facts in `HVALS` replies, one view a transaction: of two (one under each key, as a
+    /// rolling upgrade or a keeper that stopped before it forgot what it moved leaves them),
+    /// the one that outranks the other (`PurchaseFact.outranks`).
     static func unheldFacts(in replies: some Collection<RedisReply>) throws -> [PurchaseFact] {
         let decoder = JSONDecoder()
-        return try replies.flatMap { try ($0.checked().array ?? []).compactMap(\.string) }.map { text in
+        var facts: [PurchaseFact] = []
+        var index: [String: Int] = [:]
+        for text in try replies.flatMap({ try ($0.checked().array ?? []).compactMap(\.string) }) {
+            let fact: PurchaseFact
             do {
-                return try decoder.decode(PurchaseFact.self, from: Data(text.utf8))
+                fact = try decoder.decode(PurchaseFact.self, from: Data(text.utf8))
             } catch {
                 throw EntitlementStoreError(.unreadable, "Apple's word kept for a purchase nobody held cannot be read: \(error)")
             }
+            if let at = index[fact.transactionId] {
+                if fact.outranks(facts[at]) { facts[at] = fact }
+            } else {
+                index[fact.transactionId] = facts.count
+                facts.append(fact)
+            }
         }
+        return facts
     }
 }

@@ -28,6 +28,17 @@ package struct EntitlementStore: Sendable {
     package var format: StoredCustomer.Format
     /// How the event log's events are written (both forms are read).
     package var eventFormat: EventLog.Format
+    /// Where Apple's word on purchases nobody holds is kept (both keys are read).
+    package var unheldKey: UnheldKey = .tagged
+
+    /// Where `keepUnheld` writes.
+    package enum UnheldKey: String, Sendable {
+        /// `EntitlementKeys.unheldFacts`, in the fence's slot: the keeping checks the fence on every topology.
+        case tagged
+        /// `EntitlementKeys.legacyUnheldFacts`, which versions before 2026-11-28 read
+        /// (`ENTITLE_UNHELD_KEY=legacy`, while they still run).
+        case legacy
+    }
     /// Set once the server refused a claim in the customer's write (`claimsInWrite`).
     private let claimsRefused = ClaimsRefused()
 

@@ -42,9 +42,11 @@ package struct EntitlementService: Sendable {
     package init(configuration: EntitleConfiguration, jobQueue: JobQueue, logger: Logger) {
         self.configuration = configuration
         self.jobQueue = jobQueue
-        self.store = EntitlementStore(
+        var store = EntitlementStore(
             redis: jobQueue.redis, prefix: jobQueue.configuration.prefix, format: configuration.customerFormat,
             eventFormat: configuration.eventFormat, logger: logger)
+        store.unheldKey = configuration.unheldKey
+        self.store = store
         self.locks = TransactionLock(redis: jobQueue.redis, prefix: jobQueue.configuration.prefix)
         self.applePause = ApplePause(store: store)
         self.logger = logger

@@ -458,7 +458,8 @@ import Testing
 
     /// What versions before 2026-11-28 kept under the key outside the fence's slot is read
     /// by every reader, moved by the purchase's next keeping (the newest signed view of each
-    /// transaction standing), and forgotten with the rest.
+    /// transaction standing), and forgotten with the rest; during a rolling upgrade a worker
+    /// keeps there instead.
     @Test func viewsKeptUnderTheLegacyKeyAreReadAndMoved() async throws {
         let store = try await store()
         let signed = Date(timeIntervalSince1970: 1_790_000_000)
@@ -504,10 +505,59 @@ import Testing
         #expect(try await store.redis.send(["EXISTS", legacy]).int == 0)
         #expect(try await kept() == ["t1": true, "t2": false, "t3": true])
 
+        // One view a transaction is read where both keys hold one (a keeper stopped before it
+        // forgot what it moved, or both versions kept during an upgrade): the one that outranks.
+        _ = try await store.redis.send(["HSET", legacy, "t2", try text(view("t2", signedAt: 25, refunded: true))])
+        #expect(try await kept() == ["t1": true, "t2": true, "t3": true])
+        let claimRead = try await store.readForClaim(publisher: "voip", originalTransactionIds: ["L1"], customer: "gina")
+        #expect(claimRead.unheld.filter { $0.transactionId == "t2" }.map(\.signedDate) == [signed.addingTimeInterval(25)])
+
+        // What moved is forgotten where it is still what was read: a view another version
+        // kept there meanwhile stays.
+        let moved = try await store.redis.send(["HGET", legacy, "t2"]).string ?? ""
+        let newer = try text(view("t2", signedAt: 40, refunded: false))
+        _ = try await store.redis.send(["HSET", legacy, "t2", newer])
+        _ = try await store.redis.run(EntitlementStore.forgetIfUnchanged, keys: [legacy], arguments: ["t2", moved]).checked()
+        #expect(try await store.redis.send(["HGET", legacy, "t2"]).string == newer)
+        _ = try await store.redis.run(EntitlementStore.forgetIfUnchanged, keys: [legacy], arguments: ["t2", newer]).checked()
+        #expect(try await store.redis.send(["EXISTS", legacy]).int == 0)
+
         _ = try await store.redis.send(["HSET", legacy, "t4", try text(view("t4", signedAt: 10, refunded: true))])
         try await store.forgetUnheld(publisher: "voip", originalTransactionIds: ["L1"])
         #expect(try await store.redis.send(["EXISTS", legacy, current]).int == 0)
         #expect(try await store.standing(publisher: "voip", originalTransactionId: "L1") == (held: false, kept: false))
+
+        // During a rolling upgrade (`ENTITLE_UNHELD_KEY=legacy`) a worker keeps under the
+        // legacy key, which the older version reads, moves there what the tagged key holds,
+        // and on one server still checks the fence.
+        var rollout = store
+        rollout.unheldKey = .legacy
+        _ = try await store.redis.send(["HSET", current, "t5", try text(view("t5", signedAt: 10, refunded: true))])
+        #expect(try await rollout.keepUnheld([view("t6", signedAt: 10, refunded: true)], publisher: "voip", originalTransactionId: "L1"))
+        #expect(try await store.redis.send(["EXISTS", current]).int == 0)
+        #expect(try await store.redis.send(["HKEYS", legacy]).array?.compactMap(\.string).sorted() == ["t5", "t6"])
+        let locks = TransactionLock(redis: store.redis, prefix: store.prefix, lease: .seconds(30))
+        let stale = try #require(try await locks.acquire(publisher: "voip", originalTransactionId: "L1", job: "job-a"))
+        _ = try await store.redis.send(["DEL", store.keys.lock("voip", "L1")])
+        let fresh = try #require(try await locks.acquire(publisher: "voip", originalTransactionId: "L1", job: "job-b"))
+        let fenced = await #expect(throws: EntitlementStoreError.self) {
+            try await rollout.keepUnheld(
+                [view("t7", signedAt: 10, refunded: true)], publisher: "voip", originalTransactionId: "L1", lock: stale)
+        }
+        #expect(fenced?.code == .fenced)
+        #expect(
+            try await rollout.keepUnheld(
+                [view("t7", signedAt: 10, refunded: true)], publisher: "voip", originalTransactionId: "L1", lock: fresh))
+        #expect(try await kept() == ["t5": true, "t6": true, "t7": true])
+        // Back on the tagged key, the next keeping moves it all there.
+        #expect(try await !store.keepUnheld([], publisher: "voip", originalTransactionId: "L1", lock: fresh))
+        #expect(try await store.redis.send(["EXISTS", legacy]).int == 0)
+        #expect(try await store.redis.send(["HLEN", current]).int == 3)
+        try await store.forgetUnheld(publisher: "voip", originalTransactionIds: ["L1"])
+
+        #expect(try await AppStoreHostTests.settings([:]).unheldKey == .tagged)
+        #expect(try await AppStoreHostTests.settings(["ENTITLE_UNHELD_KEY": "legacy"]).unheldKey == .legacy)
+        await #expect(throws: WorkerError.self) { try await AppStoreHostTests.settings(["ENTITLE_UNHELD_KEY": "old"]) }
     }
 
     /// Off a cluster a purchase is claimed in the customer's write: the claims and the
