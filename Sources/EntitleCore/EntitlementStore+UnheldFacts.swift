@@ -18,8 +18,8 @@ import RedisClient
 /// as JSON. Kept until a claim, or until a job tells the holders: only refunded purchases
 /// nobody claimed have one for long. Versions before 2026-11-28 kept it under a key outside
 /// the fence's slot (`legacyUnheldFacts`): every reader reads both, the next keeping moves
-/// what it finds there (to the legacy key while `unheldKey` is `.legacy`, during a rolling
-/// upgrade), and forgetting deletes both.
+/// what it finds there (while `unheldKey` is `.legacy`, during a rolling upgrade, it copies
+/// the other way), and forgetting deletes both.
 extension EntitlementStore {
     func unheldFactsKey(_ publisher: String, _ originalTransactionId: String) -> String {
         keys.unheldFacts(publisher, originalTransactionId)
@@ -80,9 +80,10 @@ extension EntitlementStore {
     /// purchase's lock (`lock`), nobody holding it: nothing is kept once a later job took the
     /// lock (`EntitlementStoreError.fenced`): a run of a job taken back from its worker is not
     /// run again, and could otherwise keep a view after a claim and the holders' next news.
-    /// Written under the key `unheldKey` names, where what the other key holds moves too
-    /// (`.legacy`, for a rolling upgrade, checks the fence only where one script may name
-    /// keys of two slots: `claimsInWrite`). Returns whether anything of `facts` was written.
+    /// Written under the key `unheldKey` names: `.tagged` moves there what the legacy key
+    /// holds; `.legacy`, for a rolling upgrade, copies there what the tagged key holds and
+    /// checks the fence only where one script may name keys of two slots (`claimsInWrite`).
+    /// Returns whether anything of `facts` was written (`.legacy`: anything at all).
     package func keepUnheld(
         _ facts: [PurchaseFact], publisher: String, originalTransactionId: String, views: Bool = false,
         lock: TransactionLock.Token? = nil
@@ -97,7 +98,7 @@ extension EntitlementStore {
             let replies = try await redis.pipeline([["HGETALL", key], ["HGETALL", other]])
             let kept = try Self.keptViews(in: replies[0])
             let moving = try Self.keptViews(in: replies[1])
-            // What each transaction's entry becomes: a view under the other key moves over where
+            // What each transaction's entry becomes: a view under the other key comes over where
             // it outranks (or there is no) entry here, then the job's own views are weighed.
             var chosen = kept
             for (transaction, view) in moving where chosen[transaction].map({ view.fact.outranks($0.fact) }) ?? true {
@@ -126,11 +127,18 @@ extension EntitlementStore {
                 default: continue
                 }
             }
-            // What moved is here now, or outranked here: gone from the other key, unless it
-            // changed there meanwhile (a process of the other version kept a view).
-            if !moving.isEmpty {
+            switch unheldKey {
+            case .tagged where !moving.isEmpty:
+                // What moved is here now, or outranked here: gone from the legacy key, unless it
+                // changed there meanwhile (a process of the older version kept a view).
                 let forgotten = moving.sorted { $0.key < $1.key }.flatMap { [$0.key, $0.value.text] }
                 _ = try await redis.run(Self.forgetIfUnchanged, keys: [other], arguments: forgotten).checked()
+            case .legacy where !changes.isEmpty:
+                // Copied, never moved: of two keepers of both versions at once, each could
+                // otherwise forget the copy the other relied on. Kept without the fence (a
+                // cluster), a copy made after a claim must be told as the job's own are.
+                return true
+            default: break
             }
             return keptAny
         }

@@ -527,15 +527,26 @@ import Testing
         #expect(try await store.redis.send(["EXISTS", legacy, current]).int == 0)
         #expect(try await store.standing(publisher: "voip", originalTransactionId: "L1") == (held: false, kept: false))
 
+        // Of two views of one transaction, the tagged key's stands where it outranks.
+        _ = try await store.redis.send(["HSET", current, "t8", try text(view("t8", signedAt: 30, refunded: false))])
+        _ = try await store.redis.send(["HSET", legacy, "t8", try text(view("t8", signedAt: 20, refunded: true))])
+        #expect(try await kept() == ["t8": false])
+        try await store.forgetUnheld(publisher: "voip", originalTransactionIds: ["L1"])
+
         // During a rolling upgrade (`ENTITLE_UNHELD_KEY=legacy`) a worker keeps under the
-        // legacy key, which the older version reads, moves there what the tagged key holds,
-        // and on one server still checks the fence.
+        // legacy key, which the older version reads, copies there what the tagged key holds
+        // (never taking it away: a worker of the other mode may rely on it), and on one
+        // server still checks the fence. A copy alone counts as kept.
         var rollout = store
         rollout.unheldKey = .legacy
         _ = try await store.redis.send(["HSET", current, "t5", try text(view("t5", signedAt: 10, refunded: true))])
         #expect(try await rollout.keepUnheld([view("t6", signedAt: 10, refunded: true)], publisher: "voip", originalTransactionId: "L1"))
-        #expect(try await store.redis.send(["EXISTS", current]).int == 0)
+        #expect(try await store.redis.send(["HKEYS", current]).array?.compactMap(\.string) == ["t5"])
         #expect(try await store.redis.send(["HKEYS", legacy]).array?.compactMap(\.string).sorted() == ["t5", "t6"])
+        _ = try await store.redis.send(["HDEL", legacy, "t5"])
+        #expect(try await rollout.keepUnheld([], publisher: "voip", originalTransactionId: "L1"), "copied")
+        #expect(try await !rollout.keepUnheld([], publisher: "voip", originalTransactionId: "L1"), "nothing left to copy")
+        #expect(try await store.redis.send(["HLEN", current]).int == 1)
         let locks = TransactionLock(redis: store.redis, prefix: store.prefix, lease: .seconds(30))
         let stale = try #require(try await locks.acquire(publisher: "voip", originalTransactionId: "L1", job: "job-a"))
         _ = try await store.redis.send(["DEL", store.keys.lock("voip", "L1")])
