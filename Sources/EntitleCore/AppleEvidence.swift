@@ -64,6 +64,31 @@ package struct AppleEvidence: Sendable, Hashable {
         latestReceipt = other.latestReceipt ?? latestReceipt
         subscriptionExpired = subscriptionExpired || other.subscriptionExpired
     }
+
+    /// The facts in the order the engine applies them: by purchase date, then transaction id.
+    package var inAppliedOrder: [PurchaseFact] {
+        facts.sorted { ($0.purchaseDate, $0.transactionId) < ($1.purchaseDate, $1.transactionId) }
+    }
+
+    /// The answer on `primary`'s purchase once every fact is applied (`decisions`, by
+    /// transaction id): the decision on the purchase's newest transaction (a subscription's
+    /// status after its later periods, a refund of its upgrade), with the entitlements and
+    /// credit balance after the last fact, and the credits `primary` itself added. The
+    /// decision on `primary` alone tells the customer's standing before the facts after it.
+    package func answer(on primary: PurchaseFact, _ decisions: [String: EntitlementDecision]) -> EntitlementDecision? {
+        let ordered = inAppliedOrder
+        guard
+            var answer = ordered.last(where: {
+                $0.originalTransactionId == primary.originalTransactionId && decisions[$0.transactionId] != nil
+            })
+            .flatMap({ decisions[$0.transactionId] })
+        else { return nil }
+        if let last = ordered.last(where: { decisions[$0.transactionId] != nil }).flatMap({ decisions[$0.transactionId] }) {
+            (answer.entitlements, answer.creditBalance) = (last.entitlements, last.creditBalance)
+        }
+        answer.creditsAdded = decisions[primary.transactionId]?.creditsAdded ?? 0
+        return answer
+    }
 }
 
 /// Reads verified facts from Apple for one app: each road (a signed transaction, the App

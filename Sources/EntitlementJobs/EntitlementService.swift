@@ -177,7 +177,7 @@ package struct EntitlementService: Sendable {
         var events = changeEvents(publisher, now: now)
         events.imported = imported
         events.importWebhooks = importWebhooks
-        let facts = evidence.facts.sorted { ($0.purchaseDate, $0.transactionId) < ($1.purchaseDate, $1.transactionId) }
+        let facts = evidence.inAppliedOrder
         // Renewal info speaks of a subscription's newest transaction (its billing, its grace).
         let newest = Dictionary(facts.map { ($0.originalTransactionId, $0.transactionId) }) { _, later in later }
         if !claiming.isEmpty, let beforeClaimingWrite { try await beforeClaimingWrite(job, claiming.map(\.originalTransactionId)) }

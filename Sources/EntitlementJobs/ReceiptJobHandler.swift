@@ -368,15 +368,15 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
         // The engine on a copy of the customer: the access the claim would give.
         var state = try await service.store.load(publisher: publisher.id, customer: payload.customer).state
         let engine = EntitlementEngine(publisher: publisher)
-        let facts = evidence.facts.sorted { ($0.purchaseDate, $0.transactionId) < ($1.purchaseDate, $1.transactionId) }
+        let facts = evidence.inAppliedOrder
         let newest = Dictionary(facts.map { ($0.originalTransactionId, $0.transactionId) }) { _, later in later }
-        var decision: EntitlementDecision?
+        var applied: [String: EntitlementDecision] = [:]
         for fact in facts {
             let renewal = newest[fact.originalTransactionId] == fact.transactionId ? evidence.renewals[fact.originalTransactionId] : nil
             let moving = decisions[fact.originalTransactionId]?.outcome == .transfer
-            let applied = engine.apply(fact, renewal: renewal, to: &state, now: now, accessFrom: moving ? now : nil)
-            if fact.transactionId == primary.transactionId { decision = applied }
+            applied[fact.transactionId] = engine.apply(fact, renewal: renewal, to: &state, now: now, accessFrom: moving ? now : nil)
         }
+        let decision = evidence.answer(on: primary, applied)
         return Result(
             publisher: publisher.id, customer: payload.customer, transactionId: primary.transactionId,
             originalTransactionId: primary.originalTransactionId, productId: primary.productId,
@@ -520,7 +520,7 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
                     receipt, publisher: publisher.id,
                     originalTransactionIds: Set(evidence.facts.filter { $0.kind == .autoRenewable }.map(\.originalTransactionId)))
             }
-            let decision = decisionsByTransaction[primary.transactionId]
+            let decision = evidence.answer(on: primary, decisionsByTransaction)
             let expiredMessage =
                 evidence.subscriptionExpired && decision?.accessGranted != true
                 ? "Apple says the receipt is valid but the subscription has expired (verifyReceipt status 21006)" : nil

@@ -325,4 +325,53 @@ import Testing
             #expect(balance == 0, "refunded credits were granted: \(late)")
         }
     }
+
+    /// A subscription whose later transaction (an upgrade) Apple refunded while nobody held
+    /// it, claimed with the proof of its first: the claim's answer, the dry run's too, is the
+    /// customer's standing once every view is applied (the refund revokes the subscription),
+    /// not the one after the first transaction alone.
+    @Test(.timeLimit(.minutes(3))) func aClaimAnswersAfterEveryViewOfThePurchaseIsApplied() async throws {
+        try await APIStack.run("unheld-upgrade", worker: true) { api in
+            let basic = try await api.buy("basic.monthly", extra: ["environment": "Production", "useIntroductoryOffer": false])
+            let original = try #require(basic["originalTransactionId"] as? String)
+            let proof = try #require(basic["signedTransaction"] as? String)
+            try await api.simulator("/simulator/subscriptions/\(original)/upgrade", #"{"productId":"com.entitle.demo.premium.monthly"}"#)
+            let upgrade = try #require(
+                (try await api.simulator("/simulator/subscriptions/\(original)")["transactionIds"] as? [String])?.last)
+            let refund = try await forwarded(try await api.simulator("/simulator/transactions/\(upgrade)/refund", "{}"), api)
+            #expect((refund["message"] as? String)?.contains("kept") == true, "\(refund)")
+
+            let customer = "upgrade-refunded@example.com"
+            let preview = try await api.call(
+                .POST, "/v1/purchases?dryRun=true", json: ["customer": customer, "signedTransaction": proof], route: "POST /v1/purchases")
+            try #require(preview.status == 200, "\(preview.status) \(preview.text)")
+            let previewed = try #require(preview.json["result"] as? [String: Any], "\(preview.json)")
+            let claimed = try await api.claim(["customer": customer, "signedTransaction": proof])
+            let stored = try await api.customer(customer)
+            #expect(try await !api.access(customer, "basic"), "\(stored)")
+            #expect(try await !api.access(customer, "premium"), "\(stored)")
+            for answer in [previewed, claimed] {
+                #expect(answer["accessGranted"] as? Bool == false, "\(answer)")
+                #expect(answer["reason"] as? String == "revoked", "\(answer)")
+                #expect((answer["entitlements"] as? [String])?.isEmpty == true, "\(answer)")
+                #expect((answer["subscription"] as? [String: Any])?["status"] as? String == "revoked", "\(answer)")
+            }
+        }
+    }
+
+    /// A subscription renewed while nobody held it, claimed with the proof of its first
+    /// period: the answer is the access its newest period gives.
+    @Test(.timeLimit(.minutes(3))) func aClaimWithTheFirstPeriodsProofAnswersWithTheNewest() async throws {
+        try await APIStack.run("renewed-unheld", worker: true) { api in
+            let basic = try await api.buy("basic.monthly", extra: ["environment": "Production", "useIntroductoryOffer": false])
+            let proof = try #require(basic["signedTransaction"] as? String)
+            try await api.advance(seconds: 40 * 86_400)
+            let customer = "renewed-unheld@example.com"
+            let claimed = try await api.claim(["customer": customer, "signedTransaction": proof])
+            #expect(try await api.access(customer, "basic"))
+            #expect(claimed["accessGranted"] as? Bool == true, "\(claimed)")
+            #expect((claimed["subscription"] as? [String: Any])?["status"] as? String == "active", "\(claimed)")
+            #expect((claimed["entitlements"] as? [String])?.isEmpty == false, "\(claimed)")
+        }
+    }
 }
