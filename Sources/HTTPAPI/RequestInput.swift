@@ -26,12 +26,15 @@ struct RequestInput {
         return object
     }
 
-    /// The body, refusing more than `limit` bytes with 413.
+    /// The body, refusing more than `limit` bytes with 413: at once when the head declares
+    /// more, rather than after waiting for a body that may never come.
     static func body(_ request: Request, limit: Int) async throws -> [UInt8] {
+        let tooLarge = APIError(.contentTooLarge, "bodyTooLarge", "the body is larger than \(limit) bytes")
+        if let declared = request.headers[.contentLength].flatMap(Int.init), declared > limit { throw tooLarge }
         do {
             return Array(try await request.body.collect(upTo: limit).readableBytesView)
         } catch is NIOTooManyBytesError {
-            throw APIError(.contentTooLarge, "bodyTooLarge", "the body is larger than \(limit) bytes")
+            throw tooLarge
         }
     }
 

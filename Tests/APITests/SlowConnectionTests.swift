@@ -117,6 +117,23 @@ import Testing
         }
     }
 
+    /// A request whose head declares a body over the limit is refused (413) at once, not
+    /// once a body that may never come has been waited for.
+    @Test(.timeLimit(.minutes(2))) func aBodyDeclaredTooLargeIsRefusedBeforeItComes() async throws {
+        try await APIStack.run("declared-large", configure: { $0.requestTimeout = .seconds(90) }) { api in
+            let port = try #require(URL(string: api.url)?.port)
+            let head =
+                "POST /v1/purchases HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(APIStack.demoToken)\r\n"
+                + "Content-Type: application/json\r\nContent-Length: 2000000\r\n\r\n{}"
+            let socket = try await Self.blocking { try Self.connect(port: port, sending: head) }
+            defer { close(socket) }
+            // Within the 90 s request deadline, which would only close the connection.
+            let answer = try await Self.blocking { Self.readResponse(socket) }
+            #expect(answer?.hasPrefix("HTTP/1.1 413") == true, "\(answer ?? "closed with no answer")")
+            #expect(try await api.enqueuedCount() == 0)
+        }
+    }
+
     static func blocking<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
             DispatchQueue.global().async { continuation.resume(with: Result { try work() }) }
