@@ -376,13 +376,13 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
             let moving = decisions[fact.originalTransactionId]?.outcome == .transfer
             applied[fact.transactionId] = engine.apply(fact, renewal: renewal, to: &state, now: now, accessFrom: moving ? now : nil)
         }
-        let decision = evidence.answer(on: primary, applied)
+        let decision = evidence.answer(on: primary, publisher: publisher, applied)
         return Result(
             publisher: publisher.id, customer: payload.customer, transactionId: primary.transactionId,
             originalTransactionId: primary.originalTransactionId, productId: primary.productId,
             accessGranted: decision?.accessGranted ?? false, offerId: offer.offerId, entitlements: decision?.entitlements ?? [],
             subscription: decision?.subscription, reason: decision?.reason?.rawValue, message: nil,
-            credits: .init(added: decision?.creditsAdded ?? 0, balance: decision?.creditBalance ?? 0),
+            credits: .init(added: applied.values.reduce(0) { $0 + $1.creditsAdded }, balance: decision?.creditBalance ?? 0),
             sharedWith: nil, coupon: Self.coupon(payload.couponCode, publisher: publisher, offer: offer, fact: primary),
             price: primary.price, currency: primary.currency, claim: answer, dryRun: true)
     }
@@ -520,7 +520,7 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
                     receipt, publisher: publisher.id,
                     originalTransactionIds: Set(evidence.facts.filter { $0.kind == .autoRenewable }.map(\.originalTransactionId)))
             }
-            let decision = evidence.answer(on: primary, decisionsByTransaction)
+            let decision = evidence.answer(on: primary, publisher: publisher, decisionsByTransaction)
             let expiredMessage =
                 evidence.subscriptionExpired && decision?.accessGranted != true
                 ? "Apple says the receipt is valid but the subscription has expired (verifyReceipt status 21006)" : nil
