@@ -70,33 +70,6 @@ package struct AppleEvidence: Sendable, Hashable {
         facts.sorted { ($0.purchaseDate, $0.transactionId) < ($1.purchaseDate, $1.transactionId) }
     }
 
-    /// The answer on `primary`'s purchase once every fact is applied (`decisions`, by
-    /// transaction id), with the customer's entitlements and credit balance after the last
-    /// fact. The decision on `primary` alone tells the purchase's standing before the facts
-    /// after it; the purchase's newest transaction the engine took (a renewal, a refund) tells
-    /// it as it is, where that transaction sells `primary`'s offer or revoked the purchase.
-    /// A change to another offer (an upgrade, a downgrade at renewal) keeps `primary`'s own:
-    /// the answer names `primary`'s offer, and access to that is what it says.
-    package func answer(on primary: PurchaseFact, publisher: Publisher, _ decisions: [String: EntitlementDecision]) -> EntitlementDecision?
-    {
-        let ordered = inAppliedOrder
-        guard var answer = decisions[primary.transactionId] else { return nil }
-        let offer = publisher.offer(forProduct: primary.productId)?.offerId
-        // An engine refusal (a product the catalog does not sell) recorded nothing.
-        let taken = ordered.filter { fact in
-            fact.originalTransactionId == primary.originalTransactionId
-                && decisions[fact.transactionId].map { $0.reason == nil || $0.reason == .revoked || $0.reason == .expired } == true
-        }
-        if let newest = taken.last, newest.transactionId != primary.transactionId, let standing = decisions[newest.transactionId],
-            publisher.offer(forProduct: newest.productId)?.offerId == offer || standing.reason == .revoked
-        {
-            (answer.accessGranted, answer.reason, answer.subscription) = (standing.accessGranted, standing.reason, standing.subscription)
-        }
-        if let last = ordered.last(where: { decisions[$0.transactionId] != nil }).flatMap({ decisions[$0.transactionId] }) {
-            (answer.entitlements, answer.creditBalance) = (last.entitlements, last.creditBalance)
-        }
-        return answer
-    }
 }
 
 /// Reads verified facts from Apple for one app: each road (a signed transaction, the App

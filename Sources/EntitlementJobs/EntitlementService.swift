@@ -160,7 +160,8 @@ package struct EntitlementService: Sendable {
     /// Applies verified facts to a customer (oldest first) and enqueues what the change
     /// needs. `extraEvents` join the change's own in the log (a transfer); the purchases in
     /// `sharing` are the customer's through the `share` policy, those in `holding` theirs as
-    /// holder from now on. Returns the engine's decision per transaction id. Evidence with
+    /// holder from now on. Returns the engine's decision per transaction id, and the customer
+    /// as the change left them. Evidence with
     /// `provisionalUntil` was verified here while Apple could not be asked: its purchases
     /// give access until then unless Apple's word comes first. The purchases whose locks
     /// `claiming` names are claimed for the customer in the same write
@@ -172,7 +173,7 @@ package struct EntitlementService: Sendable {
         accessFrom: Date? = nil, extraEvents: [LifecycleEvent] = [], sharing: Set<String> = [],
         holding: Set<String> = [], imported: Bool = false, importWebhooks: Bool = false, snapshot: EntitlementStore.Snapshot? = nil,
         claiming: [TransactionLock.Token] = [], closing: ClosingWrites? = nil, lastWriteUnderLocks: Bool = false, job: JobContext
-    ) async throws -> [String: EntitlementDecision] {
+    ) async throws -> (decisions: [String: EntitlementDecision], state: CustomerEntitlements) {
         let engine = EntitlementEngine(publisher: publisher)
         var events = changeEvents(publisher, now: now)
         events.imported = imported
@@ -181,7 +182,7 @@ package struct EntitlementService: Sendable {
         // Renewal info speaks of a subscription's newest transaction (its billing, its grace).
         let newest = Dictionary(facts.map { ($0.originalTransactionId, $0.transactionId) }) { _, later in later }
         if !claiming.isEmpty, let beforeClaimingWrite { try await beforeClaimingWrite(job, claiming.map(\.originalTransactionId)) }
-        let (decisions, outbox, _) = try await store.update(
+        let (applied, outbox, _) = try await store.update(
             publisher: publisher.id, customer: customer, fence: fence, snapshot: snapshot, claiming: claiming,
             releasing: lastWriteUnderLocks ? closing : nil,
             { state in
@@ -194,11 +195,11 @@ package struct EntitlementService: Sendable {
                     decisions[fact.transactionId] = engine.apply(
                         fact, renewal: renewal, to: &state, now: now, accessFrom: accessFrom, provisionalUntil: evidence.provisionalUntil)
                 }
-                return decisions
+                return (decisions, state)
             },
             effects: { before, after, version in try events.changes(before: before, after: after, version: version, extra: extraEvents) })
         try await deliver(outbox, publisher: publisher.id, customer: customer, closing: closing, job: job)
-        return decisions
+        return applied
     }
 
     /// Keeps Apple's word on a purchase nobody holds for whoever claims it

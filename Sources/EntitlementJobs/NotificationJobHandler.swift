@@ -427,7 +427,8 @@ package struct NotificationJobHandler: EntitlementJobHandler {
             for (index, holder) in holders.enumerated() {
                 let decisions = try await service.apply(
                     told, publisher: publisher, customer: holder, fence: tokens[original], now: moment.now,
-                    job: job)
+                    job: job
+                ).decisions
                 if index == 0 { first = decisions }
             }
             if !kept.isEmpty { try await service.store.forgetUnheld(publisher: publisher.id, originalTransactionIds: [original]) }

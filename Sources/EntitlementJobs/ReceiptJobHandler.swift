@@ -376,7 +376,7 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
             let moving = decisions[fact.originalTransactionId]?.outcome == .transfer
             applied[fact.transactionId] = engine.apply(fact, renewal: renewal, to: &state, now: now, accessFrom: moving ? now : nil)
         }
-        let decision = evidence.answer(on: primary, publisher: publisher, applied)
+        let decision = applied[primary.transactionId]?.standing(of: primary, in: state, now: now)
         return Result(
             publisher: publisher.id, customer: payload.customer, transactionId: primary.transactionId,
             originalTransactionId: primary.originalTransactionId, productId: primary.productId,
@@ -501,7 +501,7 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
             let keepsReceipt =
                 try payload.appReceipt != nil && evidence.latestReceipt != nil
                 && !service.reader(publisher, bundleId: primary.bundleId).gateway.hasServerAPI
-            let decisionsByTransaction = try await service.apply(
+            let (decisionsByTransaction, after) = try await service.apply(
                 evidence, publisher: publisher, customer: payload.customer, fence: fence, now: now,
                 sharing: Set(sharingNow), imported: payload.imported == true, importWebhooks: payload.importWebhooks == true,
                 snapshot: read.snapshot, claiming: claiming, closing: moment.closing,
@@ -520,7 +520,7 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
                     receipt, publisher: publisher.id,
                     originalTransactionIds: Set(evidence.facts.filter { $0.kind == .autoRenewable }.map(\.originalTransactionId)))
             }
-            let decision = evidence.answer(on: primary, publisher: publisher, decisionsByTransaction)
+            let decision = decisionsByTransaction[primary.transactionId]?.standing(of: primary, in: after, now: now)
             let expiredMessage =
                 evidence.subscriptionExpired && decision?.accessGranted != true
                 ? "Apple says the receipt is valid but the subscription has expired (verifyReceipt status 21006)" : nil

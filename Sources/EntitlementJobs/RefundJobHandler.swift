@@ -96,7 +96,8 @@ package struct RefundJobHandler: EntitlementJobHandler {
             // The owner's answer is the result; those sharing the purchase lose or regain it too.
             for holder in holders {
                 let applied = try await service.apply(
-                    told, publisher: publisher, customer: holder, fence: tokens[id], now: now, job: job)[fact.transactionId]
+                    told, publisher: publisher, customer: holder, fence: tokens[id], now: now, job: job
+                ).decisions[fact.transactionId]
                 decision = decision ?? applied
             }
             if !kept.isEmpty { try await service.store.forgetUnheld(publisher: publisher.id, originalTransactionIds: [id]) }

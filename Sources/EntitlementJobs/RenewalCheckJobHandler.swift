@@ -69,7 +69,8 @@ package struct RenewalCheckJobHandler: EntitlementJobHandler {
                 return try await finished("no App Store Server API key and no receipt to ask Apple with", customer: customer)
             }
             let decisions = try await service.apply(
-                evidence, publisher: publisher, customer: customer, fence: tokens[id], now: now, job: job)
+                evidence, publisher: publisher, customer: customer, fence: tokens[id], now: now, job: job
+            ).decisions
             // Those sharing the subscription (the `share` policy) learn the same.
             for sharer in try await service.store.holders(publisher: publisher.id, originalTransactionId: id).dropFirst() {
                 _ = try await service.apply(

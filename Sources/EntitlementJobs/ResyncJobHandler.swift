@@ -88,7 +88,7 @@ package struct ResyncJobHandler: EntitlementJobHandler {
                 return try await service.apply(
                     mine, publisher: publisher, customer: customer, fence: tokens[id], now: moment.now,
                     sharing: holders.first == customer ? [] : [id], job: job
-                ).values.contains { $0.changed }
+                ).decisions.values.contains { $0.changed }
             }
             result.changed = result.changed || changed
         }

@@ -54,3 +54,29 @@ public struct EntitlementDecision: Sendable, Hashable, Codable {
         }
     }
 }
+
+extension EntitlementDecision {
+    /// The answer on `primary`'s purchase once every fact of its change is applied (`self`:
+    /// the engine's decision on `primary` as it was applied, which tells the customer before
+    /// the facts after it; `state`: the customer after them all). The entitlements and credit
+    /// balance are the customer's. For a subscription, access to `primary`'s offer through
+    /// the purchase: its status where it still sells that offer (a renewal), else whether a
+    /// period of that offer still covers `now` (after an upgrade or a downgrade, what the
+    /// access route says of the offer); and the subscription as it stands. An engine refusal
+    /// of `primary` stands.
+    public func standing(of primary: PurchaseFact, in state: CustomerEntitlements, now: Date) -> EntitlementDecision {
+        var answer = self
+        (answer.entitlements, answer.creditBalance) = (state.entitlements(at: now), state.credits.balance)
+        guard primary.kind == .autoRenewable, reason == nil || reason == .revoked || reason == .expired, let offerId else { return answer }
+        let original = primary.originalTransactionId
+        let subscription = state.subscriptions[original]
+        let granted =
+            subscription.flatMap { $0.offerId == offerId ? $0.status.grantsAccess : nil }
+            ?? state.periods(at: now).contains { $0.originalTransactionId == original && $0.offerId == offerId }
+        let revoked = subscription?.status == .revoked || state.transactions[primary.transactionId]?.revocationDate != nil
+        answer.subscription = subscription
+        answer.accessGranted = granted
+        answer.reason = granted ? nil : revoked ? .revoked : .expired
+        return answer
+    }
+}
