@@ -365,6 +365,7 @@ let package = Package(
                 "RedisTestSupport",
                 "HTTPTestSupport", "FuzzSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),

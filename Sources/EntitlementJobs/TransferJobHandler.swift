@@ -160,10 +160,9 @@ package struct TransferJobHandler: EntitlementJobHandler {
                     isInBillingRetry: record.isInBillingRetry ?? (record.status == .billingRetry || record.status == .gracePeriod),
                     gracePeriodExpiresDate: record.gracePeriodExpiresDate, signedDate: record.asOf, billingPlan: record.billingPlan)
             }
-            let decisions = try await service.apply(
+            let applied = try await service.apply(
                 evidence, publisher: publisher, customer: payload.to, fence: tokens[id], now: now,
-                accessFrom: transferredAt, extraEvents: [moved], holding: [id], job: job
-            ).decisions
+                accessFrom: transferredAt, extraEvents: [moved], holding: [id], job: job)
             try await service.duringTransfer?(job, .applied)
             try await service.store.setOwner(publisher: publisher.id, originalTransactionId: id, to: payload.to)
             try await job.setMemo("ownerSet", "1")
@@ -176,7 +175,7 @@ package struct TransferJobHandler: EntitlementJobHandler {
             return Result(
                 publisher: publisher.id, originalTransactionId: id, previousOwner: previous, newOwner: payload.to,
                 transferredAt: transferredAt,
-                entitlements: decisions.values.first?.entitlements ?? [])
+                entitlements: applied.state.entitlements(at: now))
         }
     }
 

@@ -9,9 +9,11 @@ extension EntitleAPI {
     /// The API's HTTP server, with the limits a public deployment keeps: the header, request
     /// and idle deadlines of `RequestDeadlineHandler`, and at most `maxConnections` connections
     /// served at once (more wait in the kernel's backlog). `onListening` gets the URL once it
-    /// accepts connections.
+    /// accepts connections. `eventLoopGroup`: where its connections run (NIO's shared group
+    /// unless given).
     package func makeApplication(
-        host: String, port: Int, onListening: @escaping @Sendable (String) async -> Void = { _ in }
+        host: String, port: Int, eventLoopGroup: EventLoopGroupProvider = .singleton,
+        onListening: @escaping @Sendable (String) async -> Void = { _ in }
     ) -> Application<RouterResponder<APIRequestContext>> {
         let (header, request, idle) = (
             Self.timeAmount(configuration.headerTimeout), Self.timeAmount(configuration.requestTimeout),
@@ -28,7 +30,7 @@ extension EntitleAPI {
                 let shown = host.contains(":") ? "[\(host)]" : host
                 await onListening("http://\(shown):\(channel.localAddress?.port ?? port)")
             },
-            logger: logger)
+            eventLoopGroupProvider: eventLoopGroup, logger: logger)
     }
 
     /// NIO's spelling of a duration (a day at most: no timeout here is longer).

@@ -52,9 +52,13 @@ struct APIStack: Sendable {
     let settings: EntitleConfiguration
 
     /// Serves the API as `entitle api` does (its own server settings) on a free loopback port.
-    static func serve(_ api: EntitleAPI, _ body: @Sendable (String) async throws -> Void) async throws {
+    static func serve(
+        _ api: EntitleAPI, eventLoopGroup: (any EventLoopGroup)? = nil, _ body: @Sendable (String) async throws -> Void
+    ) async throws {
         let (urls, listening) = AsyncStream<String>.makeStream()
-        let application = api.makeApplication(host: "127.0.0.1", port: 0) { listening.yield($0) }
+        let application = api.makeApplication(
+            host: "127.0.0.1", port: 0, eventLoopGroup: eventLoopGroup.map { .shared($0) } ?? .singleton
+        ) { listening.yield($0) }
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await application.run() }
             var iterator = urls.makeAsyncIterator()
@@ -73,7 +77,7 @@ struct APIStack: Sendable {
     /// - Parameter serviceHooks: sets the worker's entitlement service's fault points.
     static func run(
         _ name: String, worker: Bool = false, sweep: Bool = false, adminToken: String? = adminToken, redisDown: Bool = false,
-        notify: [String] = [], notifyV1: Bool = false,
+        notify: [String] = [], notifyV1: Bool = false, eventLoopGroup: (any EventLoopGroup)? = nil,
         environment extra: [String: String] = [:], configure: @Sendable (inout EntitleAPI.Configuration) -> Void = { _ in },
         catalog change: @Sendable (inout [[String: Any]]) -> Void = { _ in },
         settings tune: @Sendable (inout EntitleConfiguration) -> Void = { _ in },
@@ -168,7 +172,7 @@ struct APIStack: Sendable {
                         queue: "default", interval: .milliseconds(200), logger: TestRedis.logger)
                     tasks.addTask { try await renewals.run() }
                 }
-                try await Self.serve(api) { url in
+                try await Self.serve(api, eventLoopGroup: eventLoopGroup) { url in
                     await forwarder.start(apiURL: url)
                     try await body(
                         APIStack(

@@ -38,6 +38,8 @@ import Testing
                 // B -> A: the publisher moves it back.
                 let back = try await api.transfer(original, to: ann, from: bob)
                 #expect(back["newOwner"] as? String == ann)
+                let annNow = try await api.customer(ann)["entitlements"] as? [String]
+                #expect(back["entitlements"] as? [String] == annNow && annNow?.isEmpty == false, "the new holder's: \(back)")
                 try await holder(ann, "B->A")
 
                 // A -> B again (by app receipt), and B -> A by ann's own request.
