@@ -184,17 +184,21 @@ extension EntitlementStore {
     /// The entries of an `HGETALL` reply of what is kept: transaction id to the view's text and
     /// the view.
     static func keptViews(in reply: RedisReply) throws -> [String: (text: String, fact: PurchaseFact)] {
-        let decoder = JSONDecoder()
         let pairs = (try reply.checked().array ?? []).compactMap(\.string)
         var views: [String: (text: String, fact: PurchaseFact)] = [:]
         for index in stride(from: 0, to: pairs.count - 1, by: 2) {
-            do {
-                views[pairs[index]] = (pairs[index + 1], try decoder.decode(PurchaseFact.self, from: Data(pairs[index + 1].utf8)))
-            } catch {
-                throw EntitlementStoreError(.unreadable, "Apple's word kept for a purchase nobody held cannot be read: \(error)")
-            }
+            views[pairs[index]] = (pairs[index + 1], try keptView(pairs[index + 1]))
         }
         return views
+    }
+
+    /// One kept view, decoded; one that does not decode fails what reads it (fail closed).
+    static func keptView(_ text: String) throws -> PurchaseFact {
+        do {
+            return try JSONDecoder().decode(PurchaseFact.self, from: Data(text.utf8))
+        } catch {
+            throw EntitlementStoreError(.unreadable, "Apple's word kept for a purchase nobody held cannot be read: \(error)")
+        }
     }
 
     /// Sets each field `ARGV[3i+2]` of the hash to `ARGV[3i+4]` if every one still holds
@@ -241,16 +245,10 @@ extension EntitlementStore {
     /// rolling upgrade or a keeper that stopped before it forgot what it moved leaves them),
     /// the one that outranks the other (`PurchaseFact.outranks`).
     static func unheldFacts(in replies: some Collection<RedisReply>) throws -> [PurchaseFact] {
-        let decoder = JSONDecoder()
         var facts: [PurchaseFact] = []
         var index: [String: Int] = [:]
         for text in try replies.flatMap({ try ($0.checked().array ?? []).compactMap(\.string) }) {
-            let fact: PurchaseFact
-            do {
-                fact = try decoder.decode(PurchaseFact.self, from: Data(text.utf8))
-            } catch {
-                throw EntitlementStoreError(.unreadable, "Apple's word kept for a purchase nobody held cannot be read: \(error)")
-            }
+            let fact = try keptView(text)
             if let at = index[fact.transactionId] {
                 if fact.outranks(facts[at]) { facts[at] = fact }
             } else {
