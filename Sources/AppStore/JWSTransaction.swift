@@ -48,4 +48,10 @@ public struct JWSTransaction: SignedPayload, Codable, Hashable {
     public var payloadEnvironment: AppStoreEnvironment? { environment }
     public var payloadBundleId: String? { bundleId }
     public var payloadAppAppleId: Int64? { nil }
+    /// Every transaction names its app or itself (Apple's own mock names only its app); a
+    /// renewal info, which names neither, decodes as one with nothing in it.
+    public var kindProblem: String? {
+        bundleId == nil && transactionId == nil
+            ? "Apple-signed but not a transaction: it names no app and no transaction (a renewal info?)" : nil
+    }
 }

@@ -15,6 +15,9 @@ package struct DevelopmentBootstrap: Sendable {
     /// The root the simulator signs with.
     func signingRoot() async throws -> Certificate { try await certificate(simulatorURL + "/simulator/root.cer") }
 
+    /// The root the simulator signs app receipts with.
+    func receiptRoot() async throws -> Certificate { try await certificate(simulatorURL + "/simulator/receipt-root.cer") }
+
     /// Each simulated app's shared secret, by bundle id.
     func sharedSecrets() async throws -> [String: Secret] {
         struct SimulatorApp: Decodable {

@@ -60,6 +60,9 @@ package struct EntitleConfiguration: Sendable {
     /// Where Apple's word on purchases nobody holds is kept (`ENTITLE_UNHELD_KEY`: `tagged`,
     /// the default, or `legacy` while versions before 2026-11-28 still run); both are read.
     package var unheldKey: EntitlementStore.UnheldKey = .tagged
+    /// Verifies app receipts where they arrive, to refuse another app's at once: Apple's
+    /// receipt root, and in development the simulator's beside it.
+    package var appReceipts = AppReceiptVerifier()
 
     package func gateway(publisher: String, bundleId: String) -> AppleGateway? { gateways[publisher]?[bundleId] }
 
@@ -141,8 +144,10 @@ package struct EntitleConfiguration: Sendable {
         func load(_ catalog: EntitlementCatalog) async throws -> EntitleConfiguration {
             var signedRoots = AppleRootCertificates.signedDataRoots
             var simulatorSecrets: [String: Secret] = [:]
+            var receiptRoots = AppleRootCertificates.receiptRoots
             if let bootstrap {
                 signedRoots = [try await bootstrap.signingRoot()]
+                receiptRoots.append(try await bootstrap.receiptRoot())
                 simulatorSecrets = try await bootstrap.sharedSecrets()
             }
             var gateways: [String: [String: AppleGateway]] = [:]
@@ -204,6 +209,7 @@ package struct EntitleConfiguration: Sendable {
                 billingRetryCheckInterval: development ? .seconds(60) : .seconds(6 * 3600),
                 provisionalCheckDelay: development ? .seconds(2) : .seconds(60))
             configuration.pushClients = pushClients
+            configuration.appReceipts = AppReceiptVerifier(configuration: .init(roots: receiptRoots))
             switch environment["ENTITLE_CUSTOMER_FORMAT"] ?? "" {
             case "", "deflated": configuration.customerFormat = .deflated
             case "json": configuration.customerFormat = .json

@@ -12,7 +12,7 @@ extension EntitleAPI {
         var payload: JobPayloads.Receipt
         /// The transaction it is about: one job at a time per transaction (409 otherwise).
         var transactionKey: String
-        /// The app a verified signed transaction is for.
+        /// The app a verified signed transaction or app receipt is for.
         var bundleId: String?
     }
 
@@ -178,6 +178,19 @@ extension EntitleAPI {
         } else if let receipt = appReceipt {
             guard let bytes = AppleBase64.decode(receipt), bytes.count >= 16 else {
                 throw APIError.badRequest("the app receipt is not base64 of a receipt")
+            }
+            // A receipt that verifies here names its app, as a signed transaction does: one of an
+            // app the publisher does not have (or not the app named) is refused now, not queued
+            // for verifyReceipt to refuse. One that does not verify here (an iOS 6 transaction
+            // receipt, a chain this server does not know) is left for Apple to judge.
+            if let app = try? await settings.appReceipts.verify(der: bytes).bundleId {
+                guard publisher.app(bundleId: app) != nil else {
+                    throw APIError.unprocessable("wrongBundle", "the app receipt is for an app \(publisher.id) does not have")
+                }
+                if let bundleId, bundleId != app {
+                    throw APIError.unprocessable("wrongBundle", "the app receipt is for \(app), not \(bundleId)")
+                }
+                verifiedBundle = app
             }
             transactionKey = transactionId ?? "receipt-" + Self.digest(receipt)
         } else {

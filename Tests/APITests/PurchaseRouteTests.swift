@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTestSupport
 import JobQueue
 import RedisTestSupport
 import Testing
@@ -76,6 +77,11 @@ import Testing
         try await APIStack.run("bad-input") { api in
             let bought = try await api.buy("credits.100")
             let signed = try #require(bought["signedTransaction"] as? String)
+            let renewalInfo = try #require(try await api.buy("premium.monthly")["signedRenewalInfo"] as? String)
+            let keepsReceipt = try #require(try await api.buy("credits.100", publisher: "keep")["appReceipt"] as? String)
+            // A real receipt Apple signed for an app no publisher here has (Tests/Vectors/PROVENANCE.md).
+            let applesReceipt = try String(
+                contentsOf: Self.vectors.appending(path: "receipts/tpinappreceipt/receipt-production"), encoding: .utf8)
             let cases: [(String, Int, String, json: Any?, body: String?)] = [
                 ("malformed JSON", 400, "not a JSON object", nil, #"{"customer": "#),
                 ("a JSON array", 400, "not a JSON object", nil, "[1,2]"),
@@ -88,12 +94,24 @@ import Testing
                 ("a transaction id that is not digits", 400, "digits", ["customer": "ann@example.com", "transactionId": "12a"], nil),
                 ("bad base64", 400, "not base64", ["customer": "ann@example.com", "appReceipt": "%%%not base64%%%"], nil),
                 (
+                    "another publisher's app's receipt", 422, "for an app demo does not have",
+                    ["customer": "ann@example.com", "appReceipt": keepsReceipt], nil
+                ),
+                (
+                    "Apple's receipt of another app", 422, "for an app demo does not have",
+                    ["customer": "ann@example.com", "appReceipt": applesReceipt], nil
+                ),
+                (
                     "a forged signed transaction", 400, "not a valid App Store transaction",
                     ["customer": "ann@example.com", "signedTransaction": forged(signed)], nil
                 ),
                 (
                     "garbage for a signed transaction", 400, "not a valid App Store transaction",
                     ["customer": "ann@example.com", "signedTransaction": "a.b.c"], nil
+                ),
+                (
+                    "a renewal info for a signed transaction", 400, "not a transaction",
+                    ["customer": "ann@example.com", "signedTransaction": renewalInfo], nil
                 ),
                 ("an unknown offer", 422, "no offer gold", ["customer": "ann@example.com", "transactionId": "1", "offerId": "gold"], nil),
                 (
@@ -110,10 +128,33 @@ import Testing
                 let reply = try await api.call(.POST, "/v1/purchases", json: json, body: body, route: "POST /v1/purchases")
                 #expect(reply.status == status, "\(what): \(reply.status) \(reply.text)")
                 #expect(reply.message.contains(message), "\(what): \(reply.message)")
+                if status == 422 && message.contains("does not have") {
+                    #expect(reply.json["error"] as? String == "wrongBundle", "\(what)")
+                }
             }
             #expect(try await api.enqueuedCount() == 0, "a refused request queues nothing")
         }
     }
+
+    /// Where an app receipt is checked: one verified here for the publisher's app is queued; one
+    /// that cannot be verified here (an iOS 6 transaction receipt) is queued for Apple to judge.
+    @Test func appReceiptsOfThePublishersAppOrUnverifiableHereAreQueued() async throws {
+        try await APIStack.run("receipt-door") { api in
+            let own = try #require(try await api.buy("credits.100")["appReceipt"] as? String)
+            let ios6 = try String(
+                contentsOf: Self.vectors.appending(
+                    path: "receipts/legacy-transaction-receipts/aporat-ios6-transaction-receipt-sandbox-2012.b64"),
+                encoding: .utf8)
+            for (what, receipt) in [("the demo app's receipt", own), ("an iOS 6 transaction receipt", ios6)] {
+                let reply = try await api.call(
+                    .POST, "/v1/purchases", json: ["customer": "ann@example.com", "appReceipt": receipt], route: "POST /v1/purchases")
+                #expect(reply.status == 202, "\(what): \(reply.status) \(reply.text)")
+            }
+            #expect(try await api.enqueuedCount() == 2)
+        }
+    }
+
+    static let vectors = DemoCatalogs.root.appending(path: "Tests/Vectors")
 
     @Test func publishersAreAuthenticatedIsolatedAndRateLimited() async throws {
         try await APIStack.run("auth", worker: true) { api in

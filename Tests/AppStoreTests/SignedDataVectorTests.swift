@@ -199,6 +199,12 @@ import X509
             try Vectors.text("appstore-library/swift/mock_signed_data/renewalInfo"))
         #expect(renewal.environment == .sandbox)
         #expect(renewal.signedDate?.milliseconds == 1_672_956_154_000)
+        // A renewal info given as a transaction is refused as what it is, not as another app's.
+        let renewalAsTransaction = await #expect(throws: AppStoreError.self) {
+            try await otherBundle.verifyTransaction(try Vectors.text("appstore-library/swift/mock_signed_data/renewalInfo"))
+        }
+        #expect(renewalAsTransaction?.code == .invalidFormat)
+        #expect(renewalAsTransaction?.message.contains("not a transaction") == true)
     }
 
     @Test func appleLibraryWrongBundleAndMalformedTokens() async throws {
