@@ -101,26 +101,111 @@ import Testing
 
 /// `entitle migrate customers`: customers written before the event log move to their
 /// partition's keys, readable there; one written at both places is named, not overwritten.
+/// `entitle migrate holders` indexes customers written before the holder indexes.
 @Suite struct MigrateCommandTests {
     @Test func customersMoveToTheirPartitionsKeys() async throws {
-        let cli = try await CLI("migrate")
-        let keys = EntitlementKeys(prefix: cli.prefix)
-        let document =
-            #"{"publisher":"mag","customer":"old@example.com","transactions":{},"periods":[],"subscriptions":{},"credits":{"entries":[]}}"#
-        for customer in ["old@example.com", "both@example.com"] {
-            _ = try await cli.redis.send(["HSET", keys.legacyCustomer("mag", customer), "doc", document, "v", "3"])
+        try await Self.migrate(try await CLI("migrate"))
+    }
+
+    /// On a Redis Cluster, where the old and new keys are in different slots (and the
+    /// customers on different primaries): every primary is read, and a copy a stopped run
+    /// left is finished.
+    @Test func customersMoveAndHoldersAreIndexedOnACluster() async throws {
+        let cluster = try await LocalRedisCluster.start(replicas: 0)
+        do {
+            let cli = try await CLI("migrate-cluster", url: cluster.url)
+            let node = try await ChildProcess.run(
+                ChildProcess.entitleExecutable,
+                ["migrate", "customers", "--redis", "redis://" + cluster.nodes[0].address, "--prefix", cli.prefix])
+            #expect(node.status != 0 && node.errors.contains("redis+cluster://"), "one node alone is refused: \(node.errors)")
+            let keys = EntitlementKeys(prefix: cli.prefix)
+            // Customers on every primary, old keys in other slots than their new ones.
+            var customers: [String] = []
+            var perPrimary: [String: Int] = [:]
+            for index in 0..<1000 where customers.count < 12 {
+                let customer = "c\(index)@example.com"
+                let primary = try await cluster.primary(forKey: keys.legacyCustomer("mag", customer)).address
+                guard perPrimary[primary, default: 0] < 4 else { continue }
+                perPrimary[primary, default: 0] += 1
+                customers.append(customer)
+            }
+            #expect(perPrimary.count == 3 && customers.count == 12, "the old keys are spread over the primaries")
+            for customer in customers {
+                let slots = try await [keys.legacyCustomer("mag", customer), keys.customer("mag", customer)].asyncMap {
+                    try await cli.redis.send(["CLUSTER", "KEYSLOT", $0]).int
+                }
+                #expect(slots[0] != slots[1])
+                _ = try await cli.redis.send(["HSET", keys.legacyCustomer("mag", customer), "doc", Self.document(customer), "v", "3"])
+            }
+            // A run stopped after its copy and before its delete.
+            _ = try await cli.redis.send(["HSET", keys.customer("mag", "c0@example.com"), "doc", Self.document("c0@example.com"), "v", "3"])
+            try await Self.migrate(cli, alsoMoved: customers.count)
+
+            // Holders: customers written by a worker, their indexes lost, then indexed again.
+            let store = EntitlementStore(redis: cli.redis, prefix: cli.prefix, logger: TestRedis.logger)
+            let start = Date().addingTimeInterval(-3600)
+            for (index, customer) in customers.enumerated() {
+                try await store.update(publisher: "demo", customer: customer) { state in
+                    state.periods.append(
+                        AccessPeriod(
+                            transactionId: "t\(index)", originalTransactionId: "o\(index)", offerId: "premium", productId: "premium",
+                            entitlements: ["premium"], start: start, end: start.addingTimeInterval(30 * 86_400)))
+                }
+            }
+            let indexed = Set(try await store.holders(publisher: "demo", entitlement: "premium", after: 0))
+            #expect(indexed == Set(customers))
+            for node in try await cluster.roles().primaries {
+                for key in try await node.send(["KEYS", cli.prefix + ":ent:*holders:*"]).array?.compactMap(\.string) ?? [] {
+                    _ = try await node.send(["DEL", key])
+                }
+            }
+            #expect(try await store.holders(publisher: "demo", entitlement: "premium", after: 0).isEmpty)
+            // Read: mag's customers (moved above) and demo's; indexed: demo's, by entitlement and by offer.
+            let holders = try await cli.run(["migrate", "holders"])
+            #expect(
+                holders.status == 0
+                    && holders.output.contains("\(2 * customers.count + 2) customers read, \(2 * customers.count) index entries added"),
+                "\(holders.output) \(holders.errors)")
+            #expect(Set(try await store.holders(publisher: "demo", entitlement: "premium", after: 0)) == indexed)
+        } catch {
+            await cluster.stop()
+            throw error
         }
-        _ = try await cli.redis.send(["HSET", keys.customer("mag", "both@example.com"), "doc", document, "v", "7"])
+        await cluster.stop()
+    }
+
+    static func document(_ customer: String) -> String {
+        #"{"publisher":"mag","customer":"\#(customer)","transactions":{},"periods":[],"subscriptions":{},"credits":{"entries":[]}}"#
+    }
+
+    /// Two customers to move, one of them written at both places; `alsoMoved` more already
+    /// written at their old keys.
+    static func migrate(_ cli: CLI, alsoMoved: Int = 0) async throws {
+        let keys = EntitlementKeys(prefix: cli.prefix)
+        for customer in ["old@example.com", "both@example.com"] {
+            _ = try await cli.redis.send(["HSET", keys.legacyCustomer("mag", customer), "doc", document(customer), "v", "3"])
+        }
+        _ = try await cli.redis.send(["HSET", keys.customer("mag", "both@example.com"), "doc", document("both@example.com"), "v", "7"])
         let dry = try await cli.run(["migrate", "customers", "--dry-run"])
-        #expect(dry.status == 0 && dry.output.contains("2 customers would move"), "\(dry.output) \(dry.errors)")
+        #expect(dry.status == 0 && dry.output.contains("\(2 + alsoMoved) customers would move"), "\(dry.output) \(dry.errors)")
         let run = try await cli.run(["migrate", "customers"])
         #expect(
-            run.status == 1 && run.output.contains("1 customers moved") && run.errors.contains("both@example.com"),
+            run.status == 1 && run.output.contains("\(1 + alsoMoved) customers moved") && run.errors.contains("both@example.com"),
             "\(run.output) \(run.errors)")
         #expect(try await cli.redis.send(["HGET", keys.customer("mag", "old@example.com"), "v"]).string == "3")
+        #expect(try await cli.redis.send(["HGET", keys.customer("mag", "old@example.com"), "doc"]).string == document("old@example.com"))
         #expect(try await cli.redis.send(["EXISTS", keys.legacyCustomer("mag", "old@example.com")]).int == 0)
         #expect(try await cli.redis.send(["HGET", keys.customer("mag", "both@example.com"), "v"]).string == "7", "the new one kept")
+        #expect(try await cli.redis.send(["HGET", keys.legacyCustomer("mag", "both@example.com"), "v"]).string == "3", "the old one left")
         let again = try await cli.run(["migrate", "customers"])
         #expect(again.status == 1 && again.output.contains("0 customers moved"))
+    }
+}
+
+extension Sequence {
+    func asyncMap<T>(_ transform: (Element) async throws -> T) async rethrows -> [T] {
+        var result: [T] = []
+        for element in self { result.append(try await transform(element)) }
+        return result
     }
 }
