@@ -22,6 +22,10 @@ public actor RedisConnection {
     private var currentTimeout: Duration?
     private var consecutiveFailures = 0
     private var lastFailure: ContinuousClock.Instant?
+    /// The commands of the write under way, formatted as RESP. Kept between writes (up to
+    /// 1 MiB of capacity), so a round trip allocates no buffer: a fresh one per command cost
+    /// a large `malloc` each, and glibc consolidated its free lists on every one of them.
+    private var outgoing: [UInt8] = []
     /// Callers of `pipelineShared` waiting for the write under way to come back.
     private let waiting = Mutex(SharedWrites())
     private let sharedWriteCount = Atomic<Int>(0)
@@ -163,11 +167,7 @@ public actor RedisConnection {
     /// since a new one would not be subscribed.
     func write(_ command: [String]) throws {
         guard let context else { throw RedisError(.connectionLost, "not subscribed (no connection)") }
-        guard Self.append(command, to: context) == REDIS_OK else { throw fail(context, stage: "append") }
-        var done: Int32 = 0
-        repeat {
-            guard redisBufferWrite(context, &done) == REDIS_OK else { throw fail(context, stage: "write") }
-        } while done == 0
+        try send([command], on: context)
         metrics.commands.increment()
     }
 
@@ -223,9 +223,7 @@ public actor RedisConnection {
                 guard redisSetTimeout(context, timeval(wanted)) == REDIS_OK else { throw fail(context, stage: "set timeout") }
                 currentTimeout = wanted
             }
-            for command in commands {
-                guard Self.append(command, to: context) == REDIS_OK else { throw fail(context, stage: "append") }
-            }
+            try send(commands, on: context)
             replies.reserveCapacity(commands.count)
             for _ in commands {
                 var raw: UnsafeMutableRawPointer?
@@ -245,16 +243,55 @@ public actor RedisConnection {
         return (replies, nil)
     }
 
-    /// Drops a context that hiredis marked failed and turns its error into a `RedisError`.
-    private func fail(_ context: UnsafeMutablePointer<redisContext>, stage: String) -> RedisError {
-        let errorCode = context.pointee.err
-        let text = withUnsafeBytes(of: context.pointee.errstr) { raw in
-            String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+    /// Writes `commands` to the socket, whole, before any reply is read. hiredis' own output
+    /// buffer stays empty (so `redisGetReply` goes straight to reading): the bytes are
+    /// written from `outgoing` instead of being copied into a buffer hiredis grows and frees
+    /// on every write. The socket is blocking, with the send timeout `redisSetTimeout` set;
+    /// a send that times out fails as `.timeout`, any other failure as `.connectionLost`.
+    private func send(_ commands: [[String]], on context: UnsafeMutablePointer<redisContext>) throws {
+        outgoing.removeAll(keepingCapacity: outgoing.capacity <= 1 << 20)
+        var size = 0
+        for command in commands {
+            size += 16
+            for argument in command { size += argument.utf8.count + 16 }
         }
+        outgoing.reserveCapacity(size)
+        for command in commands { Self.format(command, into: &outgoing) }
+        let fd = context.pointee.fd
+        let failure: Int32? = outgoing.withUnsafeBytes { bytes in
+            var offset = 0
+            while offset < bytes.count {
+                // MSG_NOSIGNAL: a peer gone away is an error here, not a SIGPIPE that ends the process.
+                let written = Glibc.send(fd, bytes.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL))
+                if written > 0 {
+                    offset += written
+                } else if written < 0 && errno == EINTR {
+                    continue
+                } else {
+                    return written < 0 ? errno : EPIPE
+                }
+            }
+            return nil
+        }
+        if let failure {
+            let timedOut = failure == EAGAIN || failure == EWOULDBLOCK
+            throw fail(context, stage: "write", io: (timedOut ? .timeout : .connectionLost, String(cString: strerror(failure))))
+        }
+    }
+
+    /// Drops a context that hiredis marked failed (or whose socket failed under `send`:
+    /// `io`) and turns its error into a `RedisError`.
+    private func fail(
+        _ context: UnsafeMutablePointer<redisContext>, stage: String, io: (code: RedisError.Code, text: String)? = nil
+    ) -> RedisError {
+        let errorCode = context.pointee.err
+        var text = withUnsafeBytes(of: context.pointee.errstr) { raw in String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self) }
+        if let io { text = io.text }
         redisFree(context)
         self.context = nil
         let code: RedisError.Code
         switch errorCode {
+        case _ where io != nil: code = io?.code ?? .connectionLost
         case REDIS_ERR_PROTOCOL, REDIS_ERR_OOM: code = .protocolError
         case REDIS_ERR_IO where text.contains("temporarily unavailable") || text.contains("timed out"): code = .timeout
         default: code = .connectionLost
@@ -326,24 +363,15 @@ public actor RedisConnection {
         return context
     }
 
-    /// Appends one command, formatted here as RESP (an array of bulk strings): arguments
-    /// are binary-safe, never interpreted, and hiredis copies the bytes once instead of
-    /// formatting each argument's header itself.
-    private static func append(_ command: [String], to context: UnsafeMutablePointer<redisContext>) -> Int32 {
-        var buffer: [UInt8] = []
-        var size = 16
-        for argument in command { size += argument.utf8.count + 16 }
-        buffer.reserveCapacity(size)
+    /// Appends one command to `buffer` as RESP (an array of bulk strings): arguments are
+    /// binary-safe, never interpreted.
+    private static func format(_ command: [String], into buffer: inout [UInt8]) {
         appendHeader(UInt8(ascii: "*"), command.count, to: &buffer)
         for argument in command {
             appendHeader(UInt8(ascii: "$"), argument.utf8.count, to: &buffer)
             buffer.append(contentsOf: argument.utf8)
             buffer.append(13)
             buffer.append(10)
-        }
-        return buffer.withUnsafeBufferPointer { bytes in
-            guard let start = bytes.baseAddress else { return REDIS_ERR }
-            return redisAppendFormattedCommand(context, UnsafeRawPointer(start).assumingMemoryBound(to: CChar.self), bytes.count)
         }
     }
 

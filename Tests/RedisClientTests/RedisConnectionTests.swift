@@ -43,6 +43,24 @@ import Testing
         try await redis.send(["DEL", key])
     }
 
+    /// A write to a socket the server closed fails the call and the next one reconnects: the
+    /// peer's reset is an error, never a SIGPIPE that would end the process.
+    @Test func aWriteToASocketTheServerClosedFailsWithoutEndingTheProcess() async throws {
+        let redis = try await connection("closed")
+        let admin = try await connection("admin")
+        let key = TestRedis.uniquePrefix("closed")
+        // Large enough that the write goes on after the server's reset arrives.
+        let value = String(repeating: "x", count: 64 << 20)
+        for _ in 0..<3 {
+            let id = try #require(try await redis.send(["CLIENT", "ID"]).int)
+            #expect(try await admin.send(["CLIENT", "KILL", "ID", String(id)]).int == 1)
+            let error = await #expect(throws: RedisError.self) { try await redis.send(["SET", key, value]) }
+            #expect(error?.code == .connectionLost, "\(String(describing: error))")
+            #expect(try await redis.send(["PING"]) == .status("PONG"), "the next call reconnects")
+        }
+        #expect(try await admin.send(["EXISTS", key]).int == 0)
+    }
+
     @Test func errorRepliesAreThrownWithTheServerText() async throws {
         let redis = try await connection()
         let key = TestRedis.uniquePrefix("wrongtype")
