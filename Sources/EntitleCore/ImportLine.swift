@@ -137,6 +137,7 @@ package enum ImportFile {
             if fields.count == 3, !fields[2].isEmpty { bundleId = fields[2] }
         }
         if let problem = publisher.customerIdProblem(customer) { return .failure(Refusal(message: problem)) }
+        customer = publisher.canonicalCustomerId(customer)
         switch proof {
         case .originalTransactionId(let id):
             guard (1...32).contains(id.count), id.allSatisfy({ $0.isASCII && $0.isNumber }) else {

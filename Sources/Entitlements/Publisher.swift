@@ -304,6 +304,16 @@ public struct Publisher: Sendable, Hashable, Codable {
         return nil
     }
 
+    /// A customer id as this publisher's customers are stored: an appAccountToken in lower
+    /// case, as Apple writes it (a UUID's letters mean the same in either case, and Swift's
+    /// `UUID().uuidString` writes them upper case); any other id as given. Every id that
+    /// comes in (a request, a customer token, an import) goes through it, so one customer is
+    /// never two.
+    public func canonicalCustomerId(_ id: String) -> String {
+        guard customerIdentity == .appAccountToken, let token = UUID(uuidString: id) else { return id }
+        return token.uuidString.lowercased()
+    }
+
     /// The offer a product buys.
     public func offer(forProduct productId: String) -> Offer? { offers.first { $0.productIds.contains(productId) } }
 

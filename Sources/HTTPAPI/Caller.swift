@@ -42,9 +42,10 @@ extension EntitleAPI {
             var customer: String?
             if let header = HTTPField.Name("X-Customer-Token"), let presented = request.headers[header] {
                 do {
-                    customer = try CustomerToken.verify(
-                        presented, publisher: publisher, keys: credentials.customerTokenKeys[publisher.id] ?? []
-                    ).customer
+                    customer = publisher.canonicalCustomerId(
+                        try CustomerToken.verify(
+                            presented, publisher: publisher, keys: credentials.customerTokenKeys[publisher.id] ?? []
+                        ).customer)
                 } catch {
                     throw failedAuthentication(context, APIError(.unauthorized, "invalidCustomerToken", error.message))
                 }
@@ -82,19 +83,21 @@ extension EntitleAPI {
     }
 
     /// Whether `caller` may read about `customer` of its publisher: a secret key may; an app
-    /// key only with a customer token for that very customer.
-    func requireCustomerAccess(_ caller: Caller, customer: String) throws -> Publisher {
+    /// key only with a customer token for that very customer. Returns the publisher and the
+    /// customer's id as stored (`Publisher.canonicalCustomerId`).
+    func requireCustomerAccess(_ caller: Caller, customer named: String) throws -> (Publisher, String) {
         switch caller {
-        case .secretKey(let publisher): return publisher
+        case .secretKey(let publisher): return (publisher, publisher.canonicalCustomerId(named))
         case .app(let publisher, _, let tokenCustomer):
             guard let tokenCustomer else {
                 throw APIError(
                     .unauthorized, "customerTokenRequired", "an app key reads about a customer only with that customer's X-Customer-Token")
             }
+            let customer = publisher.canonicalCustomerId(named)
             guard tokenCustomer == customer else {
                 throw APIError(.forbidden, "forbidden", "the customer token is for another customer")
             }
-            return publisher
+            return (publisher, customer)
         case .admin:
             throw APIError(.forbidden, "forbidden", "operators read customers at /v1/admin/publishers/{publisherId}/customers/{id}")
         }

@@ -48,9 +48,7 @@ extension EntitleAPI {
 
     /// The customer a Cleeng read call names, checked as `customerEmail` is on `/apple/payment`.
     func cleengCustomer(_ context: APIRequestContext, publisher: Publisher) throws -> String {
-        let customer = try RequestInput.path(context, "customerEmail")
-        try RequestInput.checkCustomer(customer, for: publisher, field: "customerEmail")
-        return customer
+        try RequestInput.checkCustomer(try RequestInput.path(context, "customerEmail"), for: publisher, field: "customerEmail")
     }
 
 }

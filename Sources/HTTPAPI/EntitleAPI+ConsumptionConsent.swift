@@ -15,8 +15,7 @@ extension EntitleAPI {
     func registerConsumptionConsent(on routes: RouteTable) {
         routes.add(.put, "/v1/customers/{id}/consumption-consent") { request, context in
             let publisher = try secretKeyPublisher(request, context)
-            let customer = try RequestInput.path(context, "id")
-            try RequestInput.checkCustomer(customer, for: publisher)
+            let customer = try RequestInput.checkCustomer(try RequestInput.path(context, "id"), for: publisher)
             let input = try await RequestInput.json(request, limit: 4 << 10)
             try input.allow(["consented"])
             guard case .bool(let consented)? = input.values["consented"] else {
@@ -27,8 +26,7 @@ extension EntitleAPI {
         }
         routes.add(.get, "/v1/customers/{id}/consumption-consent") { request, context in
             let publisher = try secretKeyPublisher(request, context)
-            let customer = try RequestInput.path(context, "id")
-            try RequestInput.checkCustomer(customer, for: publisher)
+            let customer = try RequestInput.checkCustomer(try RequestInput.path(context, "id"), for: publisher)
             let consented = try await store.consumptionConsent(publisher: publisher.id, customer: customer)
             return try JSONBody.response(encoding: ConsumptionConsent(customer: customer, consented: consented))
         }

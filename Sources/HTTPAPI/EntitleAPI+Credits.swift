@@ -8,8 +8,7 @@ extension EntitleAPI {
         // The publisher's backend tells Entitle its app used credits: a `spend` job, once per reference.
         routes.add(.post, "/v1/customers/{id}/credits/spend") { request, context in
             let publisher = try secretKeyPublisher(request, context)
-            let customer = try RequestInput.path(context, "id")
-            try RequestInput.checkCustomer(customer, for: publisher)
+            let customer = try RequestInput.checkCustomer(try RequestInput.path(context, "id"), for: publisher)
             let input = try await RequestInput.json(request, limit: 64 << 10)
             try input.allow(["amount", "reference"])
             let amount = try input.integer(

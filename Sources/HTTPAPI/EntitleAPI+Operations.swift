@@ -14,10 +14,8 @@ extension EntitleAPI {
             guard transaction.allSatisfy(\.isASCIIDigit) else {
                 throw APIError.badRequest("originalTransactionId must be the App Store's digits")
             }
-            let to = try input.required("to")
-            try RequestInput.checkCustomer(to, for: publisher, field: "to")
-            let from = try input.string("from")
-            if let from { try RequestInput.checkCustomer(from, for: publisher, field: "from") }
+            let to = try RequestInput.checkCustomer(try input.required("to"), for: publisher, field: "to")
+            let from = try input.string("from").map { try RequestInput.checkCustomer($0, for: publisher, field: "from") }
             let payload = JobPayloads.Transfer(publisher: publisher.id, originalTransactionId: transaction, to: to, from: from)
             // One job at a time per transaction; a repeat once it has finished is a new transfer
             // (a purchase goes back and forth), an exact repeat while it runs the same job.
@@ -94,8 +92,8 @@ extension EntitleAPI {
         routes.add(.get, "/v1/admin/publishers/{publisherId}/customers/{id}") { request, context in
             try requireAdmin(request, context)
             let publisher = try RequestInput.path(context, "publisherId")
-            let customer = try RequestInput.path(context, "id")
-            guard settings.catalog.publisher(publisher) != nil else { throw APIError.notFound("no publisher \(publisher)") }
+            guard let catalogEntry = settings.catalog.publisher(publisher) else { throw APIError.notFound("no publisher \(publisher)") }
+            let customer = catalogEntry.canonicalCustomerId(try RequestInput.path(context, "id"))
             let (state, version) = try await store.load(publisher: publisher, customer: customer)
             guard version > 0 else { throw APIError.notFound("no customer \(customer) of publisher \(publisher)") }
             let at = try await dateParameter(request, "at")

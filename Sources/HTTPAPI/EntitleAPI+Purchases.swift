@@ -43,7 +43,7 @@ extension EntitleAPI {
                     throw APIError(
                         .forbidden, "proofRequired", "an app key posts Apple's proof of purchase: signedTransaction or appReceipt")
                 }
-                if let named = try input.string("customer"), named != tokenCustomer {
+                if let named = try input.string("customer"), owner.canonicalCustomerId(named) != tokenCustomer {
                     throw APIError(.forbidden, "forbidden", "the customer token is for another customer")
                 }
                 if !key.bundleIds.isEmpty {
@@ -133,10 +133,10 @@ extension EntitleAPI {
         transactionId: String?, appReceipt rawReceipt: String?, bundleId: String?, offerId: String?, couponCode: String?,
         price: String? = nil, currency: String? = nil
     ) async throws -> Purchase {
+        let customer = try RequestInput.checkCustomer(customer, for: publisher, field: customerField)
         // Base64 never holds a space: one in a receipt is a `+` that a query string turned
         // into a space (Cloud Softphone sends receipts unencoded in GET queries).
         let appReceipt = rawReceipt.map { $0.replacingOccurrences(of: " ", with: "+") }
-        try RequestInput.checkCustomer(customer, for: publisher, field: customerField)
         let given = [signedTransaction, transactionId, appReceipt].compactMap { $0 }.filter { !$0.isEmpty }
         guard !given.isEmpty else { throw APIError.badRequest("give one of signedTransaction, transactionId and appReceipt") }
         if signedTransaction != nil && given.count > 1 {
@@ -312,7 +312,7 @@ extension EntitleAPI {
                     guard let tokenCustomer else {
                         throw APIError(.unauthorized, "customerTokenRequired", "send the customer's X-Customer-Token with the app key")
                     }
-                    if let username, username != tokenCustomer {
+                    if let username, owner.canonicalCustomerId(username) != tokenCustomer {
                         throw APIError(.forbidden, "forbidden", "the customer token is for another customer")
                     }
                     username = tokenCustomer

@@ -82,10 +82,9 @@ extension EntitleAPI {
         // Apps register their customer's devices (with the customer's token); the backend
         // may do everything.
         routes.add(.post, "/v1/customers/{id}/devices") { request, context in
-            let customer = try RequestInput.path(context, "id")
             let who = try caller(request, context)
-            let publisher = try requireCustomerAccess(who, customer: customer)
-            try RequestInput.checkCustomer(customer, for: publisher)
+            let (publisher, named) = try requireCustomerAccess(who, customer: try RequestInput.path(context, "id"))
+            let customer = try RequestInput.checkCustomer(named, for: publisher)
             let push = try pushSettings(publisher)
             let input = try await RequestInput.json(request, limit: 4 << 10)
             try input.allow(["token", "bundleId", "pushType", "environment", "promotional"])
@@ -113,10 +112,9 @@ extension EntitleAPI {
             return try JSONBody.response(encoding: DeviceReply(device), status: .created)
         }
         routes.add(.delete, "/v1/customers/{id}/devices/{token}") { request, context in
-            let customer = try RequestInput.path(context, "id")
             let who = try caller(request, context)
-            let publisher = try requireCustomerAccess(who, customer: customer)
-            try RequestInput.checkCustomer(customer, for: publisher)
+            let (publisher, named) = try requireCustomerAccess(who, customer: try RequestInput.path(context, "id"))
+            let customer = try RequestInput.checkCustomer(named, for: publisher)
             _ = try pushSettings(publisher)
             let token = try Self.deviceToken(try RequestInput.path(context, "token"))
             // An app key limited to some apps removes only those apps' devices.
@@ -134,8 +132,7 @@ extension EntitleAPI {
         }
         routes.add(.get, "/v1/customers/{id}/devices") { request, context in
             let publisher = try secretKeyPublisher(request, context)
-            let customer = try RequestInput.path(context, "id")
-            try RequestInput.checkCustomer(customer, for: publisher)
+            let customer = try RequestInput.checkCustomer(try RequestInput.path(context, "id"), for: publisher)
             _ = try pushSettings(publisher)
             let devices = try await store.devices.devices(publisher: publisher.id, customer: customer)
             return try JSONBody.response(encoding: DevicesReply(customer: customer, devices: devices.map(DeviceReply.init)))
@@ -219,13 +216,12 @@ extension EntitleAPI {
             guard publisher.offer(offer) != nil else { throw APIError.badRequest("publisher \(publisher.id) has no offer \(offer)") }
             audience = .offer(offer)
         } else if let customer = try audienceInput.string("customer") {
-            try RequestInput.checkCustomer(customer, for: publisher)
-            audience = .customer(customer)
+            audience = .customer(try RequestInput.checkCustomer(customer, for: publisher))
         } else if let customers = try audienceInput.strings(
             "customers", count: 1...10_000, message: "audience.customers must list 1 to 10,000 customers")
         {
-            for customer in customers { try RequestInput.checkCustomer(customer, for: publisher, field: "audience.customers") }
-            audience = .customers(customers)
+            audience = .customers(
+                try customers.map { try RequestInput.checkCustomer($0, for: publisher, field: "audience.customers") })
         } else {
             throw APIError.badRequest("audience must be one of {\"entitlement\"}, {\"offerId\"}, {\"customer\"}, {\"customers\": [...]}")
         }

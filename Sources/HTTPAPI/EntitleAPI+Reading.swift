@@ -24,8 +24,7 @@ extension EntitleAPI {
 
         routes.add(.get, "/v1/customers/{id}/entitlements") { request, context in
             let caller = try caller(request, context)
-            let customer = try RequestInput.path(context, "id")
-            let publisher = try requireCustomerAccess(caller, customer: customer)
+            let (publisher, customer) = try requireCustomerAccess(caller, customer: try RequestInput.path(context, "id"))
             let at = try await dateParameter(request, "at")
             let (state, version) = try await store.load(publisher: publisher.id, customer: customer)
             guard version > 0 else { throw APIError.notFound("no customer \(customer)") }
@@ -35,8 +34,7 @@ extension EntitleAPI {
         // Cleeng-style: may this customer use this offer now?
         routes.add(.get, "/v1/customers/{id}/access/{offerId}") { request, context in
             let caller = try caller(request, context)
-            let customer = try RequestInput.path(context, "id")
-            let publisher = try requireCustomerAccess(caller, customer: customer)
+            let (publisher, customer) = try requireCustomerAccess(caller, customer: try RequestInput.path(context, "id"))
             let offerId = try RequestInput.path(context, "offerId")
             guard let offer = publisher.offer(offerId) else { throw APIError.notFound("publisher \(publisher.id) has no offer \(offerId)") }
             let at = try await dateParameter(request, "at")

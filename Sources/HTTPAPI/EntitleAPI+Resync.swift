@@ -9,8 +9,7 @@ extension EntitleAPI {
         // purchases from Apple: a `resync` job, one at a time per customer.
         routes.add(.post, "/v1/customers/{id}/resync") { request, context in
             let publisher = try secretKeyPublisher(request, context)
-            let customer = try RequestInput.path(context, "id")
-            try RequestInput.checkCustomer(customer, for: publisher)
+            let customer = try RequestInput.checkCustomer(try RequestInput.path(context, "id"), for: publisher)
             guard try await store.load(publisher: publisher.id, customer: customer).version > 0 else {
                 throw APIError.notFound("\(publisher.id) has no customer \(customer)")
             }

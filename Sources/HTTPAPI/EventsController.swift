@@ -27,14 +27,15 @@ struct EventsController {
     func addRoutes(to routes: RouteTable) {
         routes.add(.get, "/v1/customers/{id}/events") { request, context in
             let publisher = try api.secretKeyPublisher(request, context)
-            let customer = try RequestInput.path(context, "id")
+            let customer = publisher.canonicalCustomerId(try RequestInput.path(context, "id"))
             return try await page(publisher: publisher.id, customer: customer, request)
         }
         routes.add(.get, "/v1/admin/publishers/{publisherId}/customers/{id}/events") { request, context in
             try api.requireAdmin(request, context)
             let publisher = try RequestInput.path(context, "publisherId")
-            guard api.settings.catalog.publisher(publisher) != nil else { throw APIError.notFound("no publisher \(publisher)") }
-            return try await page(publisher: publisher, customer: try RequestInput.path(context, "id"), request)
+            guard let catalogEntry = api.settings.catalog.publisher(publisher) else { throw APIError.notFound("no publisher \(publisher)") }
+            return try await page(
+                publisher: publisher, customer: catalogEntry.canonicalCustomerId(try RequestInput.path(context, "id")), request)
         }
     }
 

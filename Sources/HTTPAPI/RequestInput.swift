@@ -103,8 +103,11 @@ struct RequestInput {
 
 extension RequestInput {
     /// Checks a customer id against how the publisher names customers.
-    static func checkCustomer(_ id: String, for publisher: Publisher, field: String = "customer") throws {
+    /// Refuses a customer id that does not fit how the publisher names customers; returns it
+    /// as it is stored (`Publisher.canonicalCustomerId`).
+    static func checkCustomer(_ id: String, for publisher: Publisher, field: String = "customer") throws -> String {
         if let problem = publisher.customerIdProblem(id, field: field) { throw APIError.badRequest(problem) }
+        return publisher.canonicalCustomerId(id)
     }
 
     /// A path parameter, percent-decoded.

@@ -41,7 +41,12 @@ struct CustomersCommand: AsyncParsableCommand {
                 configuration: try RedisConfiguration(url: options.redisURL), maximumConnections: 1, logger: logger)
             defer { pool.close() }
             let store = EntitlementStore(redis: pool, prefix: options.keyPrefix, logger: logger)
-            let (state, version) = try await store.load(publisher: publisher, customer: customer)
+            var (state, version) = try await store.load(publisher: publisher, customer: customer)
+            // An appAccountToken is stored in lower case (`Publisher.canonicalCustomerId`); this
+            // command reads no catalog, so a UUID given in upper case is looked up both ways.
+            if version == 0, let token = UUID(uuidString: customer), token.uuidString.lowercased() != customer {
+                (state, version) = try await store.load(publisher: publisher, customer: token.uuidString.lowercased())
+            }
             guard version > 0 else { throw CommandFailure("no customer \(customer) of publisher \(publisher)") }
             if json {
                 print(try JSONOutput.line(encoding: CustomerDocument(state, at: date)))

@@ -32,6 +32,7 @@ extension CustomersCommand {
                 throw ValidationError("CUSTOMER must have 1 to 256 bytes and no control characters")
             }
             let publisher = try WorkerCommand.publisher(self.publisher, catalog: target.catalog, why: "the publisher is checked against it")
+            let customer = publisher.canonicalCustomerId(self.customer)
             let logger = options.makeLogger("entitle.customers")
             let jobQueue = try options.makeJobQueue(logger: logger, connections: 1)
             defer { jobQueue.redis.close() }
