@@ -249,7 +249,7 @@ public actor RedisConnection {
     /// on every write. The socket is blocking, with the send timeout `redisSetTimeout` set;
     /// a send that times out fails as `.timeout`, any other failure as `.connectionLost`.
     private func send(_ commands: [[String]], on context: UnsafeMutablePointer<redisContext>) throws {
-        outgoing.removeAll(keepingCapacity: outgoing.capacity <= 1 << 20)
+        outgoing.removeAll(keepingCapacity: true)
         var size = 0
         for command in commands {
             size += 16
@@ -273,6 +273,8 @@ public actor RedisConnection {
             }
             return nil
         }
+        // A large write's buffer is not kept for an idle connection.
+        if outgoing.capacity > 1 << 20 { outgoing = [] }
         if let failure {
             let timedOut = failure == EAGAIN || failure == EWOULDBLOCK
             throw fail(context, stage: "write", io: (timedOut ? .timeout : .connectionLost, String(cString: strerror(failure))))

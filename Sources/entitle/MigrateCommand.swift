@@ -70,7 +70,7 @@ struct MigrateCommand: AsyncParsableCommand {
             defer { target.close() }
             let keys = EntitlementKeys(prefix: options.keyPrefix)
             let stem = options.keyPrefix + ":ent:"
-            var (moved, kept) = (0, [String]())
+            var (moved, kept, failed) = (0, [String](), [String]())
             try await target.scan(stem + "*:customer:*") { key in
                 // Legacy: {prefix}:ent:P:customer:C, P a catalog id (no brace, no colon).
                 let rest = key.dropFirst(stem.count)
@@ -82,45 +82,91 @@ struct MigrateCommand: AsyncParsableCommand {
                 if dryRun {
                     print("\(key) -> \(newKey)")
                     moved += 1
-                } else if try await Self.move(key, to: newKey, in: target) {
-                    moved += 1
-                } else {
-                    kept.append(key)
+                    return
+                }
+                switch try await Self.move(key, to: newKey, in: target) {
+                case .moved: moved += 1
+                case .gone: break
+                case .writtenAtBoth: kept.append(key)
+                case .failed(let why): failed.append("\(key): \(why)")
                 }
             }
             print("\(moved) customers \(dryRun ? "would move" : "moved")")
+            var problems: [String] = []
             if !kept.isEmpty {
-                throw CommandFailure(
+                problems.append(
                     "\(kept.count) customers are written at both places (the new one was kept, the old left): \(kept.prefix(10).joined(separator: ", "))"
                 )
             }
+            if !failed.isEmpty {
+                problems.append(
+                    "\(failed.count) customers could not be moved (each left where it is): \(failed.prefix(10).joined(separator: "; "))")
+            }
+            if !problems.isEmpty { throw CommandFailure(problems.joined(separator: "\n")) }
         }
 
-        /// Moves a customer's hash to `newKey` unless one is written there already (false). On
-        /// one server, one `RENAMENX`. On a cluster the two keys are in different slots, which no
+        /// What became of one customer's old key.
+        enum Move: Equatable {
+            case moved
+            /// Moved already (SCAN may name a key twice).
+            case gone
+            /// A customer is written at the new key too, unlike the old one: both are left.
+            case writtenAtBoth
+            /// Left where it is, and why.
+            case failed(String)
+        }
+
+        /// Moves a customer's hash to `newKey` unless another is written there already. On one
+        /// server, one `RENAMENX`. On a cluster the two keys are in different slots, which no
         /// command may name together: the fields are copied to the new key, then the old key is
-        /// deleted. The workers are stopped, so nothing writes either meanwhile; a copy that a
-        /// run stopped before its delete left is found equal to the old key and finished.
-        static func move(_ key: String, to newKey: String, in target: MigrationRedis) async throws -> Bool {
-            guard target.isCluster else { return try await target.redis.send(["RENAMENX", key, newKey]).checked().int == 1 }
-            let replies = try await target.redis.send(["HGETALL", key]).checked().array ?? []
+        /// deleted if it still holds what was copied. A copy that a run stopped before its delete
+        /// left is found equal to the old key and finished.
+        static func move(_ key: String, to newKey: String, in target: MigrationRedis) async throws -> Move {
+            guard target.isCluster else {
+                switch try await target.redis.pipeline([["RENAMENX", key, newKey]])[0] {
+                case .integer(1): return .moved
+                case .integer: return .writtenAtBoth
+                case .error(let message) where message.contains("no such key"): return .gone
+                case let other: return .failed(other.string ?? "\(other)")
+                }
+            }
+            let read = try await target.redis.pipeline([["HGETALL", key], ["HGETALL", newKey]])
+            if case .error(let message) = read[0] { return .failed(message) }
+            if case .error(let message) = read[1] { return .failed("\(newKey): \(message)") }
+            let replies = read[0].array ?? []
             var fields: [String] = []
             for reply in replies {
                 // Every field of a customer is text; one that is not would not survive the copy.
                 guard case .bulk(let bytes) = reply, let text = String(validating: bytes, as: UTF8.self) else {
-                    throw CommandFailure("\(key) holds a value that is not text: it was left where it is")
+                    return .failed("it holds a value that is not text")
                 }
                 fields.append(text)
             }
-            guard !fields.isEmpty else { return true }  // moved meanwhile: nothing left to move
-            let written = try await target.redis.send(["HGETALL", newKey]).checked().fieldValues
+            guard !fields.isEmpty else { return .gone }
+            let written = read[1].fieldValues
             if written.isEmpty {
                 _ = try await target.redis.send(["HSET", newKey] + fields).checked()
-            } else if written != RedisReply.array(replies).fieldValues {
-                return false
+            } else if written != read[0].fieldValues {
+                return .writtenAtBoth
             }
-            _ = try await target.redis.send(["DEL", key]).checked()
-            return true
+            // A writer the procedure should have stopped, writing between the copy and here, keeps its write.
+            guard try await target.redis.run(Self.deleteIfUnchanged, keys: [key], arguments: fields).int == 1 else {
+                return .failed("it changed while it was copied: run it again")
+            }
+            return .moved
         }
+
+        /// Deletes a hash if it holds exactly the field-value pairs given. KEYS: the hash. ARGV:
+        /// field, value, .... Returns 1 if it deleted it.
+        static let deleteIfUnchanged = RedisScript(
+            name: "deleteIfUnchanged",
+            source: """
+                if redis.call('HLEN', KEYS[1]) * 2 ~= #ARGV then return 0 end
+                for i = 1, #ARGV, 2 do
+                  if redis.call('HGET', KEYS[1], ARGV[i]) ~= ARGV[i + 1] then return 0 end
+                end
+                redis.call('DEL', KEYS[1])
+                return 1
+                """)
     }
 }

@@ -167,6 +167,34 @@ import Testing
                     && holders.output.contains("\(2 * customers.count + 2) customers read, \(2 * customers.count) index entries added"),
                 "\(holders.output) \(holders.errors)")
             #expect(Set(try await store.holders(publisher: "demo", entitlement: "premium", after: 0)) == indexed)
+
+            // A primary that failed (no replica to take over) still holds its customers: the
+            // command refuses to run rather than skip them.
+            let primaries = try await cluster.roles().primaries
+            let lost = primaries[0]
+            await lost.kill()
+            try await eventually("every other primary to mark the lost one failed") {
+                for survivor in primaries.dropFirst() {
+                    let nodes = try await survivor.send(["CLUSTER", "NODES"]).string ?? ""
+                    guard nodes.split(separator: "\n").contains(where: { $0.contains(lost.address) && $0.contains("master,fail ") })
+                    else { return false }
+                }
+                return true
+            }
+            let partial = try await cli.run(["migrate", "customers"])
+            #expect(partial.status != 0 && partial.errors.contains("of its 16384 slots"), "\(partial.output) \(partial.errors)")
+        } catch {
+            await cluster.stop()
+            throw error
+        }
+        await cluster.stop()
+    }
+
+    /// A cluster of one node, which names itself with no address in `CLUSTER NODES`.
+    @Test func customersMoveOnAClusterOfOneNode() async throws {
+        let cluster = try await LocalRedisCluster.startOneNode()
+        do {
+            try await Self.migrate(try await CLI("migrate-one-node", url: "redis+cluster://" + cluster.nodes[0].address))
         } catch {
             await cluster.stop()
             throw error
