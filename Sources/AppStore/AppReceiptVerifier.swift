@@ -73,10 +73,25 @@ public struct AppReceiptVerifier: Sendable {
                 throw AppStoreError(.certificateExpired, "the signing certificate is not valid at \(time.formatted(.iso8601))")
             }
         } else {
-            let intermediates = container.certificates.filter { $0 != container.signer }
+            let others = container.certificates.indices.filter { container.certificates[$0] != container.signer }
+            // Apple's receipts carry the signer, one intermediate and the root. The chain search
+            // over certificates the sender chose grows with the factorial of their number (one of
+            // 8 that all chain to each other takes a minute): a few are all a chain needs.
+            guard others.count <= Self.maximumIntermediates else {
+                throw AppStoreError(
+                    .invalidCertificateChain,
+                    "the receipt carries \(container.certificates.count) certificates; Apple's carry three")
+            }
+            // The cache is keyed by the exact certificates: a forged signer naming the issuer and
+            // serial of one seen before must not find its chain verified.
+            var digest = SHA256()
+            for index in [container.certificates.firstIndex(of: container.signer)!] + others {
+                digest.update(data: container.certificateDER[index])
+                digest.update(data: [0])
+            }
             _ = try await chainVerifier.verify(
-                leaf: container.signer, intermediates: intermediates, at: time,
-                cacheKey: "\(container.signer.issuer)|\(container.signer.serialNumber)")
+                leaf: container.signer, intermediates: others.map { container.certificates[$0] }, at: time,
+                cacheKey: digest.finalize().map { String(format: "%02x", $0) }.joined())
         }
 
         if let expected = configuration.bundleId, receipt.bundleId != expected {
@@ -84,6 +99,9 @@ public struct AppReceiptVerifier: Sendable {
         }
         return receipt
     }
+
+    /// The most certificates besides its signer a receipt may carry for its chain.
+    static let maximumIntermediates = 3
 
     static let sha1: ASN1ObjectIdentifier = [1, 3, 14, 3, 2, 26]
     static let sha256: ASN1ObjectIdentifier = [2, 16, 840, 1, 101, 3, 4, 2, 1]

@@ -6,8 +6,9 @@ import X509
 struct PKCS7SignedData {
     /// The signed content (the receipt payload).
     let content: [UInt8]
-    /// Every certificate carried in the container.
+    /// Every certificate carried in the container, and each one's DER.
     let certificates: [Certificate]
+    let certificateDER: [[UInt8]]
     /// The certificate whose issuer and serial number the signer names.
     let signer: Certificate
     let digestAlgorithm: ASN1ObjectIdentifier
@@ -17,6 +18,9 @@ struct PKCS7SignedData {
     let signedAttributes: [UInt8]?
     /// The `messageDigest` signed attribute, when present.
     let messageDigest: [UInt8]?
+
+    /// The most certificates a container may carry (Apple's receipts carry three).
+    static let maximumCertificates = 8
 
     static let signedDataType: ASN1ObjectIdentifier = [1, 2, 840, 113549, 1, 7, 2]
     static let messageDigestAttribute: ASN1ObjectIdentifier = [1, 2, 840, 113549, 1, 9, 4]
@@ -37,17 +41,25 @@ struct PKCS7SignedData {
             content = try Self.octetString(octets)
 
             var certificates: [Certificate] = []
+            var certificateDER: [[UInt8]] = []
             var signerInfos: ASN1Node?
             for node in signedData.dropFirst(3) {
                 if node.identifier == ASN1Identifier(tagWithNumber: 0, tagClass: .contextSpecific) {
                     for certificateNode in try Self.children(of: node) {
-                        certificates.append(try Certificate(derEncoded: Array(certificateNode.encodedBytes)))
+                        // Apple's carry three: more is junk, not worth parsing.
+                        guard certificates.count < Self.maximumCertificates else {
+                            throw Self.malformed("more than \(Self.maximumCertificates) certificates")
+                        }
+                        let der = Array(certificateNode.encodedBytes)
+                        certificates.append(try Certificate(derEncoded: der))
+                        certificateDER.append(der)
                     }
                 } else if node.identifier == ASN1Identifier.set {
                     signerInfos = node
                 }
             }
             self.certificates = certificates
+            self.certificateDER = certificateDER
             guard let signerInfos, let signerInfo = try Self.children(of: signerInfos).first else {
                 throw Self.malformed("no signer")
             }

@@ -58,7 +58,8 @@ public struct ReceiptSigningAuthority: Sendable {
 
     /// Wraps `content` (a receipt payload) in PKCS#7 SignedData: SHA-256 with RSA (PKCS#1
     /// v1.5) over the content itself, no signed attributes, the leaf and intermediate included.
-    public func sign(content: [UInt8]) throws -> [UInt8] {
+    /// - Parameter extra: more certificates to carry after those two (a hostile receipt's, in tests).
+    public func sign(content: [UInt8], carrying extra: [Certificate] = []) throws -> [UInt8] {
         let sha256 = DERWriter.sequence([DERWriter.objectIdentifier([2, 16, 840, 1, 101, 3, 4, 2, 1]), DERWriter.null])
         let rsaEncryption = DERWriter.sequence([DERWriter.objectIdentifier([1, 2, 840, 113549, 1, 1, 1]), DERWriter.null])
         let signature = try leafKey.signature(for: SHA256.hash(data: content), padding: .insecurePKCS1v1_5)
@@ -75,7 +76,7 @@ public struct ReceiptSigningAuthority: Sendable {
             DERWriter.sequence([
                 DERWriter.objectIdentifier([1, 2, 840, 113549, 1, 7, 1]), DERWriter.tlv(0xA0, DERWriter.octetString(content)),
             ]),
-            DERWriter.tlv(0xA0, try CertificateChainMinter.der(leaf) + CertificateChainMinter.der(intermediate)),
+            DERWriter.tlv(0xA0, try ([leaf, intermediate] + extra).flatMap(CertificateChainMinter.der)),
             DERWriter.set([signerInfo]),
         ])
         return DERWriter.sequence([DERWriter.objectIdentifier([1, 2, 840, 113549, 1, 7, 2]), DERWriter.tlv(0xA0, signedData)])
