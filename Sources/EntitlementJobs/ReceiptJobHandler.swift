@@ -606,6 +606,10 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
     /// Asks for each purchase another customer holds to be transferred (as `transfer`
     /// jobs, saying who asked and why Apple's word was taken), then waits its turn: the job
     /// runs again once they are done.
+    /// How many transfers one claim asks for, one after another, for one purchase that keeps
+    /// changing hands while it waits, before it gives up.
+    static let maximumTransferRequests = 16
+
     func requestTransfers(
         _ moving: [String: ClaimRule.Decision], primary: String, owners: [String: String], verified: [PurchaseFact],
         publisher: Publisher, payload: JobPayloads.Receipt, job: JobContext
@@ -620,16 +624,32 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
                 appAccountTokenSignedAtMs: AppAccountToken.binding(verified)[originalTransactionId]?.signedDate.map {
                     AppleTimestamp($0).milliseconds
                 })
-            let enqueued = try await service.jobQueue.enqueue(
-                try EnqueueRequest(transfer, queue: job.queue, idempotencyKey: "transfer:\(job.id):\(originalTransactionId)"))
+            // One request per run of this job (a rerun after a crash finds its own under its key).
+            // A request of an earlier run that has finished while another customer holds the
+            // purchase (a third claim took it meanwhile) is followed by a new one, keyed by the
+            // one it follows: the same walk on every run, never a wait for a job that is done.
+            var key = "transfer:\(job.id):\(originalTransactionId)"
+            var enqueued = try await service.jobQueue.enqueue(try EnqueueRequest(transfer, queue: job.queue, idempotencyKey: key))
+            for hop in 0... {
+                let record = try await service.jobQueue.job(id: enqueued.id, queue: job.queue)
+                if let record, record.status == .failed {
+                    throw JobRefusal.notPossible(
+                        code: "transferFailed", "transfer job \(enqueued.id) failed: \(record.lastError ?? "no reason recorded")")
+                }
+                // Still to run (or running): wait for it. Done (or its record gone): ask again.
+                if let record, record.status != .succeeded { break }
+                guard hop < Self.maximumTransferRequests else {
+                    throw JobRefusal.notPossible(
+                        code: "transferContended",
+                        "the purchase changed hands \(Self.maximumTransferRequests) times while this claim waited for it")
+                }
+                key = "transfer:\(job.id):\(originalTransactionId):after:\(enqueued.id)"
+                enqueued = try await service.jobQueue.enqueue(try EnqueueRequest(transfer, queue: job.queue, idempotencyKey: key))
+            }
             if originalTransactionId == primary {
                 // The result names the transfer of the purchase the claim is about.
                 let memo = Result.Transfer(jobId: enqueued.id, from: owner, to: payload.customer, vouchedBy: decision.vouchedBy)
                 try await job.setMemo("transfer", try JobPayloads.encode(memo))
-            }
-            if let record = try await service.jobQueue.job(id: enqueued.id, queue: job.queue), record.status == .failed {
-                throw JobRefusal.notPossible(
-                    code: "transferFailed", "transfer job \(enqueued.id) failed: \(record.lastError ?? "no reason recorded")")
             }
         }
         throw JobFailure.deferred(
