@@ -241,8 +241,8 @@ extension EntitleAPI {
     ///
     /// A different request about a transaction whose job is unfinished is refused (409);
     /// when `conflictIsError` is false (clients that expect an answer, not a 409), it waits
-    /// for that job, then queues its own, and answers with the running job only if the
-    /// transaction is still busy after the wait.
+    /// for that job, then queues its own; if the transaction is still busy after the wait it
+    /// is refused with 503 and `Retry-After`, never answered with the other request's job.
     func submit(_ purchase: Purchase, conflictIsError: Bool = true) async throws -> String {
         try await enqueueOnce(
             try EnqueueRequest(
@@ -254,20 +254,30 @@ extension EntitleAPI {
     /// Enqueues a job about one transaction (its `uniqueKey`), as `submit` describes: an
     /// exact repeat in flight is the running job, a repeat after it finished is a new job.
     func enqueueOnce(_ request: EnqueueRequest, conflictIsError: Bool = true) async throws -> String {
-        let result = try await enqueue(request)
-        guard result.outcome == .conflict else { return result.id }
-        let holder = try await jobQueue.job(id: result.id, queue: configuration.queue)
-        if holder?.payload == request.payload { return result.id }
-        // It finished (and dropped its payload) since it was found holding the key: go again.
-        if holder?.status.isFinished == true { return try await enqueue(request).id }
-        if conflictIsError {
-            var error = APIError(
-                .conflict, "inFlight", "job \(result.id) for this transaction has not finished; poll it, or retry once it has")
-            error.headers[.location] = "/v1/jobs/\(result.id)"
-            throw error
+        var waited = false
+        for _ in 0..<3 {
+            let result = try await enqueue(request)
+            guard result.outcome == .conflict else { return result.id }
+            let holder = try await jobQueue.job(id: result.id, queue: configuration.queue)
+            if holder?.payload == request.payload { return result.id }
+            // It finished (and dropped its payload) since it was found holding the key: go again.
+            if holder?.status.isFinished == true { continue }
+            if conflictIsError {
+                var error = APIError(
+                    .conflict, "inFlight", "job \(result.id) for this transaction has not finished; poll it, or retry once it has")
+                error.headers[.location] = "/v1/jobs/\(result.id)"
+                throw error
+            }
+            // Still another request's after the wait: its job (another customer's, perhaps) is
+            // not this request's answer, so none is given yet.
+            guard !waited else { break }
+            _ = try await waitForJob(result.id, timeout: configuration.maxWait / 3)
+            waited = true
         }
-        _ = try await waitForJob(result.id, timeout: configuration.maxWait / 3)
-        return try await enqueue(request).id
+        var error = APIError(
+            .serviceUnavailable, "inFlight", "another request about this transaction is still being processed; retry in a moment")
+        error.headers[.retryAfter] = "2"
+        throw error
     }
 
     /// A hex SHA-256, shortened: keys, not secrets.

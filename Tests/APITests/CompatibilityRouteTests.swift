@@ -128,6 +128,46 @@ import Testing
         }
     }
 
+    /// Cleeng's route and /v1/validate wait for another request's job about the same
+    /// transaction, then queue their own; while that job is still running after the wait they
+    /// answer 503 with Retry-After, never with the other request's job (another customer's
+    /// verdict, credits and job id).
+    @Test func aRequestWhoseTransactionIsBusyAfterTheWaitIsNotAnsweredWithAnotherRequestsJob() async throws {
+        // No worker: the first request's job stays queued.
+        try await APIStack.run("busy-transaction", worker: false, configure: { $0.maxWait = .seconds(3) }) { api in
+            let bought = try await api.buy("premium.monthly")
+            let receipt: [String: Any] = [
+                "transactionId": try #require(bought["transactionId"] as? String),
+                "receiptData": try #require(bought["appReceipt"] as? String),
+            ]
+            func pay(_ customer: String) async throws -> APIStack.Reply {
+                try await api.call(
+                    .POST, "/apple/payment", token: nil, headers: Self.cleengHeaders,
+                    json: ["customerEmail": customer, "offerId": "premium", "receipt": receipt, "appType": "ios"],
+                    route: "POST /apple/payment")
+            }
+            let ann = try await pay("ann@example.com")
+            #expect(ann.status == 200, "\(ann.text)")
+            let annsJob = try #require(ann.json["jobId"] as? String)
+            #expect(try await pay("ann@example.com").json["jobId"] as? String == annsJob, "an exact repeat is the same job")
+
+            let bob = try await pay("bob@example.com")
+            #expect(bob.status == 503 && bob.json["error"] as? String == "inFlight", "\(bob.text)")
+            #expect(bob.headers["retry-after"] == "2")
+            #expect(!bob.text.contains(annsJob), "\(bob.text)")
+
+            let validated = try await api.call(
+                .POST, "/v1/validate", headers: ["Accept": "application/json"],
+                json: [
+                    "token": APIStack.demoToken, "username": "carol@example.com", "receipt": receipt["receiptData"] as Any,
+                    "transactionId": receipt["transactionId"] as Any, "product": "com.entitle.demo.premium.monthly",
+                ], route: "POST /v1/validate")
+            #expect(validated.status == 503 && validated.json["result"] as? String == "error", "\(validated.text)")
+            #expect(validated.json["jobId"] == nil && !validated.text.contains(annsJob), "\(validated.text)")
+            #expect(try await api.enqueuedCount() == 1, "only ann's job was queued")
+        }
+    }
+
     @Test func validateWaitsForTheVerdictInXMLJSONOrAForm() async throws {
         try await APIStack.run("validate", worker: true) { api in
             let bought = try await api.buy("credits.100", account: "alice-account")
