@@ -104,7 +104,10 @@ package struct NotificationJobHandler: EntitlementJobHandler {
                         throw JobRefusal.notPossible(code: "invalidNotification", "the renewal info has no \(error.field)")
                     }
                 }
-                try await apply(evidence, to: &result, publisher: publisher, appAccountToken: fact.appAccountToken, job: job)
+                // The customer a token names, as the API stores it (lower case); a token that is
+                // not a UUID names nobody.
+                let token = fact.appAccountToken.flatMap { UUID(uuidString: $0) }.map { publisher.canonicalCustomerId($0.uuidString) }
+                try await apply(evidence, to: &result, publisher: publisher, appAccountToken: token, job: job)
             }
             if verified.payload.notificationType == .consumptionRequest,
                 let signedTransaction = verified.payload.data?.signedTransactionInfo

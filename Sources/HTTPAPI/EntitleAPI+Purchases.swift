@@ -170,6 +170,11 @@ extension EntitleAPI {
                 default: throw APIError.badRequest("signedTransaction is not a valid App Store transaction: \(error.message)")
                 }
             }
+            // An app transaction (or Apple's mock) verifies as a transaction with no id: nothing to claim.
+            guard transaction.transactionId != nil else {
+                throw APIError.badRequest(
+                    "signedTransaction is not a valid App Store transaction: it names no transaction (an app transaction?)")
+            }
             if let offer, let product = transaction.productId, !offer.productIds.contains(product) {
                 throw APIError.unprocessable("offerMismatch", "offer \(offer.offerId) is not sold by product \(product)")
             }
@@ -205,7 +210,9 @@ extension EntitleAPI {
 
     /// `?dryRun=true|false` (absent: false).
     func dryRunParameter(_ request: Request) throws -> Bool {
-        switch request.uri.queryParameters.get("dryRun") {
+        let given = request.uri.queryParameters.getAll("dryRun")
+        guard given.count <= 1 else { throw APIError.badRequest("dryRun is given more than once") }
+        switch given.first {
         case nil, "false": return false
         case "true": return true
         default: throw APIError.badRequest("dryRun must be true or false")

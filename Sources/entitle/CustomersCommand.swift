@@ -41,13 +41,15 @@ struct CustomersCommand: AsyncParsableCommand {
                 configuration: try RedisConfiguration(url: options.redisURL), maximumConnections: 1, logger: logger)
             defer { pool.close() }
             let store = EntitlementStore(redis: pool, prefix: options.keyPrefix, logger: logger)
-            var (state, version) = try await store.load(publisher: publisher, customer: customer)
-            // An appAccountToken is stored in lower case (`Publisher.canonicalCustomerId`); this
-            // command reads no catalog, so a UUID given in upper case is looked up both ways.
-            if version == 0, let token = UUID(uuidString: customer), token.uuidString.lowercased() != customer {
-                (state, version) = try await store.load(publisher: publisher, customer: token.uuidString.lowercased())
+            let (state, version) = try await store.load(publisher: publisher, customer: customer)
+            guard version > 0 else {
+                // An appAccountToken is stored in lower case (`Publisher.canonicalCustomerId`); this
+                // command reads no catalog, so it says so rather than guess the publisher's kind of id.
+                let lower = customer.lowercased()
+                let hint =
+                    UUID(uuidString: customer) != nil && lower != customer ? " (an appAccountToken is kept in lower case: \(lower))" : ""
+                throw CommandFailure("no customer \(customer) of publisher \(publisher)\(hint)")
             }
-            guard version > 0 else { throw CommandFailure("no customer \(customer) of publisher \(publisher)") }
             if json {
                 print(try JSONOutput.line(encoding: CustomerDocument(state, at: date)))
             } else {

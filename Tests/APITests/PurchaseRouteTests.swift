@@ -78,6 +78,7 @@ import Testing
             let bought = try await api.buy("credits.100")
             let signed = try #require(bought["signedTransaction"] as? String)
             let renewalInfo = try #require(try await api.buy("premium.monthly")["signedRenewalInfo"] as? String)
+            let appTransaction = try await Self.appTransaction(api, of: try #require(bought["transactionId"] as? String))
             let keepsReceipt = try #require(try await api.buy("credits.100", publisher: "keep")["appReceipt"] as? String)
             // A real receipt Apple signed for an app no publisher here has (Tests/Vectors/PROVENANCE.md).
             let applesReceipt = try String(
@@ -113,6 +114,10 @@ import Testing
                     "a renewal info for a signed transaction", 400, "not a transaction",
                     ["customer": "ann@example.com", "signedTransaction": renewalInfo], nil
                 ),
+                (
+                    "an app transaction for a signed transaction", 400, "names no transaction",
+                    ["customer": "ann@example.com", "signedTransaction": appTransaction], nil
+                ),
                 ("an unknown offer", 422, "no offer gold", ["customer": "ann@example.com", "transactionId": "1", "offerId": "gold"], nil),
                 (
                     "an offer the product does not sell", 422, "not sold by product",
@@ -132,6 +137,11 @@ import Testing
                     #expect(reply.json["error"] as? String == "wrongBundle", "\(what)")
                 }
             }
+            // A dry run asked for twice, one way and the other, is neither.
+            let twice = try await api.call(
+                .POST, "/v1/purchases?dryRun=false&dryRun=true", json: ["customer": "ann@example.com", "signedTransaction": signed],
+                route: "POST /v1/purchases")
+            #expect(twice.status == 400 && twice.message.contains("more than once"), "\(twice.text)")
             #expect(try await api.enqueuedCount() == 0, "a refused request queues nothing")
         }
     }
@@ -155,6 +165,19 @@ import Testing
     }
 
     static let vectors = DemoCatalogs.root.appending(path: "Tests/Vectors")
+
+    /// A signed app transaction, as a RESCIND_CONSENT notification about the purchase carries it.
+    static func appTransaction(_ api: APIStack, of transactionId: String) async throws -> String {
+        let rescinded = try await api.simulator("/simulator/transactions/\(transactionId)/rescind-consent", "{}")
+        let entry = try await api.sentNotification(try #require((rescinded["notifications"] as? [String])?.first))
+        let body = try #require(try JSONSerialization.jsonObject(with: Data(entry.body)) as? [String: Any])
+        var part = String(try #require((body["signedPayload"] as? String)?.split(separator: ".").dropFirst().first))
+        part = part.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        part += String(repeating: "=", count: (4 - part.count % 4) % 4)
+        let decoded = try #require(Data(base64Encoded: part))
+        let payload = try #require(try JSONSerialization.jsonObject(with: decoded) as? [String: Any])
+        return try #require((payload["appData"] as? [String: Any])?["signedAppTransactionInfo"] as? String, "\(payload)")
+    }
 
     @Test func publishersAreAuthenticatedIsolatedAndRateLimited() async throws {
         try await APIStack.run("auth", worker: true) { api in
