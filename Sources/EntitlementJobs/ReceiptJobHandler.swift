@@ -428,6 +428,14 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
                     job.logger.warning("this job's transfer memo does not decode; the result will not name the transfer")
                 }
             }
+            // The transfer an earlier run asked for has been made (a transfer that succeeds moves
+            // the purchase to its claimant), and another customer holds the purchase now: a later
+            // claim or transfer took it. That decision is spent, and this run decides afresh on
+            // what it reads, its proof checked again, rather than take the purchase back on it.
+            if let asked = memo, owners[primary.originalTransactionId] != payload.customer {
+                let record = try await service.jobQueue.job(id: asked.jobId, queue: job.queue)
+                if record == nil || record?.status == .succeeded { memo = nil }
+            }
 
             // What the claim may do to each purchase: a consumable's credits never move nor
             // double; `keep` leaves it with its holder; an app's claim needs Apple's word that the
@@ -603,13 +611,13 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
         return (reader, try reader.fact(transaction))
     }
 
-    /// Asks for each purchase another customer holds to be transferred (as `transfer`
-    /// jobs, saying who asked and why Apple's word was taken), then waits its turn: the job
-    /// runs again once they are done.
     /// How many transfers one claim asks for, one after another, for one purchase that keeps
     /// changing hands while it waits, before it gives up.
     static let maximumTransferRequests = 16
 
+    /// Asks for each purchase another customer holds to be transferred (as `transfer`
+    /// jobs, saying who asked and why Apple's word was taken), then waits its turn: the job
+    /// runs again once they are done.
     func requestTransfers(
         _ moving: [String: ClaimRule.Decision], primary: String, owners: [String: String], verified: [PurchaseFact],
         publisher: Publisher, payload: JobPayloads.Receipt, job: JobContext
@@ -638,7 +646,7 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
                 }
                 // Still to run (or running): wait for it. Done (or its record gone): ask again.
                 if let record, record.status != .succeeded { break }
-                guard hop < Self.maximumTransferRequests else {
+                guard hop + 1 < Self.maximumTransferRequests else {
                     throw JobRefusal.notPossible(
                         code: "transferContended",
                         "the purchase changed hands \(Self.maximumTransferRequests) times while this claim waited for it")
