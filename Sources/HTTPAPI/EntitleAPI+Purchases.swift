@@ -249,7 +249,7 @@ extension EntitleAPI {
     /// A different request about a transaction whose job is unfinished is refused (409);
     /// when `conflictIsError` is false (clients that expect an answer, not a 409), it waits
     /// for that job, then queues its own; if the transaction is still busy after the wait it
-    /// is refused with 503 and `Retry-After`, never answered with the other request's job.
+    /// is refused with 409 and `Retry-After`, never answered with the other request's job.
     func submit(_ purchase: Purchase, conflictIsError: Bool = true) async throws -> String {
         try await enqueueOnce(
             try EnqueueRequest(
@@ -282,7 +282,7 @@ extension EntitleAPI {
             waited = true
         }
         var error = APIError(
-            .serviceUnavailable, "inFlight", "another request about this transaction is still being processed; retry in a moment")
+            .conflict, "inFlight", "another request about this transaction is still being processed; retry in a moment")
         error.headers[.retryAfter] = "2"
         throw error
     }

@@ -130,7 +130,7 @@ import Testing
 
     /// Cleeng's route and /v1/validate wait for another request's job about the same
     /// transaction, then queue their own; while that job is still running after the wait they
-    /// answer 503 with Retry-After, never with the other request's job (another customer's
+    /// answer 409 with Retry-After, never with the other request's job (another customer's
     /// verdict, credits and job id).
     @Test func aRequestWhoseTransactionIsBusyAfterTheWaitIsNotAnsweredWithAnotherRequestsJob() async throws {
         // No worker: the first request's job stays queued.
@@ -152,7 +152,7 @@ import Testing
             #expect(try await pay("ann@example.com").json["jobId"] as? String == annsJob, "an exact repeat is the same job")
 
             let bob = try await pay("bob@example.com")
-            #expect(bob.status == 503 && bob.json["error"] as? String == "inFlight", "\(bob.text)")
+            #expect(bob.status == 409 && bob.json["error"] as? String == "inFlight", "\(bob.text)")
             #expect(bob.headers["retry-after"] == "2")
             #expect(!bob.text.contains(annsJob), "\(bob.text)")
 
@@ -162,7 +162,7 @@ import Testing
                     "token": APIStack.demoToken, "username": "carol@example.com", "receipt": receipt["receiptData"] as Any,
                     "transactionId": receipt["transactionId"] as Any, "product": "com.entitle.demo.premium.monthly",
                 ], route: "POST /v1/validate")
-            #expect(validated.status == 503 && validated.json["result"] as? String == "error", "\(validated.text)")
+            #expect(validated.status == 409 && validated.json["result"] as? String == "error", "\(validated.text)")
             #expect(validated.json["jobId"] == nil && !validated.text.contains(annsJob), "\(validated.text)")
             #expect(try await api.enqueuedCount() == 1, "only ann's job was queued")
         }
