@@ -44,33 +44,41 @@ import Testing
     }
 
     /// A write to a socket the server closed fails the call and the next one reconnects: the
-    /// peer's reset is an error, never a SIGPIPE that would end the process. It runs in a
-    /// process of its own, with SIGPIPE's default action: NIO, which other tests here use,
-    /// ignores SIGPIPE for its whole process, which would hide one.
-    @Test func aWriteToASocketTheServerClosedFailsWithoutEndingTheProcess() async {
-        await #expect(processExitsWith: .success) {
-            signal(SIGPIPE, SIG_DFL)
-            let configuration = try await TestRedis.configuration()
-            let redis = RedisConnection(configuration: configuration, name: "closed", logger: TestRedis.logger)
-            let admin = RedisConnection(configuration: configuration, name: "admin", logger: TestRedis.logger)
-            let key = TestRedis.uniquePrefix("closed")
-            // Large enough that the write goes on after the server's reset arrives.
-            let value = String(repeating: "x", count: 8 << 20)
-            for _ in 0..<3 {
-                guard let id = try await redis.send(["CLIENT", "ID"]).int,
-                    try await admin.send(["CLIENT", "KILL", "ID", String(id)]).int == 1
-                else { exit(2) }
-                do {
-                    _ = try await redis.send(["SET", key, value])
-                    exit(3)  // written to a closed socket?
-                } catch let error as RedisError where error.code == .connectionLost {
-                    // as it should
-                }
-                // The next call reconnects.
-                guard try await redis.send(["PING"]) == .status("PONG") else { exit(4) }
-            }
-            guard try await admin.send(["EXISTS", key]).int == 0 else { exit(5) }
+    /// peer's reset is an error, never a SIGPIPE that would end the process. The probe below
+    /// runs in a process of its own (this test binary again), with SIGPIPE's default action:
+    /// NIO, which other tests here use, ignores SIGPIPE for its whole process, which would
+    /// hide one. (Swift Testing's exit tests left a thread spinning once their child exited
+    /// in a process that runs other children.)
+    @Test(.timeLimit(.minutes(3))) func aWriteToASocketTheServerClosedFailsWithoutEndingTheProcess() async throws {
+        let probe = try await ChildProcess.run(
+            CommandLine.arguments[0], ["--testing-library", "swift-testing", "--filter", "writeToSocketsTheServerClosedProbe"],
+            environment: [Self.probeVariable: "1"], timeout: .seconds(150))
+        #expect(
+            probe.status == 0,
+            "the probe ended with \(probe.status) (141: SIGPIPE): \(probe.output.suffix(1500)) \(probe.errors.suffix(500))")
+        #expect(probe.output.contains(Self.probeDone), "the probe ran: \(probe.output.suffix(1500))")
+    }
+
+    static let probeVariable = "ENTITLE_SIGPIPE_PROBE"
+    static let probeDone = "probe: three writes to closed sockets failed, the process lives"
+
+    @Test(.enabled(if: ProcessInfo.processInfo.environment[probeVariable] == "1"))
+    func writeToSocketsTheServerClosedProbe() async throws {
+        signal(SIGPIPE, SIG_DFL)
+        let redis = try await connection("closed")
+        let admin = try await connection("admin")
+        let key = TestRedis.uniquePrefix("closed")
+        // Large enough that the write goes on after the server's reset arrives.
+        let value = String(repeating: "x", count: 8 << 20)
+        for _ in 0..<3 {
+            let id = try #require(try await redis.send(["CLIENT", "ID"]).int)
+            #expect(try await admin.send(["CLIENT", "KILL", "ID", String(id)]).int == 1)
+            let error = await #expect(throws: RedisError.self) { try await redis.send(["SET", key, value]) }
+            #expect(error?.code == .connectionLost, "\(String(describing: error))")
+            #expect(try await redis.send(["PING"]) == .status("PONG"), "the next call reconnects")
         }
+        #expect(try await admin.send(["EXISTS", key]).int == 0)
+        print(Self.probeDone)
     }
 
     @Test func errorRepliesAreThrownWithTheServerText() async throws {
