@@ -85,8 +85,8 @@ public struct AppReceiptVerifier: Sendable {
             // The cache is keyed by the exact certificates: a forged signer naming the issuer and
             // serial of one seen before must not find its chain verified.
             var digest = SHA256()
-            for index in [container.certificates.firstIndex(of: container.signer)!] + others {
-                digest.update(data: container.certificateDER[index])
+            for der in [container.signerDER] + others.map({ container.certificateDER[$0] }) {
+                digest.update(data: der)
                 digest.update(data: [0])
             }
             _ = try await chainVerifier.verify(

@@ -9,8 +9,9 @@ struct PKCS7SignedData {
     /// Every certificate carried in the container, and each one's DER.
     let certificates: [Certificate]
     let certificateDER: [[UInt8]]
-    /// The certificate whose issuer and serial number the signer names.
+    /// The certificate whose issuer and serial number the signer names, and its DER.
     let signer: Certificate
+    let signerDER: [UInt8]
     let digestAlgorithm: ASN1ObjectIdentifier
     let signatureAlgorithm: ASN1ObjectIdentifier
     let signature: [UInt8]
@@ -78,10 +79,11 @@ struct PKCS7SignedData {
             }
             let issuer = try DistinguishedName(derEncoded: Array(identifierNodes[0].encodedBytes))
             let serial = Certificate.SerialNumber(bytes: try Self.primitive(identifierNodes[1]))
-            guard let signer = certificates.first(where: { $0.issuer == issuer && $0.serialNumber == serial }) else {
+            guard let signerIndex = certificates.firstIndex(where: { $0.issuer == issuer && $0.serialNumber == serial }) else {
                 throw Self.malformed("the signing certificate is not in the container")
             }
-            self.signer = signer
+            self.signer = certificates[signerIndex]
+            self.signerDER = certificateDER[signerIndex]
 
             digestAlgorithm = try Self.algorithm(signerNodes.removeFirst())
             var signedAttributes: [UInt8]?

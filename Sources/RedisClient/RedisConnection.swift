@@ -286,21 +286,22 @@ public actor RedisConnection {
     private func fail(
         _ context: UnsafeMutablePointer<redisContext>, stage: String, io: (code: RedisError.Code, text: String)? = nil
     ) -> RedisError {
-        let errorCode = context.pointee.err
-        var text = withUnsafeBytes(of: context.pointee.errstr) { raw in String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self) }
-        if let io { text = io.text }
+        let (code, text) = io ?? Self.hiredisError(context)
         redisFree(context)
         self.context = nil
-        let code: RedisError.Code
-        switch errorCode {
-        case _ where io != nil: code = io?.code ?? .connectionLost
-        case REDIS_ERR_PROTOCOL, REDIS_ERR_OOM: code = .protocolError
-        case REDIS_ERR_IO where text.contains("temporarily unavailable") || text.contains("timed out"): code = .timeout
-        default: code = .connectionLost
-        }
         metrics.errors(code).increment()
         logger.warning("redis connection dropped", metadata: ["stage": "\(stage)", "code": "\(code)", "error": "\(text)"])
         return RedisError(code, "\(text.isEmpty ? "connection closed" : text) (\(stage))")
+    }
+
+    /// The error hiredis recorded on `context`, classified.
+    private static func hiredisError(_ context: UnsafeMutablePointer<redisContext>) -> (code: RedisError.Code, text: String) {
+        let text = withUnsafeBytes(of: context.pointee.errstr) { raw in String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self) }
+        switch context.pointee.err {
+        case REDIS_ERR_PROTOCOL, REDIS_ERR_OOM: return (.protocolError, text)
+        case REDIS_ERR_IO where text.contains("temporarily unavailable") || text.contains("timed out"): return (.timeout, text)
+        default: return (.connectionLost, text)
+        }
     }
 
     private func connectedContext() throws -> UnsafeMutablePointer<redisContext> {
