@@ -3,13 +3,14 @@ import Crypto
 import EntitleCore
 import Entitlements
 import Foundation
+import JobQueue
 
 /// Which customer an app acts for, proven by a short-lived JWT that the publisher's backend
 /// signs for its logged-in user: header `{"alg": "HS256" or "ES256", "kid": ...}`, claims
 /// `sub` (the customer id), `aud` (the publisher id), `exp` and `iat` (seconds since 1970).
 /// The app sends it as `X-Customer-Token` with its app key.
 ///
-/// Checked: the size (4 KiB at most), the algorithm against the key's (no `none`, no
+/// Checked: the size (4 KiB at most), no `crit` header, the algorithm against the key's (no `none`, no
 /// algorithm switching), the signature, `aud`, `exp` (30 s of leeway for clocks), a lifetime
 /// no longer than the publisher allows, and `sub` against the publisher's customer names.
 struct CustomerToken: Sendable, Hashable {
@@ -53,9 +54,14 @@ struct CustomerToken: Sendable, Hashable {
         guard parts.count == 3, let headerBytes = AppleBase64.decode(String(parts[0])),
             let payloadBytes = AppleBase64.decode(String(parts[1])), let signature = AppleBase64.decode(String(parts[2]))
         else { throw Refusal(message: "the customer token is not a JWT (three base64url parts)") }
-        struct Header: Decodable { var alg: String?; var kid: String? }
+        struct Header: Decodable { var alg: String?; var kid: String?; var crit: JSONValue? }
         guard let header = try? JSONDecoder().decode(Header.self, from: Data(headerBytes)) else {
             throw Refusal(message: "the customer token's header is not JSON")
+        }
+        // RFC 7515, 4.1.11: a token whose `crit` names an extension the verifier does not
+        // understand must be refused, and this verifier understands none.
+        guard header.crit == nil else {
+            throw Refusal(message: "the customer token's header has crit, and no extension is understood here")
         }
         let key: Key
         if let kid = header.kid {

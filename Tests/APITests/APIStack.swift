@@ -341,7 +341,8 @@ extension Array where Element == String {
 /// with the claims and key a test wants to try.
 func customerToken(
     _ customer: String, audience: String = "demo", lifetime: TimeInterval = 600, issuedAgo: TimeInterval = 0,
-    secret: String = APIStack.customerTokenSecret, kid: String? = "k1", algorithm: String = "HS256"
+    secret: String = APIStack.customerTokenSecret, kid: String? = "k1", algorithm: String = "HS256",
+    extraHeader: [String: Any] = [:]
 ) -> String {
     func base64url(_ bytes: some Sequence<UInt8>) -> String {
         Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
@@ -349,6 +350,7 @@ func customerToken(
     }
     var header: [String: Any] = ["alg": algorithm, "typ": "JWT"]
     if let kid { header["kid"] = kid }
+    header.merge(extraHeader) { _, extra in extra }
     let issued = Date().timeIntervalSince1970 - issuedAgo
     let claims: [String: Any] = ["sub": customer, "aud": audience, "iat": Int(issued), "exp": Int(issued + lifetime)]
     let input =

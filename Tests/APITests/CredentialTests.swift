@@ -100,6 +100,7 @@ import Testing
                 ("living longer than allowed", customerToken(ann, lifetime: 86_400)),
                 ("alg none", Self.unsigned(ann)),
                 ("HS256 where the key is", customerToken(ann, algorithm: "HS384")),
+                ("naming an extension it must understand (crit)", customerToken(ann, extraHeader: ["crit": ["exp"]])),
                 ("garbage", "a.b.c"),
                 ("too long", String(repeating: "A", count: 5000)),
             ]
