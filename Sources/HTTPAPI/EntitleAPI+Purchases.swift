@@ -201,9 +201,12 @@ extension EntitleAPI {
         } else {
             transactionKey = transactionId ?? ""
         }
+        // The app a receipt verified here names is the one its job asks Apple with (its shared
+        // secret, its bundle): a publisher's second app need not say which it is.
         let payload = JobPayloads.Receipt(
             publisher: publisher.id, customer: customer, signedTransaction: signedTransaction, transactionId: transactionId,
-            appReceipt: appReceipt, bundleId: bundleId, offerId: offerId, couponCode: couponCode,
+            appReceipt: appReceipt, bundleId: bundleId ?? (appReceipt != nil ? verifiedBundle : nil), offerId: offerId,
+            couponCode: couponCode,
             price: price.flatMap(PurchaseFact.price(reported:)), currency: currency.flatMap(PurchaseFact.currency(reported:)))
         return Purchase(payload: payload, transactionKey: transactionKey, bundleId: verifiedBundle)
     }

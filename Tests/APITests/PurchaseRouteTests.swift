@@ -164,6 +164,26 @@ import Testing
         }
     }
 
+    /// A publisher with two apps: a receipt of its second app, posted without `bundleId`, is
+    /// verified with that app (its shared secret, its bundle), which the door read from the
+    /// receipt, not with whichever app the catalog lists first.
+    @Test func aReceiptOfAPublishersSecondAppIsVerifiedAsThatApps() async throws {
+        try await APIStack.run(
+            "receipt-second-app", worker: true,
+            catalog: { publishers in
+                // The keep publisher's app, listed first, becomes the demo publisher's.
+                publishers.removeAll { $0["id"] as? String == "keep" }
+                let apps = publishers[0]["apps"] as? [[String: Any]] ?? []
+                publishers[0]["apps"] = [DemoCatalogs.app("keep")] + apps
+            }
+        ) { api in
+            let receipt = try #require(try await api.buy("credits.100")["appReceipt"] as? String)
+            let result = try await api.claim(["customer": "ann@example.com", "appReceipt": receipt])
+            #expect(result["accessGranted"] as? Bool == true, "\(result)")
+            #expect((result["credits"] as? [String: Any])?["added"] as? Int == 100, "\(result)")
+        }
+    }
+
     static let vectors = DemoCatalogs.root.appending(path: "Tests/Vectors")
 
     /// A signed app transaction, as a RESCIND_CONSENT notification about the purchase carries it.
