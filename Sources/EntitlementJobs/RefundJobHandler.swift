@@ -35,6 +35,27 @@ package struct RefundJobHandler: EntitlementJobHandler {
         package var message: String?
     }
 
+    /// A subscription's latest transaction and renewal info (Get All Subscription Statuses),
+    /// for the refund of one of its transactions: a refund ends a subscription only when it
+    /// is of its latest period, and Apple's notifications come in any order (a renewal's after
+    /// the refund of the period before it), so the latest is asked, not taken to be the
+    /// newest one this server knows. Nil without the App Store Server API, for other kinds,
+    /// or when Apple still cannot answer on the job's last attempt (the refund is applied as
+    /// known).
+    func latestOfSubscription(refunded fact: PurchaseFact, reader: AppleReader, job: JobContext) async throws -> AppleEvidence? {
+        guard fact.kind == .autoRenewable, fact.revocationDate != nil, reader.gateway.serverAPI(for: fact.environment) != nil else {
+            return nil
+        }
+        do {
+            return try await reader.subscription(originalTransactionId: fact.originalTransactionId, environment: fact.environment)
+        } catch let error as AppStoreError where !error.isRetryable || job.attempt >= job.maxAttempts {
+            job.logger.warning(
+                "applying a subscription's refund without asking Apple for its latest period",
+                metadata: ["transactionId": "\(fact.transactionId)", "error": "\(error.code)"])
+            return nil
+        }
+    }
+
     func run(_ job: JobContext) async throws -> Result {
         let payload = try JobPayloads.decode(JobPayloads.Refund.self, job.payload)
         let publisher = try service.publisher(payload.publisher)
@@ -61,6 +82,7 @@ package struct RefundJobHandler: EntitlementJobHandler {
             throw JobRefusal.invalidPayload("the signed transaction is \(fact.transactionId), not \(payload.transactionId)")
         }
         let id = fact.originalTransactionId
+        let latest = try await latestOfSubscription(refunded: fact, reader: reader, job: job)
         let unheld = Result(
             publisher: publisher.id, customer: nil, transactionId: fact.transactionId, originalTransactionId: id,
             refunded: fact.revocationDate != nil, revocationDate: fact.revocationDate, revocationType: fact.revocationType,
@@ -93,6 +115,7 @@ package struct RefundJobHandler: EntitlementJobHandler {
             // view, the newest signed winning, and is forgotten.
             var told = AppleEvidence(facts: kept)
             told.merge(AppleEvidence(facts: [fact]))
+            if let latest { told.merge(latest) }
             // The owner's answer is the result; those sharing the purchase lose or regain it too.
             for holder in holders {
                 let applied = try await service.apply(

@@ -82,7 +82,13 @@ public struct LifecycleEvents: Sendable {
             let chain = ordered.filter {
                 $0.originalTransactionId == original && ($0.purchaseDate, $0.transactionId) < (fact.purchaseDate, fact.transactionId)
             }
-            events += purchase(fact, after: chain.last, in: after)
+            let bought = purchase(fact, after: chain.last, in: after)
+            if let previous = chain.last, bought.contains(where: { $0.resubscribed == true }),
+                let lapsed = lapse(of: previous, before: before)
+            {
+                events.append(lapsed)
+            }
+            events += bought
             if let kind = fact.offerKind, chain.last.map({ $0.offerKind != kind || $0.offerIdentifier != fact.offerIdentifier }) ?? true {
                 var redeemed = event(.offerRedeemed, fact.transactionId, customer: after.customer, at: fact.purchaseDate, fact: fact)
                 redeemed.offerKind = kind
@@ -138,6 +144,32 @@ public struct LifecycleEvents: Sendable {
         }
         if recovered { events.append(event(.billingRecovered, fact.transactionId, customer: customer, at: fact.purchaseDate, fact: fact)) }
         return events
+    }
+
+    /// The `expiration` of the period a resubscription follows, when the customer had turned
+    /// auto-renew off and nothing said yet that it ended (Apple's EXPIRED still on its way):
+    /// the same event (id, date, reason) that EXPIRED makes when it comes first, so the log
+    /// is the same whichever news came first. With auto-renew on, a gap before a purchase may
+    /// be renewals not told yet (a backlog delivered newest first): nothing is said.
+    func lapse(of previous: PurchaseFact, before: CustomerEntitlements) -> LifecycleEvent? {
+        guard let record = before.subscriptions[previous.originalTransactionId], record.latestTransactionId == previous.transactionId,
+            record.autoRenew == false, !Self.endedForGood(record)
+        else { return nil }
+        return expiration(record, latest: previous, in: before)
+    }
+
+    /// Whether a subscription has ended for good, as Apple's data says: revoked, or expired
+    /// with Apple's reason, or after the customer turned auto-renew off (or with no renewal
+    /// info to say). One past its expiry with auto-renew on and no reason has stopped giving
+    /// access, but may have renewed (the renewal's news late, a burst of notifications out of
+    /// order) or be about to retry billing: its `expiration` waits for Apple's word (a
+    /// notification, a renewal check) or for the next purchase, which shows the lapse.
+    public static func endedForGood(_ record: SubscriptionRecord) -> Bool {
+        switch record.status {
+        case .revoked: true
+        case .expired: record.expirationReason != nil || record.autoRenew != true
+        case .active, .gracePeriod, .billingRetry: false
+        }
     }
 
     /// An upgrade, a downgrade or a crossgrade, by the products' levels in their group
@@ -308,8 +340,7 @@ public struct LifecycleEvents: Sendable {
                 lapsed.priceSource = nil
                 events.append(lapsed)
             }
-            let ended: Set<SubscriptionRecord.Status> = [.expired, .revoked]
-            if ended.contains(record.status), !(old.map { ended.contains($0.status) } ?? false) {
+            if Self.endedForGood(record), !(old.map(Self.endedForGood) ?? false) {
                 events.append(expiration(record, latest: latest, in: after))
             }
         }

@@ -76,6 +76,46 @@ import Testing
         let back = subscription("103", at: start.addingTimeInterval(77 * day))
         let resubscribed = events(&state, at: back.purchaseDate) { _ = engine.apply(back, to: &$0, now: back.purchaseDate) }
         #expect(types(resubscribed) == [.renewal] && resubscribed[0].resubscribed == true)
+
+        // Auto-renew turned off, the period ends, and nothing says so before the customer
+        // buys again: the end is told with the resubscription, as Apple's EXPIRED tells it.
+        let off = back.purchaseDate.addingTimeInterval(day)
+        _ = events(&state, at: off) { _ = engine.apply(back, renewal: renewal(autoRenew: false, at: off), to: &$0, now: off) }
+        var told = state
+        let ended = (back.expiresDate ?? start).addingTimeInterval(day)
+        let expired = events(&told, at: ended) {
+            _ = engine.apply(back, renewal: renewal(autoRenew: false, at: ended, reason: .customerCancelled), to: &$0, now: ended)
+        }
+        let again = subscription("104", at: start.addingTimeInterval(120 * day))
+        let afterExpired = events(&told, at: again.purchaseDate) { _ = engine.apply(again, to: &$0, now: again.purchaseDate) }
+        let unsaid = events(&state, at: again.purchaseDate) { _ = engine.apply(again, to: &$0, now: again.purchaseDate) }
+        #expect(types(expired) == [.expiration] && types(afterExpired) == [.renewal] && afterExpired[0].resubscribed == true)
+        #expect(types(unsaid) == [.expiration, .renewal] && unsaid[1].resubscribed == true)
+        #expect(unsaid[0].id == expired[0].id && unsaid[0].reason == "voluntary" && unsaid[0].occurredAt == back.expiresDate)
+    }
+
+    /// Renewals told late (a backlog of DID_RENEW after an outage, applied one by one): a
+    /// period past its expiry with auto-renew on, and no word from Apple, has stopped giving
+    /// access but has not ended: no `expiration` between its renewals. Apple's reason, when it
+    /// comes, ends it once.
+    @Test func aPeriodPastItsExpiryWithNoWordFromAppleHasNotEnded() {
+        let periods = (0..<4).map { subscription(String(100 + $0), at: start.addingTimeInterval(Double($0) * 30 * day)) }
+        let now = start.addingTimeInterval(125 * day)
+        do {
+            let order = periods
+            var state = CustomerEntitlements(publisher: "demo", customer: "ann@example.com")
+            var logged: [LifecycleEvent] = []
+            for fact in order {
+                logged += events(&state, at: now) { _ = engine.apply(fact, renewal: renewal(at: fact.purchaseDate), to: &$0, now: now) }
+            }
+            #expect(!logged.contains { $0.type == .expiration }, "\(order.map(\.transactionId)): \(types(logged))")
+            #expect(logged.filter { $0.type == .renewal }.count == 3 && logged.allSatisfy { $0.resubscribed == nil })
+            #expect(state.subscriptions["100"]?.status == .expired, "access stopped at the last known expiry")
+            let said = events(&state, at: now) {
+                _ = engine.apply(periods[3], renewal: renewal(autoRenew: false, at: now, reason: .customerCancelled), to: &$0, now: now)
+            }
+            #expect(types(said).filter { $0 == .expiration } == [.expiration] && said.last?.reason == "voluntary", "\(types(said))")
+        }
     }
 
     @Test func autoRenewChangesArecancellationsUncancellationsAndScheduledProductChanges() {
