@@ -339,8 +339,9 @@ public actor SimulatedAppStore {
         info.expirationIntent =
             subscription.state == .expired || subscription.state == .billingRetry
                 || subscription.state == .gracePeriod ? subscription.expirationIntent : nil
-        if let increase = subscription.priceIncrease, increase.requiresConsent {
-            info.priceIncreaseStatus = increase.consented == true ? .consented : .notResponded
+        if let increase = subscription.priceIncrease {
+            // Apple's 1 is "consented, or notified of an increase that needs no consent".
+            info.priceIncreaseStatus = increase.consented == true || !increase.requiresConsent ? .consented : .notResponded
         }
         info.environment = subscription.environment
         info.recentSubscriptionStartDate = AppleTimestamp(subscription.recentStartDate)

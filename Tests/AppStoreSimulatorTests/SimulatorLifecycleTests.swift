@@ -310,6 +310,13 @@ import Testing
                 try await events(sim, accepting.originalTransactionId, expecting: 4) == [
                     "SUBSCRIBED/INITIAL_BUY", "PRICE_INCREASE/PENDING", "PRICE_INCREASE/ACCEPTED", "DID_RENEW",
                 ])
+
+            // An increase that needs no consent: Apple's 1, "notified without needing consent".
+            let told = try await sim.purchase(Self.basic, Self.noIntro)
+            let notified = try await sim.subscriptionEvent(
+                told.originalTransactionId, "price-increase", #"{"price":6.99,"requiresConsent":false}"#)
+            let notice = try await sim.verifier.verifyRenewalInfo(notified.signedRenewalInfo)
+            #expect(notice.priceIncreaseStatus == .consented && notice.renewalPrice == 6990)
         }
     }
 
