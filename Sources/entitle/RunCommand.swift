@@ -91,7 +91,9 @@ struct RunCommand: AsyncParsableCommand {
         var simulatorConfiguration = SimulatorServer.Configuration(catalog: try SimulatorCatalog(contentsOf: simulatorCatalog))
         simulatorConfiguration.host = "127.0.0.1"
         simulatorConfiguration.port = simulatorPort
-        simulatorConfiguration.notifications = .init(url: notifications, v1URL: notifications)
+        // Version 2 only: Apple sends one version to a URL (App Store Connect picks it), and a
+        // V1 copy of each notification would race its V2 (V1 carries no price).
+        simulatorConfiguration.notifications = .init(url: notifications)
         let (simulatorPorts, simulatorListening) = AsyncStream<Int>.makeStream()
         var simulatorLogger = logger
         simulatorLogger.logLevel = .critical

@@ -93,6 +93,27 @@ import Testing
                 ])))
         let accepted = try await HTTPClient.shared.execute(purchase, timeout: .seconds(30))
         #expect(accepted.status.code == 202)
+        // The simulator notifies the API as Apple notifies a URL: in one version (2), not a V1
+        // copy of each notification racing its V2 (V1 carries no price).
+        var subscribe = HTTPClientRequest(url: try #require(line["simulator"]) + "/simulator/purchases")
+        subscribe.method = .POST
+        subscribe.body = .bytes(ByteBuffer(string: #"{"bundleId":"com.entitle.demo","productId":"com.entitle.demo.premium.monthly"}"#))
+        let subscribed = try await HTTPClient.shared.execute(subscribe, timeout: .seconds(30))
+        let subscription = try #require(
+            try JSONSerialization.jsonObject(with: Data(try await subscribed.body.collect(upTo: 1 << 22).readableBytesView))
+                as? [String: Any])
+        let subscriptionId = try #require(subscription["transactionId"] as? String)
+        var sent: [String: Any] = [:]
+        try await eventually("the subscription's notification sent", timeout: .seconds(30)) {
+            let listed = try await HTTPClient.shared.execute(
+                HTTPClientRequest(url: try #require(line["simulator"]) + "/simulator/notifications"), timeout: .seconds(30))
+            let entries =
+                try JSONSerialization.jsonObject(with: Data(try await listed.body.collect(upTo: 1 << 24).readableBytesView))
+                as? [[String: Any]] ?? []
+            sent = entries.first { $0["transactionId"] as? String == subscriptionId } ?? [:]
+            return (sent["sendAttempts"] as? [Any])?.isEmpty == false
+        }
+        #expect((sent["v1Attempts"] as? [Any])?.isEmpty == true, "\(sent)")
         var metrics = HTTPClientRequest(url: api + "/metrics")
         metrics.method = .GET
         metrics.headers.add(name: "Authorization", value: "Bearer \(adminToken)")
