@@ -112,6 +112,9 @@ package struct ChangeEvents: Sendable {
         }
     }
 
+    /// Apple retries a failed renewal for up to 60 days.
+    static let longestBillingRetry: TimeInterval = 60 * 86_400
+
     /// When Apple should next be asked about a subscription (App Store time); `nil` when it
     /// cannot renew any more.
     package func dueDate(_ subscription: SubscriptionRecord) -> Date? {
@@ -123,6 +126,14 @@ package struct ChangeEvents: Sendable {
                 $0.addingTimeInterval(renewalCheckMargin.seconds)
             }
         case .billingRetry:
+            return now.addingTimeInterval(billingRetryCheckInterval.seconds)
+        case .expired where !LifecycleEvents.endedForGood(subscription):
+            // Past its expiry with auto-renew on and no word from Apple: asked again until
+            // Apple says (it renewed, retries billing, or ended, which logs the `expiration`),
+            // for as long as Apple could still be retrying billing.
+            guard let expires = subscription.expiresDate, now < expires.addingTimeInterval(Self.longestBillingRetry) else {
+                return nil
+            }
             return now.addingTimeInterval(billingRetryCheckInterval.seconds)
         case .expired, .revoked:
             return nil

@@ -39,16 +39,25 @@ package struct RefundJobHandler: EntitlementJobHandler {
     /// for the refund of one of its transactions: a refund ends a subscription only when it
     /// is of its latest period, and Apple's notifications come in any order (a renewal's after
     /// the refund of the period before it), so the latest is asked, not taken to be the
-    /// newest one this server knows. Nil without the App Store Server API, for other kinds,
-    /// or when Apple still cannot answer on the job's last attempt (the refund is applied as
-    /// known).
-    func latestOfSubscription(refunded fact: PurchaseFact, reader: AppleReader, job: JobContext) async throws -> AppleEvidence? {
-        guard fact.kind == .autoRenewable, fact.revocationDate != nil, reader.gateway.serverAPI(for: fact.environment) != nil else {
-            return nil
-        }
+    /// newest one this server knows. The refunded transaction's own view is the refund job's:
+    /// a statuses answer not yet showing the refund must not undo it. Nil without the App
+    /// Store Server API, for other kinds, for a purchase nobody holds (kept as told for whoever
+    /// claims it), or when Apple does not answer: the refund is applied as known, not held up
+    /// (a renewal told later is applied over it).
+    func latestOfSubscription(
+        refunded fact: PurchaseFact, publisher: Publisher, reader: AppleReader, job: JobContext
+    ) async throws
+        -> AppleEvidence?
+    {
+        guard fact.kind == .autoRenewable, fact.revocationDate != nil, reader.gateway.serverAPI(for: fact.environment) != nil,
+            try await !service.store.holders(publisher: publisher.id, originalTransactionId: fact.originalTransactionId).isEmpty
+        else { return nil }
         do {
-            return try await reader.subscription(originalTransactionId: fact.originalTransactionId, environment: fact.environment)
-        } catch let error as AppStoreError where !error.isRetryable || job.attempt >= job.maxAttempts {
+            var latest = try await reader.subscription(originalTransactionId: fact.originalTransactionId, environment: fact.environment)
+            latest.facts.removeAll { $0.transactionId == fact.transactionId }
+            return latest
+        } catch let error as AppStoreError {
+            if error.code == .rateLimited { try? await service.applePause.pause(publisher.id, until: error.retryAfter) }
             job.logger.warning(
                 "applying a subscription's refund without asking Apple for its latest period",
                 metadata: ["transactionId": "\(fact.transactionId)", "error": "\(error.code)"])
@@ -82,7 +91,7 @@ package struct RefundJobHandler: EntitlementJobHandler {
             throw JobRefusal.invalidPayload("the signed transaction is \(fact.transactionId), not \(payload.transactionId)")
         }
         let id = fact.originalTransactionId
-        let latest = try await latestOfSubscription(refunded: fact, reader: reader, job: job)
+        let latest = try await latestOfSubscription(refunded: fact, publisher: publisher, reader: reader, job: job)
         let unheld = Result(
             publisher: publisher.id, customer: nil, transactionId: fact.transactionId, originalTransactionId: id,
             refunded: fact.revocationDate != nil, revocationDate: fact.revocationDate, revocationType: fact.revocationType,

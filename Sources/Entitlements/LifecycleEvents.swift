@@ -147,13 +147,13 @@ public struct LifecycleEvents: Sendable {
     }
 
     /// The `expiration` of the period a resubscription follows, when the customer had turned
-    /// auto-renew off and nothing said yet that it ended (Apple's EXPIRED still on its way):
+    /// auto-renew off (or no renewal info said) and nothing said yet that it ended (Apple's EXPIRED still on its way):
     /// the same event (id, date, reason) that EXPIRED makes when it comes first, so the log
     /// is the same whichever news came first. With auto-renew on, a gap before a purchase may
     /// be renewals not told yet (a backlog delivered newest first): nothing is said.
     func lapse(of previous: PurchaseFact, before: CustomerEntitlements) -> LifecycleEvent? {
         guard let record = before.subscriptions[previous.originalTransactionId], record.latestTransactionId == previous.transactionId,
-            record.autoRenew == false, !Self.endedForGood(record)
+            record.autoRenew != true, !Self.endedForGood(record)
         else { return nil }
         return expiration(record, latest: previous, in: before)
     }
@@ -204,12 +204,11 @@ public struct LifecycleEvents: Sendable {
             if !family, let price = reversed.priceMilliunits {
                 reversed.refundMilliunits = Self.share(of: price, milliunits: old.refundedShare)
             }
-            // The refund had ended the subscription (its `expiration`, reason `refund`): it goes on.
+            // The refund had ended the subscription (its `expiration`, reason `refund`): it goes
+            // on, or, past its expiry with no word from Apple, ends when Apple says (its own
+            // `expiration` then).
             let original = fact.originalTransactionId
-            let ended: Set<SubscriptionRecord.Status> = [.expired, .revoked]
-            if before.subscriptions[original]?.status == .revoked, let status = state.subscriptions[original]?.status,
-                !ended.contains(status)
-            {
+            if before.subscriptions[original]?.status == .revoked, let record = state.subscriptions[original], !Self.endedForGood(record) {
                 reversed.restored = true
                 reversed.trial = fact.isFreeTrial ? true : nil
             }
@@ -363,7 +362,12 @@ public struct LifecycleEvents: Sendable {
             case .priceIncreaseDeclined?: reason = "priceIncreaseDeclined"
             case .productUnavailable?: reason = "productNotForSale"
             case .other?: reason = "other"
-            case nil: reason = retry != nil ? "billing" : (record.autoRenew == false ? "voluntary" : "other")
+            case nil:
+                reason =
+                    retry != nil
+                    ? "billing"
+                    : record.priceIncreaseConsented == false
+                        ? "priceIncreaseDeclined" : (record.autoRenew == false ? "voluntary" : "other")
             }
         }
         var expired = event(.expiration, "\(record.originalTransactionId):\(Self.ms(end))", customer: state.customer, at: end, fact: latest)

@@ -27,6 +27,50 @@ import Testing
         }
     }
 
+    /// Apple's answer at the check lags: past the expiry, auto-renew still on, no reason.
+    /// Nothing has ended (no `expiration`), so Apple is asked again, as in billing retry, until
+    /// its answer says how it ended; after 60 days (Apple's longest retry) no more.
+    @Test func aPeriodPastItsExpiryWithNoWordFromAppleIsAskedAboutAgain() throws {
+        let engine = try AppleFactsTests.engine()
+        let lapse = start.addingTimeInterval(30 * day)
+        let fact = PurchaseFact(
+            transactionId: "90", originalTransactionId: "90", productId: "com.entitle.demo.basic.monthly", bundleId: "com.entitle.demo",
+            kind: .autoRenewable, environment: "Sandbox", purchaseDate: start, expiresDate: lapse, signedDate: start)
+        var state = CustomerEntitlements(publisher: "demo", customer: "viewer")
+        _ = engine.apply(
+            fact, renewal: RenewalFact(originalTransactionId: "90", autoRenew: true, signedDate: start), to: &state, now: start)
+        var before = state
+        let checked = lapse.addingTimeInterval(3_600)
+        _ = engine.apply(
+            fact, renewal: RenewalFact(originalTransactionId: "90", autoRenew: true, signedDate: checked), to: &state, now: checked)
+        #expect(state.subscriptions["90"]?.status == .expired)
+        #expect(
+            try dueChecks(before: before, after: state, now: checked) == [Due(date: checked.addingTimeInterval(6 * 3_600), ifAbsent: false)]
+        )
+        let events = LifecycleEvents(publisher: try AppleFactsTests.engine().publisher, now: checked).derive(before: before, after: state)
+        #expect(!events.contains { $0.type == .expiration })
+
+        // Apple says it expired (the customer let it go): the expiration, and no more checks.
+        before = state
+        let said = checked.addingTimeInterval(6 * 3_600)
+        _ = engine.apply(
+            fact,
+            renewal: RenewalFact(originalTransactionId: "90", autoRenew: false, signedDate: said, expirationReason: .customerCancelled),
+            to: &state, now: said)
+        #expect(try dueChecks(before: before, after: state, now: said).isEmpty)
+        let ended = LifecycleEvents(publisher: try AppleFactsTests.engine().publisher, now: said).derive(before: before, after: state)
+        #expect(ended.filter { $0.type == .expiration }.map(\.reason) == ["voluntary"], "\(ended.map(\.type))")
+
+        // Never told: asked for 60 days past the expiry, not after.
+        var silent = CustomerEntitlements(publisher: "demo", customer: "viewer")
+        _ = engine.apply(
+            fact, renewal: RenewalFact(originalTransactionId: "90", autoRenew: true, signedDate: start), to: &silent, now: start)
+        let late = lapse.addingTimeInterval(61 * day)
+        let quiet = silent
+        _ = engine.apply(fact, renewal: RenewalFact(originalTransactionId: "90", autoRenew: true, signedDate: late), to: &silent, now: late)
+        #expect(try dueChecks(before: quiet, after: silent, now: late).isEmpty)
+    }
+
     @Test func aChangeInBillingRetryDoesNotPutOffTheCheckAlreadyDue() throws {
         let engine = try AppleFactsTests.engine()
         let month = 30 * day

@@ -101,21 +101,46 @@ import Testing
     @Test func aPeriodPastItsExpiryWithNoWordFromAppleHasNotEnded() {
         let periods = (0..<4).map { subscription(String(100 + $0), at: start.addingTimeInterval(Double($0) * 30 * day)) }
         let now = start.addingTimeInterval(125 * day)
-        do {
-            let order = periods
-            var state = CustomerEntitlements(publisher: "demo", customer: "ann@example.com")
-            var logged: [LifecycleEvent] = []
-            for fact in order {
-                logged += events(&state, at: now) { _ = engine.apply(fact, renewal: renewal(at: fact.purchaseDate), to: &$0, now: now) }
-            }
-            #expect(!logged.contains { $0.type == .expiration }, "\(order.map(\.transactionId)): \(types(logged))")
-            #expect(logged.filter { $0.type == .renewal }.count == 3 && logged.allSatisfy { $0.resubscribed == nil })
-            #expect(state.subscriptions["100"]?.status == .expired, "access stopped at the last known expiry")
-            let said = events(&state, at: now) {
-                _ = engine.apply(periods[3], renewal: renewal(autoRenew: false, at: now, reason: .customerCancelled), to: &$0, now: now)
-            }
-            #expect(types(said).filter { $0 == .expiration } == [.expiration] && said.last?.reason == "voluntary", "\(types(said))")
+        var state = CustomerEntitlements(publisher: "demo", customer: "ann@example.com")
+        var logged: [LifecycleEvent] = []
+        for fact in periods {
+            logged += events(&state, at: now) { _ = engine.apply(fact, renewal: renewal(at: fact.purchaseDate), to: &$0, now: now) }
         }
+        #expect(!logged.contains { $0.type == .expiration }, "\(types(logged))")
+        #expect(logged.filter { $0.type == .renewal }.count == 3 && logged.allSatisfy { $0.resubscribed == nil })
+        #expect(state.subscriptions["100"]?.status == .expired, "access stopped at the last known expiry")
+        let said = events(&state, at: now) {
+            _ = engine.apply(periods[3], renewal: renewal(autoRenew: false, at: now, reason: .customerCancelled), to: &$0, now: now)
+        }
+        #expect(types(said).filter { $0 == .expiration } == [.expiration] && said.last?.reason == "voluntary", "\(types(said))")
+    }
+
+    /// A refund ended the subscription, then Apple reversed it after the period's expiry with
+    /// auto-renew still on: the refund's `expiration` is counted off (`restored`), and the
+    /// subscription ends once more only when Apple says how: churned once, not twice.
+    @Test func aRefundReversedPastTheExpiryIsChurnedOnce() {
+        var state = CustomerEntitlements(publisher: "demo", customer: "ann@example.com")
+        let bought = subscription("100", at: start)
+        _ = engine.apply(bought, renewal: renewal(at: start), to: &state, now: start)
+        let refundedAt = start.addingTimeInterval(10 * day)
+        var refunded = bought
+        refunded.revocationDate = refundedAt
+        refunded.revocationType = "REFUND_FULL"
+        refunded.signedDate = refundedAt
+        let refund = events(&state, at: refundedAt) { _ = engine.apply(refunded, to: &$0, now: refundedAt) }
+        #expect(types(refund) == [.refund, .expiration] && refund[1].reason == "refund")
+        let reversedAt = start.addingTimeInterval(40 * day)
+        var reinstated = bought
+        reinstated.signedDate = reversedAt
+        let reversal = events(&state, at: reversedAt) {
+            _ = engine.apply(reinstated, renewal: renewal(at: reversedAt), to: &$0, now: reversedAt)
+        }
+        #expect(types(reversal) == [.refundReversed] && reversal[0].restored == true, "\(types(reversal))")
+        let saidAt = reversedAt.addingTimeInterval(day)
+        let said = events(&state, at: saidAt) {
+            _ = engine.apply(reinstated, renewal: renewal(autoRenew: false, at: saidAt, reason: .customerCancelled), to: &$0, now: saidAt)
+        }
+        #expect(types(said).filter { $0 == .expiration }.count == 1, "\(types(said))")
     }
 
     @Test func autoRenewChangesArecancellationsUncancellationsAndScheduledProductChanges() {
