@@ -247,7 +247,8 @@ public struct AppStoreServerAPIClient: Sendable {
             return AppStoreError(
                 .rateLimited, message, retryable: true, httpStatus: 429, apiErrorCode: code,
                 retryAfter: response.headers.first(name: "Retry-After").flatMap { Self.retryAfter($0) })
-        case 500...:
+        case 500..., 408:
+            // A server error, or Apple timing out the request: nothing was said; ask again.
             return AppStoreError(.serverUnavailable, message, retryable: true, httpStatus: response.status, apiErrorCode: code)
         case 401:
             return AppStoreError(.invalidConfiguration, message + " (check the key, issuer and bundle id)", httpStatus: 401)

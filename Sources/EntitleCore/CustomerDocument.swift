@@ -149,7 +149,7 @@ package struct CustomerDocument: Encodable, Sendable {
     package static func access(_ state: CustomerEntitlements, offer: Offer, at date: Date) -> (granted: Bool, expiresAt: Date?) {
         let covering = state.periods(at: date).filter { $0.offerId == offer.offerId }
         guard !covering.isEmpty else { return (false, nil) }
-        let ends = covering.map(\.effectiveEnd)
+        let ends = covering.map(state.accessEnd(of:))
         return (true, ends.contains { $0 == nil } ? nil : ends.compactMap { $0 }.max())
     }
 
@@ -159,8 +159,8 @@ package struct CustomerDocument: Encodable, Sendable {
         let held = state.periods.filter { $0.start <= date }
         return Set(held.map(\.offerId)).sorted().map { offerId in
             let periods = held.filter { $0.offerId == offerId }
-            let ends = periods.map(\.effectiveEnd)
-            let granted = periods.contains { $0.covers(date) }
+            let ends = periods.map(state.accessEnd(of:))
+            let granted = periods.contains { state.gives($0, at: date) }
             return (offerId, granted, ends.contains { $0 == nil } ? nil : ends.compactMap { $0 }.max())
         }
     }

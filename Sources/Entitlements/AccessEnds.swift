@@ -10,10 +10,7 @@ public struct AccessEnds: Sendable, Hashable {
 
     public init(_ customer: CustomerEntitlements) {
         for period in customer.periods {
-            var end = period.effectiveEnd
-            if let provisional = customer.provisional[period.originalTransactionId] {
-                end = end.map { min($0, provisional) } ?? provisional
-            }
+            let end = customer.accessEnd(of: period)
             for entitlement in period.entitlements { entitlements[entitlement] = Self.later(entitlements[entitlement], end) }
             offers[period.offerId] = Self.later(offers[period.offerId], end)
         }

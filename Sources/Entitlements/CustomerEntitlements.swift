@@ -114,7 +114,21 @@ public struct CustomerEntitlements: Sendable, Hashable, Codable {
     /// The periods that cover `date` (which transactions paid for access then); a purchase
     /// granted provisionally gives access only until its `provisional` end.
     public func periods(at date: Date) -> [AccessPeriod] {
-        periods.filter { period in period.covers(date) && (provisional[period.originalTransactionId].map { date < $0 } ?? true) }
+        periods.filter { gives($0, at: date) }
+    }
+
+    /// Whether a period gives access at `date`: it covers it, and a provisional grant of its
+    /// purchase has not ended by then.
+    public func gives(_ period: AccessPeriod, at date: Date) -> Bool {
+        period.covers(date) && (provisional[period.originalTransactionId].map { date < $0 } ?? true)
+    }
+
+    /// When a period's access ends (`nil`: never): its own end, or its purchase's provisional
+    /// end when that comes first. What every answer about access says, not the period's
+    /// expiry alone.
+    public func accessEnd(of period: AccessPeriod) -> Date? {
+        guard let until = provisional[period.originalTransactionId] else { return period.effectiveEnd }
+        return period.effectiveEnd.map { min($0, until) } ?? until
     }
 
     /// Ends every period a subscription or purchase gave, from `date` on: the transfer

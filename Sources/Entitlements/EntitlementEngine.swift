@@ -38,11 +38,18 @@ public struct EntitlementEngine: Sendable {
         let original = fact.originalTransactionId
         if let provisionalUntil {
             // Verified here while Apple could not be asked: a purchase Apple confirmed before
-            // (held, not provisional) keeps Apple's word; the view adds nothing to it.
-            if state.provisional[original] != nil || !state.holds(originalTransactionId: original) {
+            // (held, not provisional) keeps Apple's word; the view adds nothing to it. A grant
+            // is made once: the same proof posted again does not extend it.
+            if state.provisional[original] == nil, !state.holds(originalTransactionId: original) {
                 state.provisional[original] = provisionalUntil
             }
-        } else {
+        } else if let until = state.provisional[original],
+            (fact.signedDate ?? now) >= until.addingTimeInterval(-Double(publisher.temporaryAccessHours) * 3600)
+        {
+            // Apple's word replaces a grant only when Apple said it since the grant was made
+            // (no earlier than its end less the publisher's hours): a notification signed
+            // before it (a late retry of the purchase's) does not show a refund the grant
+            // may hide.
             state.provisional[original] = nil
         }
         if let accessFrom {

@@ -36,6 +36,20 @@ import Testing
             #expect(result["accessGranted"] as? Bool == true && result["provisional"] as? Bool == true, "\(result)")
             #expect(result["provisionalUntil"] != nil && (result["subscription"] as? [String: Any])?["provisionalUntil"] != nil)
             #expect(try await subscription("pia@example.com")?["provisionalUntil"] != nil, "Apple is still down")
+            // Every answer about access ends with the grant (24 hours), not at Apple's expiry a
+            // month on: clients cache `expiresAt`.
+            let now = try await api.simulatorNow()
+            let access = try await api.call(
+                .GET, "/v1/customers/pia%40example.com/access/premium", route: "GET /v1/customers/{id}/access/{offerId}")
+            let expiresAt = try #require(ISO8601DateFormatter().date(from: access.json["expiresAt"] as? String ?? ""), "\(access.text)")
+            #expect(expiresAt <= now.addingTimeInterval(24 * 3600 + 60), "\(access.text)")
+            let cleeng = try await api.call(
+                .GET, "/cleeng/entitlements/pia@example.com", token: nil, headers: CompatibilityRouteTests.cleengHeaders,
+                route: "GET /cleeng/entitlements/{customerEmail}")
+            let items = cleeng.json["items"] as? [[String: Any]] ?? []
+            let premium = items.first { $0["offerId"] as? String == "premium" }
+            #expect(
+                (premium?["expiresAt"] as? Double).map { $0 <= now.timeIntervalSince1970 + 24 * 3600 + 60 } == true, "\(cleeng.text)")
             // Apple is back: the check that keeps asking makes it final.
             try await api.advance(seconds: 11 * 60)
             try await eventually("Apple's answer confirms the purchase") {
@@ -98,6 +112,26 @@ import Testing
             let document = try await api.finished(job)
             let result = try #require(document["result"] as? [String: Any], "\(document)")
             #expect((document["attempt"] as? Int ?? 0) >= 4 && result["provisional"] == nil && result["accessGranted"] as? Bool == true)
+        }
+    }
+
+    /// Apple refusing this server's key (401) or timing the request out (408) says nothing
+    /// about the purchase, verified here: the job is retried, with temporary access on its
+    /// second attempt as while Apple is down, never refused as an invalid receipt.
+    @Test(.timeLimit(.minutes(3))) func appleRefusingTheKeyOrTimingOutRefusesNoPurchase() async throws {
+        try await APIStack.run("temporary-access-key", worker: true) { api in
+            for status in [401, 408] {
+                try await api.simulator(
+                    "/simulator/faults", #"{"target":"serverAPI","status":\#(status),"pathContains":"v1/subscriptions/","count":2}"#)
+                let bought = try await api.buy("premium.monthly", extra: ["useIntroductoryOffer": false, "environment": "Production"])
+                let job = try await api.submit([
+                    "customer": "key\(status)@example.com", "signedTransaction": try #require(bought["signedTransaction"] as? String),
+                ])
+                let document = try await api.finished(job)
+                let result = try #require(document["result"] as? [String: Any], "\(status): \(document)")
+                #expect(
+                    result["accessGranted"] as? Bool == true && (document["attempt"] as? Int ?? 0) >= 2, "\(status): \(document)")
+            }
         }
     }
 }

@@ -72,4 +72,41 @@ import Testing
         let decoded = encoded.flatMap { try? JSONDecoder().decode(CustomerEntitlements.self, from: $0) }
         #expect(decoded?.provisional == ["s1": until])
     }
+
+    /// A grant is made once, and only Apple's word since it was made ends it: a notification
+    /// Apple signed before the grant (a late retry of the purchase's, which cannot show a
+    /// refund made since) leaves it, and the same proof posted again does not extend it. Every
+    /// answer about access ends where the grant does.
+    @Test func aGrantIsMadeOnceAndEndsOnlyByAppleWordSinceIt() throws {
+        let engine = fixture.engine
+        var state = CustomerEntitlements(publisher: "demo", customer: "pia@example.com")
+        let fact = subscription("s2", at: start.addingTimeInterval(-2 * day))
+        let until = start.addingTimeInterval(Double(engine.publisher.temporaryAccessHours) * 3600)
+        _ = engine.apply(fact, to: &state, now: start, provisionalUntil: until)
+        #expect(state.provisional["s2"] == until)
+        let period = try #require(state.periods.first)
+        #expect(state.accessEnd(of: period) == until, "the access answer ends with the grant, not at the expiry")
+
+        // Apple's notification of the purchase, signed two days before the grant, told late.
+        let late = start.addingTimeInterval(3600)
+        var told = state
+        let before = told
+        _ = engine.apply(fact, to: &told, now: late)
+        #expect(told.provisional["s2"] == until && told.entitlements(at: until).isEmpty)
+        #expect(
+            !LifecycleEvents(publisher: engine.publisher, now: late).derive(before: before, after: told).contains {
+                $0.type == .temporaryAccessResolved
+            })
+
+        // The same proof posted again after the grant ended: no second grant.
+        let again = until.addingTimeInterval(3600)
+        _ = engine.apply(fact, to: &told, now: again, provisionalUntil: again.addingTimeInterval(86_400))
+        #expect(told.provisional["s2"] == until && told.entitlements(at: again).isEmpty)
+
+        // Apple's answer since the grant ends it.
+        var fresh = fact
+        fresh.signedDate = again
+        _ = engine.apply(fresh, to: &told, now: again)
+        #expect(told.provisional.isEmpty && told.entitlements(at: again) == ["hd", "premium"])
+    }
 }
