@@ -76,6 +76,10 @@ package enum JobPayloads {
         /// When Apple signed the view of the purchase that token came from (ms): a view the
         /// holder keeps, signed later, binds the purchase instead (the token was set again).
         package var appAccountTokenSignedAtMs: Int64?
+        /// A move an import's claim set off (`entitle import`): its events are marked
+        /// imported, and posted to the webhook only with `importWebhooks`, as the import's own.
+        package var imported: Bool?
+        package var importWebhooks: Bool?
 
         package init(
             publisher: String, originalTransactionId: String, to: String, from: String? = nil, road: ClaimRule.Road? = nil,

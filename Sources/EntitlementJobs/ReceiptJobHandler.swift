@@ -640,7 +640,7 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
     ) async throws {
         for (originalTransactionId, decision) in moving.sorted(by: { $0.key < $1.key }) {
             guard let owner = owners[originalTransactionId] else { continue }
-            let transfer = JobPayloads.Transfer(
+            var transfer = JobPayloads.Transfer(
                 publisher: publisher.id, originalTransactionId: originalTransactionId, to: payload.customer, from: owner,
                 road: payload.road, vouchedBy: decision.vouchedBy,
                 appAccountTokenMatched: AppAccountToken.matches(
@@ -648,6 +648,8 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
                 appAccountTokenSignedAtMs: AppAccountToken.binding(verified)[originalTransactionId]?.signedDate.map {
                     AppleTimestamp($0).milliseconds
                 })
+            transfer.imported = payload.imported
+            transfer.importWebhooks = payload.importWebhooks
             // One request per run of this job (a rerun after a crash finds its own under its key).
             // A request of an earlier run that has finished while another customer holds the
             // purchase (a third claim took it meanwhile) is followed by a new one, keyed by the

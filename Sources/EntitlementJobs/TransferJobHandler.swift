@@ -162,7 +162,8 @@ package struct TransferJobHandler: EntitlementJobHandler {
             }
             let applied = try await service.apply(
                 evidence, publisher: publisher, customer: payload.to, fence: tokens[id], now: now,
-                accessFrom: transferredAt, extraEvents: [moved], holding: [id], job: job)
+                accessFrom: transferredAt, extraEvents: [moved], holding: [id], imported: payload.imported == true,
+                importWebhooks: payload.importWebhooks == true, job: job)
             try await service.duringTransfer?(job, .applied)
             try await service.store.setOwner(publisher: publisher.id, originalTransactionId: id, to: payload.to)
             try await job.setMemo("ownerSet", "1")

@@ -52,6 +52,19 @@ import Testing
             #expect(!events.isEmpty && events.allSatisfy { $0["imported"] as? Bool == true }, "\(events)")
             #expect(await hooks.entries.filter { $0.path == "/hooks" }.isEmpty, "imported purchases are not news")
 
+            // Two lines naming one purchase: the later claim moves it, and the move is the
+            // import's too, marked imported and not news.
+            let shared = try #require(
+                try await api.buy("premium.monthly", account: "ivy-account", extra: ["useIntroductoryOffer": false])[
+                    "originalTransactionId"]
+                    as? String)
+            #expect(try await post("ivy@example.com,\(shared)\njon@example.com,\(shared)").status == 202)
+            try await api.settle()
+            let moved = try await api.events("ivy@example.com") + api.events("jon@example.com")
+            let transfer = try #require(moved.first { $0["type"] as? String == "transfer" }, "\(moved.map { $0["type"] ?? "?" })")
+            #expect(transfer["imported"] as? Bool == true, "\(transfer)")
+            #expect(await hooks.entries.filter { $0.path == "/hooks" }.isEmpty, "an import's move is not news either")
+
             // The same import again: the same jobs, nothing twice.
             let again = try await post(text)
             #expect(again.status == 202 && again.json["importId"] as? String == importId)
