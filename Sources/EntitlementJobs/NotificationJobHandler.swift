@@ -262,6 +262,9 @@ package struct NotificationJobHandler: EntitlementJobHandler {
                 "applying a V1 refund without its share: Apple's API did not answer by the last attempt; a refund job reads it later",
                 metadata: ["transactionId": "\(first.transactionId)", "refundJobId": "\(result.refundJobId ?? "")"])
         }
+        if let original {
+            try await signedViewsOfNewPurchases(in: &evidence, original: original, publisher: publisher, reader: reader, job: job)
+        }
         try await apply(evidence, to: &result, publisher: publisher, appAccountToken: nil, job: job)
         // The receipt is kept only where renewal checks need verifyReceipt (no API key).
         if let original, let newest = evidence.latestReceipt, result.customer != nil, !reader.gateway.hasServerAPI,
@@ -299,6 +302,35 @@ package struct NotificationJobHandler: EntitlementJobHandler {
         }
         return unread
     }
+
+    /// A receipt tells no price: a purchase it is the first to tell (a renewal, a
+    /// resubscription) would be booked at the catalog's price in the catalog's currency, not
+    /// what Apple charged in the customer's storefront, and a V2 notification of the same
+    /// purchase told after it changes nothing booked. Where the App Store Server API is
+    /// configured, the signed view of each purchase the holder does not know yet (the newest
+    /// few) is read first (Get Transaction Info): its price, currency and storefront. Apple
+    /// not answering by the job's last attempt leaves the receipt's view.
+    func signedViewsOfNewPurchases(
+        in evidence: inout AppleEvidence, original: String, publisher: Publisher, reader: AppleReader, job: JobContext
+    ) async throws {
+        guard let holder = try await service.store.holders(publisher: publisher.id, originalTransactionId: original).first else { return }
+        let known = try await service.store.load(publisher: publisher.id, customer: holder).state.transactions
+        let unknown = evidence.facts.filter { known[$0.transactionId] == nil && $0.price == nil }
+            .sorted { ($0.purchaseDate, $0.transactionId) > ($1.purchaseDate, $1.transactionId) }.prefix(Self.signedViewsRead)
+        for fact in unknown where reader.gateway.serverAPI(for: fact.environment) != nil {
+            do {
+                evidence.merge(AppleEvidence(facts: [try await reader.transaction(id: fact.transactionId, environment: fact.environment)]))
+            } catch let error as AppStoreError where !error.isRetryable || job.attempt >= job.maxAttempts {
+                job.logger.warning(
+                    "booking a purchase told by a V1 notification without Apple's signed price",
+                    metadata: ["transactionId": "\(fact.transactionId)", "error": "\(error.code)"])
+            }
+        }
+    }
+
+    /// At most this many purchases new to their holder are read signed per V1 notification (a
+    /// receipt after a long silence may tell many renewals; the rest keep the catalog's price).
+    static let signedViewsRead = 5
 
     /// A `refund` job for each refund applied without its share, ten minutes on: it reads the
     /// transaction's signed view (Get Transaction Info), and its share adjusts the refund

@@ -74,10 +74,12 @@ struct APIStack: Sendable {
     /// - Parameter notify: publishers whose notification route gets each V2 notification the
     ///   simulator sends (as Apple would post it to each publisher's URL); none: they stay in `inbox`.
     /// - Parameter notifyV1: the V1 notifications (with their receipts) go there too.
+    /// - Parameter notifyV2: the V2 notifications go there (false: V1 alone, as a publisher
+    ///   whose App Store Connect URL takes version 1).
     /// - Parameter serviceHooks: sets the worker's entitlement service's fault points.
     static func run(
         _ name: String, worker: Bool = false, sweep: Bool = false, adminToken: String? = adminToken, redisDown: Bool = false,
-        notify: [String] = [], notifyV1: Bool = false, eventLoopGroup: (any EventLoopGroup)? = nil,
+        notify: [String] = [], notifyV1: Bool = false, notifyV2: Bool = true, eventLoopGroup: (any EventLoopGroup)? = nil,
         environment extra: [String: String] = [:], configure: @Sendable (inout EntitleAPI.Configuration) -> Void = { _ in },
         catalog change: @Sendable (inout [[String: Any]]) -> Void = { _ in },
         settings tune: @Sendable (inout EntitleConfiguration) -> Void = { _ in },
@@ -88,7 +90,7 @@ struct APIStack: Sendable {
         let receiver = Router()
         receiver.post("v2") { request, _ -> Response in
             let entry = try await inbox.record(request)
-            try await forwarder.forward(entry.body)
+            if notifyV2 { try await forwarder.forward(entry.body) }
             return Response(status: .ok)
         }
         receiver.post("v1") { request, _ -> Response in
