@@ -538,7 +538,8 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
                 ? "Apple says the receipt is valid but the subscription has expired (verifyReceipt status 21006)" : nil
             var transfer = memo
             if payload.road == .appKey { transfer?.from = nil }
-            let provisionalUntil = evidence.provisionalUntil
+            // A grant is told only where it gave access: a refusal (a refund already known) is none.
+            let provisionalUntil = decision?.accessGranted == true ? evidence.provisionalUntil : nil
             var subscription = decision?.subscription
             subscription?.provisionalUntil = provisionalUntil
             var result = Result(

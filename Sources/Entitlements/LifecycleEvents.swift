@@ -31,7 +31,10 @@ public struct LifecycleEvents: Sendable {
             granted.priceSource = nil
             events.append(granted)
         }
-        for (original, until) in before.provisional.sorted(by: { $0.key < $1.key }) where after.provisional[original] == nil {
+        // A grant that left with its purchase (a transfer away) was not resolved by Apple: the
+        // `transfer` event says it moved, and the grant moved with it.
+        for (original, until) in before.provisional.sorted(by: { $0.key < $1.key })
+        where after.provisional[original] == nil && after.holds(originalTransactionId: original) {
             let latest = after.transactions.values.filter { $0.originalTransactionId == original }.max {
                 ($0.purchaseDate, $0.transactionId) < ($1.purchaseDate, $1.transactionId)
             }

@@ -67,6 +67,9 @@ import Testing
         var released = state
         released.release(originalTransactionId: "s1", at: start.addingTimeInterval(60))
         #expect(released.provisional.isEmpty)
+        let left = LifecycleEvents(publisher: fixture.engine.publisher, now: start.addingTimeInterval(60))
+            .derive(before: state, after: released)
+        #expect(!left.contains { $0.type == .temporaryAccessResolved }, "a transfer is not Apple's word: \(left.map(\.type))")
         // Kept in the stored document, and read back.
         let encoded = try? JSONEncoder().encode(state)
         let decoded = encoded.flatMap { try? JSONDecoder().decode(CustomerEntitlements.self, from: $0) }
