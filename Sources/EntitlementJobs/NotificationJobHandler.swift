@@ -309,18 +309,23 @@ package struct NotificationJobHandler: EntitlementJobHandler {
     /// purchase told after it changes nothing booked. Where the App Store Server API is
     /// configured, the signed view of each purchase the holder does not know yet (the newest
     /// few) is read first (Get Transaction Info): its price, currency and storefront. Apple
-    /// not answering by the job's last attempt leaves the receipt's view.
+    /// not answering leaves the receipt's view.
     func signedViewsOfNewPurchases(
         in evidence: inout AppleEvidence, original: String, publisher: Publisher, reader: AppleReader, job: JobContext
     ) async throws {
-        guard let holder = try await service.store.holders(publisher: publisher.id, originalTransactionId: original).first else { return }
+        guard reader.gateway.hasServerAPI,
+            let holder = try await service.store.holders(publisher: publisher.id, originalTransactionId: original).first
+        else { return }
         let known = try await service.store.load(publisher: publisher.id, customer: holder).state.transactions
         let unknown = evidence.facts.filter { known[$0.transactionId] == nil && $0.price == nil }
             .sorted { ($0.purchaseDate, $0.transactionId) > ($1.purchaseDate, $1.transactionId) }.prefix(Self.signedViewsRead)
         for fact in unknown where reader.gateway.serverAPI(for: fact.environment) != nil {
             do {
                 evidence.merge(AppleEvidence(facts: [try await reader.transaction(id: fact.transactionId, environment: fact.environment)]))
-            } catch let error as AppStoreError where !error.isRetryable || job.attempt >= job.maxAttempts {
+            } catch let error as AppStoreError {
+                // Not held up while Apple cannot answer: the purchase is booked as the receipt
+                // tells it (the catalog's price), rather than its access waiting.
+                if error.code == .rateLimited { try? await service.applePause.pause(publisher.id, until: error.retryAfter) }
                 job.logger.warning(
                     "booking a purchase told by a V1 notification without Apple's signed price",
                     metadata: ["transactionId": "\(fact.transactionId)", "error": "\(error.code)"])

@@ -180,9 +180,7 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
                 primaryId = id
             } else {
                 reader = try service.reader(publisher, bundleId: payload.bundleId)
-                let fact = try await ReceiptTimings.measure(.apple) {
-                    try await Self.keyRefusedIsRetryable { try await reader.transaction(id: payload.transactionId ?? "") }
-                }
+                let fact = try await ReceiptTimings.measure(.apple) { try await reader.transaction(id: payload.transactionId ?? "") }
                 evidence.facts = [fact]
                 primaryId = fact.transactionId
             }
@@ -190,9 +188,7 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
                 // The subscription's state now: latest transaction and renewal info.
                 do {
                     let status = try await ReceiptTimings.measure(.apple) {
-                        try await Self.keyRefusedIsRetryable {
-                            try await reader.subscription(originalTransactionId: fact.originalTransactionId, environment: fact.environment)
-                        }
+                        try await reader.subscription(originalTransactionId: fact.originalTransactionId, environment: fact.environment)
                     }
                     evidence.merge(status)
                 } catch let error as AppStoreError where error.isRetryable {
@@ -209,7 +205,9 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
                         metadata: ["until": "\(until)", "error": "\(error.code)"])
                 }
             }
-        } catch let error as AppStoreError where !error.isRetryable {
+        } catch let error as AppStoreError where !error.isRetryable && error.code != .invalidConfiguration {
+            // (Apple refusing this server's key, HTTP 401, says nothing of the purchase: the
+            // job fails for operators to see, and the customer is not told the proof is bad.)
             let reason: EntitlementDecision.Refusal = error.code == .invalidAppIdentifier ? .wrongBundle : .invalidReceipt
             return try await refused(reason, error.message)
         } catch let error as AppStoreError where error.apiErrorCode == 21002 && job.attempt >= Self.malformedReceiptAttempts {
@@ -557,18 +555,6 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
                 result.provisionalUntil = provisionalUntil
             }
             return result
-        }
-    }
-
-    /// Apple refusing this server's key (HTTP 401: the key, issuer or bundle id is wrong)
-    /// says nothing about the purchase: the job is retried (with temporary access meanwhile,
-    /// as while Apple is down), and fails for operators to see once its attempts are spent,
-    /// never a refusal of the customer's purchase as an invalid receipt.
-    static func keyRefusedIsRetryable<T>(_ body: () async throws -> T) async throws -> T {
-        do {
-            return try await body()
-        } catch let error as AppStoreError where error.code == .invalidConfiguration {
-            throw AppStoreError(.serverUnavailable, error.message, retryable: true, httpStatus: error.httpStatus)
         }
     }
 

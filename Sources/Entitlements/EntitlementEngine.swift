@@ -43,13 +43,14 @@ public struct EntitlementEngine: Sendable {
             if state.provisional[original] == nil, !state.holds(originalTransactionId: original) {
                 state.provisional[original] = provisionalUntil
             }
-        } else if let until = state.provisional[original],
-            (fact.signedDate ?? now) >= until.addingTimeInterval(-Double(publisher.temporaryAccessHours) * 3600)
+        } else if state.provisional[original] != nil,
+            (fact.signedDate ?? now)
+                > (state.transactions.values.filter { $0.originalTransactionId == original }.compactMap(\.signedDate).max()
+                    ?? .distantPast)
         {
-            // Apple's word replaces a grant only when Apple said it since the grant was made
-            // (no earlier than its end less the publisher's hours): a notification signed
-            // before it (a late retry of the purchase's) does not show a refund the grant
-            // may hide.
+            // Apple's word replaces a grant only when it is newer than every view the grant
+            // was made on: a notification signed before (a late retry of the purchase's own)
+            // does not show a refund the grant may hide; an answer Apple signs now does.
             state.provisional[original] = nil
         }
         if let accessFrom {
