@@ -150,9 +150,9 @@ public struct LifecycleEvents: Sendable {
     }
 
     /// The `expiration` of the period a resubscription follows, when the customer had turned
-    /// auto-renew off (or no renewal info said) and nothing said yet that it ended (Apple's EXPIRED still on its way):
-    /// the same event (id, date, reason) that EXPIRED makes when it comes first, so the log
-    /// is the same whichever news came first. With auto-renew on, a gap before a purchase may
+    /// auto-renew off (or no renewal info said) and nothing said yet that it ended (Apple's
+    /// EXPIRED still on its way): the same event (id, date, reason) that EXPIRED makes when it
+    /// comes first, so the log is the same whichever news came first. With auto-renew on, a gap before a purchase may
     /// be renewals not told yet (a backlog delivered newest first): nothing is said.
     func lapse(of previous: PurchaseFact, before: CustomerEntitlements) -> LifecycleEvent? {
         guard let record = before.subscriptions[previous.originalTransactionId], record.latestTransactionId == previous.transactionId,
@@ -365,12 +365,9 @@ public struct LifecycleEvents: Sendable {
             case .priceIncreaseDeclined?: reason = "priceIncreaseDeclined"
             case .productUnavailable?: reason = "productNotForSale"
             case .other?: reason = "other"
-            case nil:
-                reason =
-                    retry != nil
-                    ? "billing"
-                    : record.priceIncreaseConsented == false
-                        ? "priceIncreaseDeclined" : (record.autoRenew == false ? "voluntary" : "other")
+            case nil where retry != nil: reason = "billing"
+            case nil where record.priceIncreaseConsented == false: reason = "priceIncreaseDeclined"
+            case nil: reason = record.autoRenew == false ? "voluntary" : "other"
             }
         }
         var expired = event(.expiration, "\(record.originalTransactionId):\(Self.ms(end))", customer: state.customer, at: end, fact: latest)
