@@ -34,6 +34,13 @@ package final class ApplePause: Sendable {
         return .milliseconds(Int64(until.timeIntervalSinceNow * 1000) + 1)
     }
 
+    /// A failed call whose error a job goes on without: when it is Apple's 429, the
+    /// publisher's other calls wait as if the job had failed with it.
+    func pause(_ publisher: String, after error: AppStoreError) async {
+        guard error.code == .rateLimited else { return }
+        try? await pause(publisher, until: error.retryAfter)
+    }
+
     /// Apple said 429: the publisher waits until `until` (its `Retry-After`, a day at most).
     func pause(_ publisher: String, until retryAfter: Date?) async throws {
         let until = min(retryAfter ?? Date().addingTimeInterval(Self.defaultWait), Date().addingTimeInterval(86_400))

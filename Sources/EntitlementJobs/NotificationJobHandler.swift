@@ -325,7 +325,7 @@ package struct NotificationJobHandler: EntitlementJobHandler {
             } catch let error as AppStoreError {
                 // Not held up while Apple cannot answer: the purchase is booked as the receipt
                 // tells it (the catalog's price), rather than its access waiting.
-                if error.code == .rateLimited { try? await service.applePause.pause(publisher.id, until: error.retryAfter) }
+                await service.applePause.pause(publisher.id, after: error)
                 job.logger.warning(
                     "booking a purchase told by a V1 notification without Apple's signed price",
                     metadata: ["transactionId": "\(fact.transactionId)", "error": "\(error.code)"])

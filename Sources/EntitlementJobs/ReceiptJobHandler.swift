@@ -192,7 +192,7 @@ package struct ReceiptJobHandler: EntitlementJobHandler {
                     }
                     evidence.merge(status)
                 } catch let error as AppStoreError where error.isRetryable {
-                    if error.code == .rateLimited { try? await service.applePause.pause(publisher.id, until: error.retryAfter) }
+                    await service.applePause.pause(publisher.id, after: error)
                     guard let until = try await temporaryAccess(for: fact, payload: payload, publisher: publisher, job: job) else {
                         throw error
                     }

@@ -57,7 +57,7 @@ package struct RefundJobHandler: EntitlementJobHandler {
             latest.facts.removeAll { $0.transactionId == fact.transactionId }
             return latest
         } catch let error as AppStoreError {
-            if error.code == .rateLimited { try? await service.applePause.pause(publisher.id, until: error.retryAfter) }
+            await service.applePause.pause(publisher.id, after: error)
             job.logger.warning(
                 "applying a subscription's refund without asking Apple for its latest period",
                 metadata: ["transactionId": "\(fact.transactionId)", "error": "\(error.code)"])

@@ -3,7 +3,6 @@ import Crypto
 import EntitleCore
 import Entitlements
 import Foundation
-import JobQueue
 
 /// Which customer an app acts for, proven by a short-lived JWT that the publisher's backend
 /// signs for its logged-in user: header `{"alg": "HS256" or "ES256", "kid": ...}`, claims
@@ -54,7 +53,7 @@ struct CustomerToken: Sendable, Hashable {
         guard parts.count == 3, let headerBytes = AppleBase64.decode(String(parts[0])),
             let payloadBytes = AppleBase64.decode(String(parts[1])), let signature = AppleBase64.decode(String(parts[2]))
         else { throw Refusal(message: "the customer token is not a JWT (three base64url parts)") }
-        struct Header: Decodable { var alg: String?; var kid: String?; var crit: JSONValue? }
+        struct Header: Decodable { var alg: String?; var kid: String?; var crit: [String]? }
         guard let header = try? JSONDecoder().decode(Header.self, from: Data(headerBytes)) else {
             throw Refusal(message: "the customer token's header is not JSON")
         }
